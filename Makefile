@@ -1,0 +1,41 @@
+# Thin entry points; the work lives in workflows/ (running, profiling) and analysis/ (reports).
+PY ?= $(shell test -x .venv/bin/python && echo .venv/bin/python || echo python3)
+WORKLOAD ?= gelu
+KERNEL ?= $(WORKLOAD)
+SIZE ?= default
+ITERS ?= 20
+RUNS ?= runs
+RUN = $(RUNS)/$(WORKLOAD)/latest
+
+.PHONY: help setup test test-gpu lint demo systems report
+
+help: ## list targets and their variables
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "variables: WORKLOAD=$(WORKLOAD) SIZE=$(SIZE) (default|small) ITERS=$(ITERS) RUNS=$(RUNS) PY=$(PY)"
+
+setup: ## create .venv and install the package with test dependencies (CPU torch for kernel tests)
+	python3 -m venv .venv
+	.venv/bin/pip install -q --upgrade pip
+	.venv/bin/pip install -q "torch==2.13.0" triton
+	.venv/bin/pip install -q -e ".[dev,plots]"
+
+test: ## CPU test suite (GPU tests skip without CUDA)
+	$(PY) -m pytest -q
+
+test-gpu: ## GPU tests only (needs CUDA; Nsight tools for some)
+	$(PY) -m pytest -q -m gpu
+
+lint: ## ruff over the code
+	$(PY) -m ruff check analysis workflows kernels tests
+
+demo: ## render the committed H200 example report from tests/data (no GPU needed)
+	$(PY) -m analysis systems tests/data/gelu/trace.sqlite --meta tests/data/gelu/meta.json \
+	    --torch-logs tests/data/gelu/torch_logs.txt -o $(RUNS)/demo/gelu
+
+systems: ## WORKLOAD=name: nsys timeline of every variant -> reports/WORKLOAD/systems.md
+	$(PY) -m workflows.nsys $(WORKLOAD) --size $(SIZE) --iters $(ITERS) --runs $(RUNS)
+	$(MAKE) --no-print-directory report WORKLOAD=$(WORKLOAD)
+
+report: ## WORKLOAD=name: re-analyze the latest run of WORKLOAD -> reports/WORKLOAD/
+	$(PY) -m analysis systems $(RUN)/trace.sqlite --meta $(RUN)/meta.json \
+	    --torch-logs $(RUN)/torch_logs.txt -o reports/$(WORKLOAD)

@@ -1,0 +1,95 @@
+"""Nsight Systems driver: run a workload under `nsys profile`, export SQLite.
+
+    python -m workflows.nsys WORKLOAD [--size S] [--iters N] [--runs DIR]
+
+writes `DIR/<workload>/<timestamp>/{trace.nsys-rep, trace.sqlite, meta.json,
+torch_logs.txt}` and points `DIR/<workload>/latest` at it. Exit 3 when nsys, a GPU or
+the nsys importer is missing, with what to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool
+
+NSYS_PATTERNS = (
+    "/usr/local/cuda/bin/nsys",
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+)
+
+IMPORTER_HINT = ("nsys captured but could not import the raw data (.qdstrm): its "
+                 "QdstrmImporter needs libdw.so.1/libelf.so.1 on LD_LIBRARY_PATH "
+                 "(on the H200 test machine: source .gpu-kit/env.sh)")
+
+
+def find_nsys(environ: dict[str, str] | None = None) -> Path:
+    return find_tool("nsys", "NSYS", NSYS_PATTERNS, environ)
+
+
+def profile_argv(nsys: Path | str, output_base: Path | str, command: list[str]) -> list[str]:
+    """`nsys profile` with CUDA + NVTX + OS runtime trace, graphs per node, no sampling."""
+    return [str(nsys), "profile",
+            "--trace=cuda,nvtx,osrt",
+            "--cuda-graph-trace=node",
+            "--sample=none",
+            "--cpuctxsw=none",
+            "--force-overwrite=true",
+            f"--output={output_base}",
+            *command]
+
+
+def export_argv(nsys: Path | str, report: Path | str, sqlite: Path | str) -> list[str]:
+    """`nsys export` of a .nsys-rep to SQLite."""
+    return [str(nsys), "export", "--type=sqlite", "--force-overwrite=true",
+            f"--output={sqlite}", str(report)]
+
+
+def runner_command(workload: str, size: str, iters: int, out: Path) -> list[str]:
+    """The profiled program: this Python running the workload runner."""
+    return [sys.executable, "-m", "workflows.runner", workload, "--size", size,
+            "--iters", str(iters), "--out", str(out)]
+
+
+def capture(workload: str, size: str, iters: int, runs: Path) -> Path:
+    """Profile, export, and return the path of trace.sqlite."""
+    nsys = find_nsys()
+    if not gpu_present():
+        raise ToolError("no NVIDIA GPU found (nvidia-smi -L lists none); run on a GPU machine")
+    run_dir = new_run_dir(runs, workload, time.strftime("%Y%m%d-%H%M%S"))
+    base = run_dir / "trace"
+    run_tool(profile_argv(nsys, base, runner_command(workload, size, iters, run_dir)),
+             "nsys profile")
+    report = base.with_suffix(".nsys-rep")
+    if not report.exists():
+        raise ToolError(IMPORTER_HINT)
+    sqlite = base.with_suffix(".sqlite")
+    run_tool(export_argv(nsys, report, sqlite), "nsys export")
+    return sqlite
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m workflows.nsys", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload")
+    p.add_argument("--size", default="default")
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--runs", type=Path, default=Path("runs"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    try:
+        sqlite = capture(args.workload, args.size, args.iters, args.runs)
+    except ToolError as exc:
+        print(f"workflows.nsys: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(f"trace: {sqlite}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

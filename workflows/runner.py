@@ -1,0 +1,179 @@
+"""Run a workload's variants inside NVTX ranges and write `meta.json` beside the trace.
+
+    python -m workflows.runner WORKLOAD [--size default|small] [--iters N]
+                               [--variants a,b] [--out DIR]
+
+Order of events (what the analysis relies on):
+1. inputs are made, every variant is built (`torch.compile` included), checked against
+   the reference and warmed up (compile, autotune, first-launch costs) before any range;
+2. the timed part pushes the range `<workload>` and, inside it, `<variant>` in the
+   toolkit's NVTX domain, so the range path is `<workload>/<variant>`; each holds N
+   iterations and synchronizes before it is popped;
+3. `meta.json` records N, shapes, dtypes, versions, the cost model, correctness and, for
+   the compiled variant, graphs, graph breaks and recompiles; `torch_logs.txt` holds the
+   raw `TORCH_LOGS=graph_breaks,recompiles` output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import logging
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from workflows import NVTX_DOMAIN
+from workflows import workloads as registry
+from workflows.compile_info import explain, torch_logs
+
+WARMUP_CALLS = 3
+
+
+def _versions() -> dict[str, Any]:
+    """Library, CUDA and GPU versions of this process, for the report's environment."""
+    import torch
+    import triton
+
+    out: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                           "triton": triton.__version__, "cuda": torch.version.cuda}
+    try:
+        out["nvtx"] = importlib.metadata.version("nvtx")
+    except importlib.metadata.PackageNotFoundError:
+        out["nvtx"] = None
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        out.update(gpu=props.name, sm_count=props.multi_processor_count,
+                   gpu_memory_bytes=props.total_memory, driver=_driver_version())
+    return out
+
+
+def _driver_version() -> str | None:
+    try:
+        res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True)
+        return res.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def _rel_error(out: Any, ref: Any) -> float:
+    """||out - ref|| / ||ref|| in float64; NaN anywhere gives inf (never passes)."""
+    import torch
+
+    diff = torch.linalg.vector_norm((out.double() - ref.double()).flatten())
+    err = float(diff / torch.linalg.vector_norm(ref.double().flatten()).clamp_min(1e-30))
+    return err if err == err else float("inf")
+
+
+def _nvtx():
+    """push/pop functions in the toolkit domain (the `nvtx` package)."""
+    import nvtx
+
+    domain = nvtx.get_domain(NVTX_DOMAIN)
+    return (lambda name: domain.push_range(domain.get_event_attributes(message=name)),
+            domain.pop_range)
+
+
+def prepare(workload: registry.Workload, variants: list[str], inputs: tuple,
+            log: logging.Logger) -> tuple[dict[str, Any], dict[str, float]]:
+    """Build, check and warm up each variant; no NVTX range is open yet."""
+    import torch
+
+    ref = workload.reference()(*inputs)
+    fns: dict[str, Any] = {}
+    errors: dict[str, float] = {}
+    for name in variants:
+        t0 = time.perf_counter()
+        fn = workload.variants[name]()
+        for _ in range(WARMUP_CALLS):
+            out = fn(*inputs)
+        torch.cuda.synchronize()
+        errors[name] = _rel_error(out, ref)
+        log.info("prepared %s/%s in %.1f s (rel. error %.2e)", workload.name, name,
+                 time.perf_counter() - t0, errors[name])
+        fns[name] = fn
+    return fns, errors
+
+
+def timed(workload: str, fns: dict[str, Any], inputs: tuple, iters: int) -> None:
+    """The measured part: range `<workload>` around one range per variant."""
+    import torch
+
+    push, pop = _nvtx()
+    torch.cuda.synchronize()
+    push(workload)
+    for name, fn in fns.items():
+        push(name)
+        for _ in range(iters):
+            fn(*inputs)
+        torch.cuda.synchronize()
+        pop()
+    pop()
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Run the workload as `args` say and return the path of the written meta.json."""
+    import torch
+
+    log = logging.getLogger("workflows.runner")
+    workload = registry.get(args.workload)
+    variants = args.variants or list(workload.variants)
+    unknown = sorted(set(variants) - set(workload.variants))
+    if unknown:
+        raise SystemExit(f"runner: workload {workload.name!r} has no variant(s) {unknown}")
+    if not torch.cuda.is_available():
+        raise SystemExit("runner: no CUDA GPU visible to torch; run this on a GPU machine")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    shapes = workload.shapes(args.size)
+    inputs = workload.make_inputs(shapes, workload.dtype, "cuda")
+    compiled = None
+    if "compiled" in variants:
+        compiled = explain(workload.variants["naive"](), inputs)
+    with torch_logs(out / "torch_logs.txt") as logged:
+        fns, errors = prepare(workload, variants, inputs, log)
+        timed(workload.name, fns, inputs, args.iters)
+    if compiled is not None:
+        compiled.update(logged)
+    meta = {
+        "schema": "meta/1", "workload": workload.name, "description": workload.description,
+        "size": args.size, "shapes": [list(s) for s in shapes], "dtype": workload.dtype,
+        "iterations": args.iters, "warmup_calls": WARMUP_CALLS, "domain": NVTX_DOMAIN,
+        "variants": variants,
+        "ranges": {v: f"{workload.name}/{v}" for v in variants},
+        "cost_model": workload.cost(shapes, workload.dtype).as_dict(),
+        "correctness": {"rel_error": errors, "tolerance": workload.tolerance},
+        "versions": _versions(), "compiled": compiled,
+        "command": [sys.executable, "-m", "workflows.runner", *sys.argv[1:]],
+    }
+    path = out / "meta.json"
+    path.write_text(json.dumps(meta, indent=2) + "\n")
+    log.info("wrote %s", path)
+    return path
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m workflows.runner", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload", choices=sorted(registry.REGISTRY))
+    p.add_argument("--size", default="default", help="size preset (default, small)")
+    p.add_argument("--iters", type=int, default=20, help="timed iterations per variant")
+    p.add_argument("--variants", type=lambda s: [v for v in s.split(",") if v],
+                   help="comma-separated subset of variants (default: all)")
+    p.add_argument("--out", default=".", help="folder for meta.json and torch_logs.txt")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    run(parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Shared plumbing for the Nsight tool drivers: find a tool, run an argv, fail clearly.
+
+Command lines are plain argv lists built by pure functions, logged with `shlex.join`
+and run without a shell; a failed tool is never swallowed.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+log = logging.getLogger("workflows")
+
+EXIT_BAD_INPUT = 2
+EXIT_TOOL_MISSING = 3
+
+
+class ToolError(RuntimeError):
+    """A profiling step failed; `exit_code` is what the CLI should exit with."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_TOOL_MISSING):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def find_tool(name: str, env_var: str, patterns: Iterable[str],
+              environ: dict[str, str] | None = None) -> Path:
+    """First executable `name` from $env_var, PATH, then the glob `patterns` (newest last wins).
+
+    Raises ToolError (exit 3) naming every place looked at.
+    """
+    environ = os.environ if environ is None else environ
+    explicit = environ.get(env_var)
+    if explicit:
+        if os.access(explicit, os.X_OK):
+            return Path(explicit)
+        raise ToolError(f"${env_var}={explicit} is not an executable {name}")
+    on_path = shutil.which(name, path=environ.get("PATH"))
+    if on_path:
+        return Path(on_path)
+    found = [p for pat in patterns for p in sorted(glob.glob(pat)) if os.access(p, os.X_OK)]
+    if found:
+        return Path(found[-1])
+    raise ToolError(f"{name} not found (looked at ${env_var}, PATH, {', '.join(patterns)}); "
+                    f"install Nsight tools or set {env_var}=/path/to/{name}")
+
+
+def run_tool(argv: Sequence[str], what: str, env: dict[str, str] | None = None) -> str:
+    """Run `argv` (no shell), stream nothing, return stdout+stderr; raise on failure."""
+    log.info("%s: %s", what, shlex.join(str(a) for a in argv))
+    try:
+        res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env,
+                             check=False)
+    except OSError as exc:
+        raise ToolError(f"{what}: cannot start {argv[0]}: {exc}") from exc
+    output = (res.stdout or "") + (res.stderr or "")
+    if res.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        raise ToolError(f"{what} failed (exit {res.returncode}): {shlex.join(map(str, argv))}\n"
+                        f"{tail}", exit_code=1)
+    return output
+
+
+def gpu_present() -> bool:
+    """True when the NVIDIA driver answers with at least one GPU (`nvidia-smi -L`)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return os.path.exists("/dev/nvidia0")
+    res = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False)
+    return res.returncode == 0 and "GPU" in res.stdout
+
+
+def new_run_dir(root: Path, workload: str, stamp: str) -> Path:
+    """`root/<workload>/<stamp>/`, plus a `latest` link to it for the Makefile's next step."""
+    run_dir = root / workload / stamp
+    run_dir.mkdir(parents=True, exist_ok=False)
+    latest = root / workload / "latest"
+    if latest.is_symlink() or latest.exists():
+        latest.unlink()
+    latest.symlink_to(stamp)
+    return run_dir

@@ -1,0 +1,158 @@
+"""Workload registry: inputs, variants and the cost model of each op chain.
+
+A workload is a small dataclass in a plain dict (no base class): how to make its inputs
+for a size, which variants exist (naive eager, builtin, `torch.compile`, Triton), a
+reference to check them against, and its cost model per call: FLOPs, the fewest HBM
+bytes (each input read once, each output written once) and the ideal kernel count.
+
+torch is imported inside the functions, so the registry (names, sizes, costs) can be
+read on a machine without torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Shape = tuple[int, ...]
+Variant = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Work one call must do, whatever the implementation."""
+
+    flops: int
+    min_bytes: int
+    ideal_kernels: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"flops": self.flops, "min_bytes": self.min_bytes,
+                "ideal_kernels": self.ideal_kernels}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One op chain and the ways to run it."""
+
+    name: str
+    description: str
+    dtype: str
+    sizes: dict[str, list[Shape]]
+    make_inputs: Callable[[list[Shape], str, str], tuple]
+    variants: dict[str, Callable[[], Variant]]
+    reference: Callable[[], Variant]
+    cost: Callable[[list[Shape], str], CostModel]
+    tolerance: dict[str, float] = field(default_factory=lambda: {"rtol": 1e-5, "atol": 1e-5})
+
+    def shapes(self, size: str) -> list[Shape]:
+        if size not in self.sizes:
+            raise KeyError(f"workload {self.name!r} has no size {size!r} "
+                           f"(known: {', '.join(self.sizes)})")
+        return self.sizes[size]
+
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _randn(shapes: list[Shape], dtype: str, device: str) -> tuple:
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    return tuple(torch.randn(s, generator=gen, dtype=torch.float32).to(device=device,
+                 dtype=getattr(torch, dtype)) for s in shapes)
+
+
+def _compiled(fn_factory: Callable[[], Variant]) -> Callable[[], Variant]:
+    def build() -> Variant:
+        import torch
+
+        return torch.compile(fn_factory())
+    return build
+
+
+# --- gelu -------------------------------------------------------------------------------
+
+def _gelu_naive() -> Variant:
+    from kernels.gelu import gelu_reference
+
+    return gelu_reference
+
+
+def _gelu_builtin() -> Variant:
+    import torch.nn.functional as F
+
+    return lambda x: F.gelu(x, approximate="tanh")
+
+
+def _gelu_triton() -> Variant:
+    from kernels.gelu import gelu
+
+    return gelu
+
+
+def _gelu_cost(shapes: list[Shape], dtype: str) -> CostModel:
+    n = math.prod(shapes[0])
+    # 4 mul + 1 add for the cubic term's argument, tanh counted as 1, 1 add, 2 mul.
+    return CostModel(flops=9 * n, min_bytes=2 * n * DTYPE_BYTES[dtype], ideal_kernels=1)
+
+
+GELU = Workload(
+    name="gelu",
+    description="tanh-approximation GeLU, 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))",
+    dtype="float32",
+    sizes={"default": [(8192, 8192)], "small": [(1024, 1024)]},
+    make_inputs=_randn,
+    variants={"naive": _gelu_naive, "builtin": _gelu_builtin,
+              "compiled": _compiled(_gelu_naive), "triton": _gelu_triton},
+    reference=_gelu_naive,
+    cost=_gelu_cost,
+)
+
+
+# --- matmul_relu ------------------------------------------------------------------------
+
+def _matmul_relu_naive() -> Variant:
+    from kernels.matmul_relu import matmul_relu_reference
+
+    return matmul_relu_reference
+
+
+def _matmul_relu_triton() -> Variant:
+    from kernels.matmul_relu import matmul_relu
+
+    return matmul_relu
+
+
+def _matmul_relu_cost(shapes: list[Shape], dtype: str) -> CostModel:
+    (m, k), (_, n) = shapes
+    nbytes = (m * k + k * n + m * n) * DTYPE_BYTES[dtype]
+    return CostModel(flops=2 * m * n * k, min_bytes=nbytes, ideal_kernels=1)
+
+
+MATMUL_RELU = Workload(
+    name="matmul_relu",
+    description="relu(A @ B), fp16 with fp32 accumulation",
+    dtype="float16",
+    sizes={"default": [(4096, 4096), (4096, 4096)], "small": [(1024, 1024), (1024, 1024)]},
+    make_inputs=_randn,
+    variants={"naive": _matmul_relu_naive, "compiled": _compiled(_matmul_relu_naive),
+              "triton": _matmul_relu_triton},
+    reference=_matmul_relu_naive,
+    cost=_matmul_relu_cost,
+    tolerance={"rtol": 1e-2, "atol": 1e-2},
+)
+
+
+REGISTRY: dict[str, Workload] = {w.name: w for w in (GELU, MATMUL_RELU)}
+
+
+def get(name: str) -> Workload:
+    """The registered workload `name`, or a KeyError listing the known ones."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(REGISTRY))})")\
+            from None
