@@ -13,6 +13,9 @@ import triton.language as tl
 
 SQRT_2_OVER_PI = 0.7978845608028654
 GELU_COEF = 0.044715
+# Triton kernels may read module globals only when they are constexpr.
+_K_SQRT_2_OVER_PI = tl.constexpr(SQRT_2_OVER_PI)
+_K_GELU_COEF = tl.constexpr(GELU_COEF)
 
 
 def gelu_reference(x: torch.Tensor) -> torch.Tensor:
@@ -31,7 +34,7 @@ def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     offsets = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
     x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
-    a = SQRT_2_OVER_PI * (x + GELU_COEF * x * x * x)
+    a = _K_SQRT_2_OVER_PI * (x + _K_GELU_COEF * x * x * x)
     tanh = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
     y = 0.5 * x * (1.0 + tanh)
     tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
