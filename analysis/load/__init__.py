@@ -1,0 +1,1 @@
+"""One loader per source; each documents its columns (units in names) and fails fast."""

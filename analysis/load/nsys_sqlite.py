@@ -1,0 +1,222 @@
+"""Loader for Nsight Systems SQLite exports (`nsys export --type=sqlite`).
+
+`load(path) -> NsysExport` opens the file read-only, checks the tables it needs and
+returns typed frames. Columns (units in names):
+
+ranges  one row per NVTX range instance, push/pop and start/end alike, as `nsys stats`
+        takes them (ranges ended on another thread are left out, as there):
+        range_id (NVTX_EVENTS rowid), style ("PushPop"|"StartEnd"), name, domain (str or
+        None), global_tid, start_ns, end_ns (an unclosed range ends at the last NVTX
+        timestamp, as in `nsys stats`)
+ops     one row per GPU operation: kind ("kernel"|"memcpy"|"memset"), name (kernel base
+        name, or "[CUDA memcpy]"/"[CUDA memset]"), demangled_name, start_ns, end_ns,
+        duration_ns, device_id, stream_id, correlation_id, graph_node_id (or NA),
+        bytes (copies and sets, else NA), and from the CUDA API call that launched it
+        (joined by correlationId within the process): global_tid, api_start_ns,
+        api_end_ns (NA when no API call was traced)
+graph_launches  one row per cudaGraphLaunch / cuGraphLaunch call: global_tid,
+        api_start_ns, api_end_ns
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import sqlite_utils
+
+from analysis.errors import InputError
+
+PUSHPOP = (59, 70)     # NvtxPushPopRange, NvtxtPushPopRange
+STARTEND = (60, 71)    # NvtxStartEndRange, NvtxtStartEndRange
+DOMAIN_CREATE = 75
+PID_MASK_SQL = "0xFFFFFFFFFF000000"  # globalTid -> globalPid, as `nsys stats` joins them
+REQUIRED = {
+    "StringIds": "has no StringIds table (not an Nsight Systems export?)",
+    "CUPTI_ACTIVITY_KIND_KERNEL": "does not contain CUDA kernel data (trace with --trace=cuda)",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": "does not contain CUDA API data (trace with --trace=cuda)",
+}
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass
+class NsysExport:
+    """Everything the systems analysis reads from one export."""
+
+    path: Path
+    ranges: pd.DataFrame
+    ops: pd.DataFrame
+    graph_launches: pd.DataFrame
+    gpus: list[dict]
+    export_schema_version: str | None
+    product_version: str | None
+    notes: list[str] = field(default_factory=list)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open `path` read-only after checking it is an SQLite file; InputError if not."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputError(f"{path}: is a directory, not an Nsight Systems SQLite export")
+    with path.open("rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
+    if head != SQLITE_MAGIC:
+        what = "an empty file" if not head else "not an SQLite file"
+        raise InputError(f"{path}: {what}; expected an export from "
+                         "`nsys export --type=sqlite`")
+    try:
+        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{path}: unreadable SQLite file ({exc})") from exc
+    return conn
+
+
+def _columns(db: sqlite_utils.Database, table: str) -> set[str]:
+    return set(db[table].columns_dict) if db[table].exists() else set()
+
+
+def _check_tables(db: sqlite_utils.Database, path: Path) -> None:
+    names = set(db.table_names())
+    for table, why in REQUIRED.items():
+        if table not in names:
+            raise InputError(f"{path}: {why}")
+
+
+def _query(conn: sqlite3.Connection, path: Path, sql: str, params: tuple = ()) -> pd.DataFrame:
+    try:
+        return pd.read_sql_query(sql, conn, params=params)
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
+        raise InputError(f"{path}: cannot read export ({exc})") from exc
+
+
+def load_ranges(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
+    """NVTX range instances with names resolved and domains attached (see module doc)."""
+    cols = _columns(db, "NVTX_EVENTS")
+    empty = pd.DataFrame(columns=["range_id", "style", "name", "domain", "global_tid",
+                                  "start_ns", "end_ns"])
+    if not cols:
+        return empty
+    name = "coalesce(s.value, e.text)" if "textId" in cols else "e.text"
+    join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in cols else ""
+    same_thread = "AND e.endGlobalTid IS NULL" if "endGlobalTid" in cols else ""
+    kinds = PUSHPOP + STARTEND
+    marks = ",".join("?" * len(kinds))
+    df = _query(conn, path, f"""
+        SELECT e.rowid AS range_id, e.eventType AS event_type, {name} AS name,
+               e.domainId AS domain_id, e.globalTid AS global_tid,
+               e.start AS start_ns, e.end AS end_ns
+        FROM NVTX_EVENTS e {join}
+        WHERE e.eventType IN ({marks}) {same_thread}""", kinds)
+    if df.empty:
+        return empty
+    last = int(pd.concat([df["start_ns"], df["end_ns"]]).max())
+    df["end_ns"] = df["end_ns"].fillna(last).astype("int64")
+    df["style"] = df["event_type"].map(lambda t: "PushPop" if t in PUSHPOP else "StartEnd")
+    df["domain"] = _domains(conn, path, df)
+    return df[empty.columns].reset_index(drop=True)
+
+
+def _domains(conn: sqlite3.Connection, path: Path, ranges: pd.DataFrame) -> pd.Series:
+    """Domain name of each range: the DomainCreate event of its domainId in its process."""
+    created = _query(conn, path, """
+        SELECT domainId AS domain_id, globalTid AS global_tid, text AS domain
+        FROM NVTX_EVENTS WHERE eventType = ? ORDER BY start""", (DOMAIN_CREATE,))
+    created["pid_key"] = created["global_tid"].astype("int64") // (1 << 24)
+    created = created.drop_duplicates(["domain_id", "pid_key"])
+    keys = pd.DataFrame({"domain_id": ranges["domain_id"],
+                         "pid_key": ranges["global_tid"].astype("int64") // (1 << 24)})
+    merged = keys.merge(created[["domain_id", "pid_key", "domain"]],
+                        on=["domain_id", "pid_key"], how="left")
+    return merged["domain"].where(merged["domain"].notna(), None)
+
+
+def _op_select(table: str, kind: str, cols: set[str]) -> str:
+    """SELECT for one GPU-operation table, with the columns this export version has."""
+    if kind == "kernel":
+        short = "shortName" if "shortName" in cols else "demangledName"
+        name = f"(SELECT value FROM StringIds WHERE id = o.{short})"
+        demangled = "(SELECT value FROM StringIds WHERE id = o.demangledName)"
+        nbytes = "NULL"
+    else:
+        name = demangled = f"'[CUDA {kind}]'"
+        nbytes = "o.bytes" if "bytes" in cols else "NULL"
+    node = "o.graphNodeId" if "graphNodeId" in cols else "NULL"
+    return f"""SELECT '{kind}' AS kind, {name} AS name, {demangled} AS demangled_name,
+               o.start AS start_ns, o.end AS end_ns, o.deviceId AS device_id,
+               o.streamId AS stream_id, o.correlationId AS correlation_id,
+               o.globalPid AS global_pid, {node} AS graph_node_id, {nbytes} AS bytes
+        FROM {table} o"""
+
+
+def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
+    """GPU operations joined to the CUDA API call that launched each (see module doc)."""
+    parts = []
+    for table, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"),
+                        ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
+                        ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
+        cols = _columns(db, table)
+        if cols:
+            parts.append(_op_select(table, kind, cols))
+    df = _query(conn, path, f"""
+        WITH ops AS ({" UNION ALL ".join(parts)})
+        SELECT ops.*, r.globalTid AS global_tid, r.start AS api_start_ns, r.end AS api_end_ns
+        FROM ops LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+          ON r.correlationId = ops.correlation_id
+         AND (r.globalTid & {PID_MASK_SQL}) = ops.global_pid""")
+    df["duration_ns"] = df["end_ns"] - df["start_ns"]
+    for col in ("graph_node_id", "bytes", "global_tid", "api_start_ns", "api_end_ns"):
+        df[col] = df[col].astype("Int64")
+    return df
+
+
+def load_graph_launches(conn: sqlite3.Connection, path: Path) -> pd.DataFrame:
+    """CUDA API calls that replay a CUDA graph (their kernels show only with node tracing)."""
+    return _query(conn, path, """
+        SELECT r.globalTid AS global_tid, r.start AS api_start_ns, r.end AS api_end_ns
+        FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+        WHERE s.value LIKE 'cudaGraphLaunch%' OR s.value LIKE 'cuGraphLaunch%'""")
+
+
+def load_gpus(db: sqlite_utils.Database) -> list[dict]:
+    """GPUs of the capture: name, sm_count, memory_bandwidth_Bps (TARGET_INFO_GPU)."""
+    cols = _columns(db, "TARGET_INFO_GPU")
+    if not {"name"} <= cols:
+        return []
+    rows = db.execute("SELECT * FROM TARGET_INFO_GPU").fetchall()
+    names = [d[0] for d in db.execute("SELECT * FROM TARGET_INFO_GPU LIMIT 0").description]
+    out = []
+    for row in rows:
+        rec = dict(zip(names, row))
+        out.append({"name": rec.get("name"), "sm_count": rec.get("smCount"),
+                    "memory_bandwidth_Bps": rec.get("memoryBandwidth")})
+    return out
+
+
+def _export_meta(db: sqlite_utils.Database) -> dict[str, str]:
+    if not db["META_DATA_EXPORT"].exists():
+        return {}
+    return dict(db.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+
+
+def load(path: str | Path) -> NsysExport:
+    """Read one export; InputError (one line, names the file) when it is not usable."""
+    path = Path(path)
+    conn = connect(path)
+    try:
+        db = sqlite_utils.Database(conn)
+        _check_tables(db, path)
+        meta = _export_meta(db)
+        ranges = load_ranges(conn, db, path)
+        notes = [] if len(ranges) else ["the export holds no NVTX ranges "
+                                        "(trace with --trace=nvtx and annotate the code)"]
+        return NsysExport(path=path, ranges=ranges, ops=load_ops(conn, db, path),
+                          graph_launches=load_graph_launches(conn, path),
+                          gpus=load_gpus(db),
+                          export_schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+                          product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes)
+    finally:
+        conn.close()
