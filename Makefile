@@ -5,6 +5,7 @@ KERNEL ?= $(WORKLOAD)
 SIZE ?= default
 ITERS ?= 20
 RUNS ?= runs
+TORCH_SPEC ?= torch==2.13.0
 RUN = $(RUNS)/$(WORKLOAD)/latest
 
 .PHONY: help setup test test-gpu lint demo systems report
@@ -16,7 +17,7 @@ help: ## list targets and their variables
 setup: ## create .venv and install the package with test dependencies (CPU torch for kernel tests)
 	python3 -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
-	.venv/bin/pip install -q "torch==2.13.0" triton
+	.venv/bin/pip install -q "$(TORCH_SPEC)" triton nvtx
 	.venv/bin/pip install -q -e ".[dev,plots]"
 
 test: ## CPU test suite (GPU tests skip without CUDA)

@@ -30,7 +30,7 @@ def range_paths(ranges: pd.DataFrame) -> pd.Series:
         order = grp.sort_values(["start_ns", "end_ns"], ascending=[True, False])
         stack: list[tuple[int, str]] = []  # (end_ns, path) of open enclosing ranges
         for idx, start, end, name in zip(order.index, order["start_ns"], order["end_ns"],
-                                         paths[order.index]):
+                                         paths[order.index], strict=True):
             while stack and not (start <= stack[-1][0] and end <= stack[-1][0]):
                 stack.pop()
             path = f"{stack[-1][1]}/{name}" if stack else name

@@ -15,7 +15,7 @@ ops     one row per GPU operation: kind ("kernel"|"memcpy"|"memset"), name (kern
         (joined by correlationId within the process): global_tid, api_start_ns,
         api_end_ns (NA when no API call was traced)
 graph_launches  one row per cudaGraphLaunch / cuGraphLaunch call: global_tid,
-        api_start_ns, api_end_ns
+        api_start_ns, api_end_ns, correlation_id
 """
 
 from __future__ import annotations
@@ -176,7 +176,8 @@ def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
 def load_graph_launches(conn: sqlite3.Connection, path: Path) -> pd.DataFrame:
     """CUDA API calls that replay a CUDA graph (their kernels show only with node tracing)."""
     return _query(conn, path, """
-        SELECT r.globalTid AS global_tid, r.start AS api_start_ns, r.end AS api_end_ns
+        SELECT r.globalTid AS global_tid, r.start AS api_start_ns, r.end AS api_end_ns,
+               r.correlationId AS correlation_id
         FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
         WHERE s.value LIKE 'cudaGraphLaunch%' OR s.value LIKE 'cuGraphLaunch%'""")
 
@@ -190,7 +191,7 @@ def load_gpus(db: sqlite_utils.Database) -> list[dict]:
     names = [d[0] for d in db.execute("SELECT * FROM TARGET_INFO_GPU LIMIT 0").description]
     out = []
     for row in rows:
-        rec = dict(zip(names, row))
+        rec = dict(zip(names, row, strict=True))
         out.append({"name": rec.get("name"), "sm_count": rec.get("smCount"),
                     "memory_bandwidth_Bps": rec.get("memoryBandwidth")})
     return out

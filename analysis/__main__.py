@@ -1,0 +1,121 @@
+"""Command line: turn Nsight exports into reports.
+
+    python -m analysis systems TRACE.sqlite|TRACE.nsys-rep [--torch-logs LOG]
+                               [--meta META.json] -o DIR
+
+Writes DIR/systems.json (schema systems/1) and DIR/systems.md. Exit 0 on success; 2 on
+bad input or usage, with one line on stderr naming the file and what is wrong; 3 when a
+needed tool (nsys, to read a .nsys-rep) is missing. Inputs are never modified; outputs
+are written to a temporary file and renamed, so an interrupted run leaves no half report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from analysis import systems
+from analysis.errors import InputError, ToolMissing
+from analysis.load import nsys_sqlite, torch_logs
+from analysis.render.markdown import render_systems
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_meta(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such meta.json") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a readable meta.json ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: meta.json must hold a JSON object")
+    return meta
+
+
+def nsys_rep_to_sqlite(report: Path, workdir: Path) -> Path:
+    """Export a .nsys-rep to SQLite in `workdir` with the installed nsys (exit 3 if none)."""
+    from workflows.nsys import export_argv, find_nsys
+    from workflows.tools import ToolError, run_tool
+
+    if not report.is_file():
+        raise InputError(f"{report}: no such file")
+    try:
+        nsys = find_nsys()
+    except ToolError as exc:
+        raise ToolMissing(f"{report}: reading .nsys-rep needs nsys: {exc}") from exc
+    out = workdir / (report.stem + ".sqlite")
+    try:
+        run_tool(export_argv(nsys, report, out), "nsys export")
+    except ToolError as exc:
+        raise InputError(f"{report}: nsys could not export it: {exc}") from exc
+    return out
+
+
+def cmd_systems(args: argparse.Namespace) -> int:
+    trace = Path(args.trace)
+    meta = load_meta(Path(args.meta) if args.meta else None)
+    events = torch_logs.load(args.torch_logs) if args.torch_logs else None
+    with tempfile.TemporaryDirectory() as tmp:
+        if trace.suffix == ".nsys-rep":
+            trace_db = nsys_rep_to_sqlite(trace, Path(tmp))
+        else:
+            trace_db = trace
+        export = nsys_sqlite.load(trace_db)
+        export.path = trace
+        doc = systems.build(export, meta, events)
+    out = Path(args.output)
+    write_atomic(out / "systems.json", json.dumps(doc, indent=2) + "\n")
+    write_atomic(out / "systems.md", render_systems(doc))
+    print(f"wrote {out / 'systems.md'} and {out / 'systems.json'} "
+          f"({len(doc['ranges'])} ranges)")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("systems", help="Nsight Systems export -> systems.{json,md}")
+    s.add_argument("trace", help="TRACE.sqlite (nsys export --type=sqlite) or TRACE.nsys-rep")
+    s.add_argument("--torch-logs", help="TORCH_LOGS=graph_breaks,recompiles output file")
+    s.add_argument("--meta", help="meta.json written by the runner beside the trace")
+    s.add_argument("-o", "--output", required=True, help="output folder")
+    s.set_defaults(func=cmd_systems)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (InputError, ToolMissing) as exc:
+        print(f"analysis: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except sqlite3.DatabaseError as exc:
+        print(f"analysis: {args.trace}: cannot read export ({exc})", file=sys.stderr)
+        return InputError.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

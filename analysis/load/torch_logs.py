@@ -1,0 +1,67 @@
+"""Loader for `TORCH_LOGS=graph_breaks,recompiles` output (any log format prefix).
+
+`load(path) -> DataFrame` with one row per distinct event. Columns:
+kind ("graph_break"|"recompile"), function (recompiles only, else None), file, line
+(int), reason (first reason / guard-failure line, or "" when the log gives none).
+
+Recognized forms (torch 2.1 to 2.11):
+  Graph break in user code at FILE:LINE            (then "Graph Break Reason: ..." or
+  Graph break (user stack suppressed ...) in user code at FILE:LINE   "Reason: ...")
+  Graph break: REASON from user code at  File "FILE", line LINE      (older torch)
+  Recompiling function NAME in FILE:LINE           (then "triggered by the following
+                                                    guard failure(s):" and "- ...")
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.errors import InputError
+
+COLUMNS = ["kind", "function", "file", "line", "reason"]
+_BREAK = re.compile(r"Graph break(?: \([^)]*\))? in user code at (?P<file>\S+?):(?P<line>\d+)")
+_BREAK_OLD = re.compile(r"Graph break: (?P<reason>.+?) from user code at\s+File "
+                        r"\"(?P<file>[^\"]+)\", line (?P<line>\d+)")
+_REASON = re.compile(r"(?:Graph Break Reason|Reason):\s*(?P<reason>.+)")
+_RECOMPILE = re.compile(r"Recompiling function (?P<function>\S+) in (?P<file>\S+?):(?P<line>\d+)")
+_GUARD = re.compile(r"^\s*-\s*(?P<reason>\S.*)")
+_LOOKAHEAD = 8
+
+
+def _reason_after(lines: list[str], i: int, pattern: re.Pattern[str]) -> str:
+    for nxt in lines[i + 1:i + 1 + _LOOKAHEAD]:
+        m = pattern.search(nxt)
+        if m:
+            return m.group("reason").strip()
+    return ""
+
+
+def parse(text: str) -> pd.DataFrame:
+    """Events in `text`, duplicates (same kind, place and reason) dropped, in log order."""
+    lines = text.splitlines()
+    rows = []
+    for i, line in enumerate(lines):
+        if m := _BREAK.search(line):
+            rows.append(("graph_break", None, m["file"], int(m["line"]),
+                         _reason_after(lines, i, _REASON)))
+        elif m := _BREAK_OLD.search(line):
+            rows.append(("graph_break", None, m["file"], int(m["line"]), m["reason"].strip()))
+        elif m := _RECOMPILE.search(line):
+            rows.append(("recompile", m["function"], m["file"], int(m["line"]),
+                         _reason_after(lines, i, _GUARD)))
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    return df.drop_duplicates(["kind", "file", "line", "reason"]).reset_index(drop=True)
+
+
+def load(path: str | Path) -> pd.DataFrame:
+    """Parse a TORCH_LOGS file; InputError when it is missing, a folder or binary."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such TORCH_LOGS file")
+    data = path.read_bytes()
+    if b"\x00" in data[:4096]:
+        raise InputError(f"{path}: binary data, not a TORCH_LOGS text log")
+    return parse(data.decode("utf-8", errors="replace"))

@@ -1,0 +1,1 @@
+"""Rendering of analysis results (markdown, plots); no analysis happens here."""

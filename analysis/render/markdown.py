@@ -1,0 +1,161 @@
+"""Markdown rendering of `systems/1` documents: GitHub-flavoured tables, escaped names.
+
+Numbers carry units: microseconds with one decimal, GB/s without decimals, percentages
+with one. C++ kernel names (`<`, `>`, `|`, `*`, `&`, backticks) are escaped so that they
+render literally inside table cells.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
+
+
+def esc(text: Any) -> str:
+    """Text safe inside a markdown table cell: HTML entities, escaped markdown marks."""
+    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", " ")
+
+
+def us(ns: float | None) -> str:
+    return "–" if ns is None else f"{ns / 1e3:,.1f} µs"
+
+
+def gbps(bps: float | None) -> str:
+    return "–" if bps is None else f"{bps / 1e9:,.0f} GB/s"
+
+
+def pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}%"
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.{digits}f}"
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]],
+          align: str | None = None) -> list[str]:
+    """A GFM table; `align` is one char per column (l or r)."""
+    align = align or "l" * len(header)
+    marks = ["---:" if a == "r" else "---" for a in align]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def variants_section(doc: dict[str, Any]) -> list[str]:
+    rows = doc.get("variants") or []
+    if not rows:
+        return []
+    body = []
+    for r in rows:
+        if r.get("missing"):
+            body.append([esc(r["variant"]), esc(r["range"])] + ["not in trace"] + ["–"] * 5)
+            continue
+        speed = r.get("speedup_vs_naive")
+        body.append([esc(r["variant"]), esc(r["range"]), us(r["time_per_iter_ns"]),
+                     "–" if speed is None else f"{speed:.2f}x", num(r["kernels_per_iter"]),
+                     pct(r["gpu_idle_pct"]), gbps(r.get("achieved_Bps")),
+                     pct(r.get("pct_of_peak_bw"))])
+    run = doc.get("run") or {}
+    cost = run.get("cost_model") or {}
+    lines = ["## Variants", "",
+             f"Per iteration: GPU span of the range / iterations ({run.get('iterations')} "
+             "per range). Achieved bandwidth = the cost model's minimal bytes "
+             f"({num(cost.get('min_bytes'))} B per call) / time per iteration; peak = the "
+             "GPU's memory bandwidth as the trace reports it.", ""]
+    lines += table(["variant", "range", "time / iter", "speedup vs naive", "kernels / iter",
+                    "GPU idle", "achieved", "% of peak BW"], body, "llrrrrrr")
+    return lines + [""]
+
+
+def ranges_section(doc: dict[str, Any]) -> list[str]:
+    body = [[esc(e["name"]), esc(e["domain"] or "(default)"), num(e["instances"]),
+             num(e["kernel_count"]), us(e["kernel_time_ns"]), us(e["gpu_span_ns"]),
+             us(e["gpu_idle_ns"])] for e in doc["ranges"]]
+    lines = ["## NVTX ranges", "",
+             "Kernels are credited to a range when the CUDA call that launched them lies "
+             "inside it, on the same thread (as `nsys stats` does); a kernel counts in every "
+             "enclosing range. GPU span: first GPU operation start to last end, summed over "
+             "instances; idle: span not covered by any GPU operation.", ""]
+    if not body:
+        return lines + ["No NVTX range launched GPU work.", ""]
+    lines += table(["range", "domain", "instances", "kernels", "kernel time", "GPU span",
+                    "GPU idle"], body, "llrrrrr")
+    return lines + [""]
+
+
+def kernels_section(doc: dict[str, Any]) -> list[str]:
+    lines = ["## Kernels per range", ""]
+    for e in doc["ranges"]:
+        lines += [f"### {esc(e['name'])}", ""]
+        body = [[esc(k["name"]), num(k["count"]), us(k["total_ns"]), us(k["avg_ns"]),
+                 us(k["min_ns"]), us(k["max_ns"])] for k in e["kernels"]]
+        if not body:
+            lines += ["No kernels (copies or sets only).", ""]
+            continue
+        lines += table(["kernel", "count", "total", "avg", "min", "max"], body, "lrrrrr")
+        lines.append("")
+    return lines
+
+
+def compile_section(doc: dict[str, Any]) -> list[str]:
+    run = doc.get("run") or {}
+    compiled = run.get("compiled")
+    events = run.get("torch_log_events")
+    if not compiled and not events:
+        return []
+    lines = ["## torch.compile", ""]
+    if compiled:
+        lines.append(f"Graphs: {compiled.get('graph_count')}, graph breaks: "
+                     f"{compiled.get('graph_break_count')}, recompiles: "
+                     f"{compiled.get('recompiles')} (torch._dynamo.explain and TORCH_LOGS, "
+                     "compiled before the measured ranges).")
+        for b in compiled.get("graph_breaks") or []:
+            lines.append(f"- graph break at `{b.get('file')}:{b.get('line')}`: "
+                         f"{esc(b.get('reason'))}")
+    if events is not None:
+        lines.append(f"TORCH_LOGS events: {len(events)}.")
+        for ev in events:
+            lines.append(f"- {ev['kind']} at `{ev['file']}:{ev['line']}`: {esc(ev['reason'])}")
+    return lines + [""]
+
+
+def environment_section(doc: dict[str, Any]) -> list[str]:
+    src = doc["source"]
+    versions = (doc.get("run") or {}).get("versions") or {}
+    gpus = "; ".join(f"{g['name']} ({g.get('sm_count')} SMs, "
+                     f"{gbps(g.get('memory_bandwidth_Bps'))} peak memory bandwidth)"
+                     for g in src["gpus"]) or "not recorded in the trace"
+    lines = ["## Environment", "", f"- GPU: {esc(gpus)}",
+             f"- Nsight Systems: {esc(src.get('nsys_version'))}, export schema "
+             f"{esc(src.get('export_schema_version'))}",
+             f"- trace: `{src['path']}`"]
+    if versions:
+        lines.append("- " + ", ".join(f"{k} {esc(v)}" for k, v in versions.items()
+                                      if k in ("driver", "cuda", "torch", "triton", "python",
+                                               "nvtx")))
+    return lines + [""]
+
+
+def render_systems(doc: dict[str, Any]) -> str:
+    """The whole systems.md page for one systems/1 document."""
+    run = doc.get("run") or {}
+    title = run.get("workload") or doc["source"]["path"]
+    lines = [f"# Nsight Systems report: {esc(title)}", ""]
+    if run.get("description"):
+        lines += [f"{esc(run['description'])}; shapes {run.get('shapes')}, "
+                  f"{run.get('dtype')}.", ""]
+    for note in doc.get("notes") or []:
+        lines.append(f"> Note: {esc(note)}")
+    if doc.get("notes"):
+        lines.append("")
+    for section in (variants_section, ranges_section, compile_section, kernels_section,
+                    environment_section):
+        lines += section(doc)
+    return "\n".join(lines).rstrip() + "\n"

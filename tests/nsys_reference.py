@@ -1,0 +1,52 @@
+"""Read NVIDIA's `nsys stats` CSVs and line them up with our systems/1 entries.
+
+`nsys stats` names a range by its own text ("profkit:naive"; the default domain is
+"default_domain" in 2023.4 and ":default_domain" in 2025.3) and merges same-named ranges
+wherever they nest, so our entries are summed by (domain, leaf name) before comparing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def label(domain: str | None, path: str) -> str:
+    leaf = path.split("/")[-1]
+    return f"{domain}:{leaf}" if domain else leaf
+
+
+def kern_sum(csv: Path) -> pd.DataFrame:
+    """nvtx_kern_sum:base rows in ranges, summed over PID/TID, keyed (range, kernel)."""
+    df = pd.read_csv(csv).dropna(subset=["NVTX Range"])
+    df["NVTX Range"] = df["NVTX Range"].str.lstrip(":")
+    return df.groupby(["NVTX Range", "Kernel Name"]).agg(
+        count=("Kern Inst", "sum"), total_ns=("Total Time (ns)", "sum"),
+        min_ns=("Min (ns)", "min"), max_ns=("Max (ns)", "max")).sort_index()
+
+
+def proj_sum(csv: Path) -> pd.DataFrame:
+    """nvtx_gpu_proj_sum keyed by range name: total projected time and instances."""
+    df = pd.read_csv(csv)
+    df["Range"] = df["Range"].str.lstrip(":")
+    return df.groupby("Range").agg(gpu_span_ns=("Total Proj Time (ns)", "sum"),
+                                   instances=("Range Instances", "sum")).sort_index()
+
+
+def ours_kern(doc: dict) -> pd.DataFrame:
+    rows = [(label(e["domain"], e["name"]), k["name"], k["count"], k["total_ns"],
+             k["min_ns"], k["max_ns"]) for e in doc["ranges"] for k in e["kernels"]]
+    df = pd.DataFrame(rows, columns=["NVTX Range", "Kernel Name", "count", "total_ns",
+                                     "min_ns", "max_ns"])
+    return df.groupby(["NVTX Range", "Kernel Name"]).agg(
+        count=("count", "sum"), total_ns=("total_ns", "sum"), min_ns=("min_ns", "min"),
+        max_ns=("max_ns", "max")).sort_index()
+
+
+def ours_proj(doc: dict) -> pd.DataFrame:
+    rows = [(label(e["domain"], e["name"]), e["gpu_span_ns"], e["instances"])
+            for e in doc["ranges"]]
+    df = pd.DataFrame(rows, columns=["Range", "gpu_span_ns", "instances"])
+    return df.groupby("Range").agg(gpu_span_ns=("gpu_span_ns", "sum"),
+                                   instances=("instances", "sum")).sort_index()

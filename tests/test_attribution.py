@@ -1,0 +1,102 @@
+"""Attribution and interval maths on tiny inline frames, plus property tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis import ranges as rng
+
+
+def _ranges(rows: list[tuple]) -> pd.DataFrame:
+    """rows: (name, tid, start, end[, style[, domain]])."""
+    recs = []
+    for i, r in enumerate(rows):
+        name, tid, start, end = r[:4]
+        style = r[4] if len(r) > 4 else "PushPop"
+        domain = r[5] if len(r) > 5 else "d"
+        recs.append({"range_id": i, "style": style, "name": name, "domain": domain,
+                     "global_tid": tid, "start_ns": start, "end_ns": end})
+    return pd.DataFrame(recs)
+
+
+def _ops(rows: list[tuple]) -> pd.DataFrame:
+    """rows: (name, tid, api_start, api_end, gpu_start, gpu_end[, kind])."""
+    recs = [{"kind": r[6] if len(r) > 6 else "kernel", "name": r[0], "global_tid": r[1],
+             "api_start_ns": r[2], "api_end_ns": r[3], "start_ns": r[4], "end_ns": r[5],
+             "duration_ns": r[5] - r[4], "correlation_id": i} for i, r in enumerate(rows)]
+    return pd.DataFrame(recs, columns=["kind", "name", "global_tid", "api_start_ns",
+                                       "api_end_ns", "start_ns", "end_ns", "duration_ns",
+                                       "correlation_id"])
+
+
+NO_GRAPHS = pd.DataFrame(columns=["global_tid", "api_start_ns", "api_end_ns"])
+
+
+def test_paths_nest_per_thread_and_domain() -> None:
+    r = _ranges([("a", 1, 0, 100), ("b", 1, 10, 50), ("c", 1, 20, 30), ("b", 1, 60, 90),
+                 ("x", 1, 5, 95, "PushPop", "other"), ("s", 1, 15, 25, "StartEnd"),
+                 ("a", 2, 0, 100)])
+    assert list(rng.range_paths(r)) == ["a", "a/b", "a/b/c", "a/b", "x", "s", "a"]
+
+
+def test_launch_inside_range_counts_gpu_time_does_not_matter() -> None:
+    r = _ranges([("a", 1, 0, 100)])
+    ops = _ops([("k1", 1, 10, 20, 500, 600),     # runs long after the range: still a's
+                ("k2", 1, 90, 110, 95, 96),      # API call ends after the range: not a's
+                ("k3", 2, 10, 20, 30, 40)])      # other thread: not a's
+    pairs = rng.attribute(ops, r)
+    assert pairs["call"].tolist() == [0]
+
+
+def test_summary_span_idle_and_kernels() -> None:
+    r = _ranges([("w", 1, 0, 1000), ("v", 1, 10, 500)])
+    ops = _ops([("k", 1, 20, 30, 100, 200), ("k", 1, 40, 50, 300, 350),
+                ("m", 1, 60, 70, 320, 400, "memcpy"), ("k", 1, 600, 610, 700, 800)])
+    summary, kernels = rng.summarize(r, ops, NO_GRAPHS)
+    by = summary.set_index("path")
+    assert by.loc["w/v", "kernel_count"] == 2 and by.loc["w", "kernel_count"] == 3
+    assert by.loc["w/v", "gpu_span_ns"] == 300           # 100 -> 400 (memcpy included)
+    assert by.loc["w/v", "gpu_idle_ns"] == 300 - (100 + 100)   # busy 100-200, 300-400
+    assert by.loc["w", "kernel_time_ns"] == 100 + 50 + 100
+    assert list(summary["path"]) == ["w", "w/v"]          # timeline order
+
+
+def test_union_merges_overlaps() -> None:
+    s = np.array([0, 5, 20, 21], dtype="int64")
+    e = np.array([10, 8, 30, 25], dtype="int64")
+    assert rng.union_ns(s, e) == 10 + 10
+    assert rng.union_ns(np.array([], dtype="int64"), np.array([], dtype="int64")) == 0
+
+
+intervals = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 200)), max_size=30)
+
+
+@given(intervals)
+def test_union_matches_brute_force(ivs: list[tuple[int, int]]) -> None:
+    s = np.array([a for a, _ in ivs], dtype="int64")
+    e = np.array([a + d for a, d in ivs], dtype="int64")
+    covered = set()
+    for a, b in zip(s, e, strict=True):
+        covered.update(range(a, b))
+    assert rng.union_ns(s, e) == len(covered)
+
+
+calls = st.lists(st.tuples(st.integers(1, 2), st.integers(0, 1000), st.integers(0, 50)),
+                 max_size=40)
+spans = st.lists(st.tuples(st.integers(1, 2), st.integers(0, 1000), st.integers(0, 400)),
+                 min_size=1, max_size=15)
+
+
+@settings(max_examples=200)
+@given(calls, spans)
+def test_attribute_matches_brute_force(c: list[tuple], s: list[tuple]) -> None:
+    """Every call is paired once with exactly the ranges that contain it on its thread."""
+    ops = _ops([("k", t, a, a + d, 0, 1) for t, a, d in c])
+    r = _ranges([(f"r{i}", t, a, a + d, "StartEnd") for i, (t, a, d) in enumerate(s)])
+    got = set(map(tuple, rng.attribute(ops, r)[["range", "call"]].to_numpy().tolist()))
+    want = {(ri, ci) for ri, (rt, ra, rd) in enumerate(s) for ci, (t, a, d) in enumerate(c)
+            if t == rt and ra <= a and a + d <= ra + rd}
+    assert got == want

@@ -1,0 +1,109 @@
+"""`python -m analysis systems`: outputs, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.__main__ import main
+from tests.conftest import DATA
+
+GELU = DATA / "gelu"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "analysis", *args], capture_output=True,
+                          text=True, cwd=Path(__file__).parents[1])
+
+
+def test_systems_report_from_real_export(tmp_path: Path) -> None:
+    before = (GELU / "trace.sqlite").read_bytes()
+    res = run_cli("systems", str(GELU / "trace.sqlite"), "--meta", str(GELU / "meta.json"),
+                  "--torch-logs", str(GELU / "torch_logs.txt"), "-o", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((tmp_path / "systems.json").read_text())
+    assert doc["schema"] == "systems/1"
+    assert doc["source"]["export_schema_version"] == "3.20.3"
+    assert doc["source"]["gpus"][0]["name"] == "NVIDIA H200"
+    per_iter = {v["variant"]: v["kernels_per_iter"] for v in doc["variants"]}
+    assert per_iter == {"naive": 9, "builtin": 1, "compiled": 1, "triton": 1}
+    md = (tmp_path / "systems.md").read_text()
+    assert "| naive | gelu/naive |" in md and "NVIDIA H200" in md
+    assert (GELU / "trace.sqlite").read_bytes() == before      # input untouched
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def _file(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _sqlite_without_kernels(path: Path) -> Path:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize("make, expect", [
+    (lambda d: d / "missing.sqlite", "no such file"),
+    (lambda d: d, "is a directory"),
+    (lambda d: _file(d / "empty.sqlite", b""), "empty file"),
+    (lambda d: _file(d / "t.sqlite", b"hello, not a database"), "not an SQLite"),
+    (lambda d: _file(d / "r.sqlite", bytes(range(256)) * 8), "not an SQLite"),
+    (lambda d: _sqlite_without_kernels(d / "k.sqlite"), "does not contain CUDA kernel data"),
+])
+def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, make, expect: str) -> None:
+    target = make(tmp_path)
+    res = run_cli("systems", str(target), "-o", str(tmp_path / "out"))
+    assert res.returncode == 2
+    assert expect in res.stderr and str(target) in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_truncated_export_exits_2(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes((GELU / "trace.sqlite").read_bytes()[:200_000])
+    res = run_cli("systems", str(cut), "-o", str(tmp_path / "out"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_bad_meta_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "meta.json"
+    bad.write_text("{not json")
+    assert main(["systems", str(GELU / "trace.sqlite"), "--meta", str(bad),
+                 "-o", str(tmp_path)]) == 2
+
+
+def test_nsys_rep_without_nsys_exits_3(tmp_path: Path, monkeypatch, capsys) -> None:
+    rep = tmp_path / "trace.nsys-rep"
+    rep.write_bytes(b"\x00" * 16)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.setattr("workflows.nsys.NSYS_PATTERNS", ())
+    assert main(["systems", str(rep), "-o", str(tmp_path / "out")]) == 3
+    assert "needs nsys" in capsys.readouterr().err
+
+
+def test_usage_error_exits_2() -> None:
+    res = run_cli("systems")
+    assert res.returncode == 2
+
+
+def test_copy_of_export_gives_same_numbers(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(GELU / "trace.sqlite", copy)
+    assert main(["systems", str(copy), "-o", str(tmp_path / "a")]) == 0
+    assert main(["systems", str(GELU / "trace.sqlite"), "-o", str(tmp_path / "b")]) == 0
+    a = json.loads((tmp_path / "a" / "systems.json").read_text())
+    b = json.loads((tmp_path / "b" / "systems.json").read_text())
+    assert a["ranges"] == b["ranges"]

@@ -1,0 +1,59 @@
+"""Triton kernels against torch references: CPU interpreter by default, GPU with -m gpu."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kernels.gelu import gelu, gelu_reference  # noqa: E402
+from kernels.matmul_relu import matmul_relu  # noqa: E402
+
+
+def rel_error(out, ref) -> float:
+    out64, ref64 = out.double(), ref.double()
+    return float(torch.linalg.vector_norm(out64 - ref64) / torch.linalg.vector_norm(ref64))
+
+
+@pytest.mark.parametrize("n", [1, 1000, 1025, 3 * 1024 + 7])
+def test_gelu_interpreted_matches_reference(n: int) -> None:
+    x = torch.randn(n) * 4                       # reaches |x| > 5.5 where exp(2a) overflows
+    y = gelu(x, block_size=256)
+    assert torch.isfinite(y).all()
+    assert rel_error(y, gelu_reference(x)) < 1e-5
+
+
+def test_gelu_rejects_non_contiguous() -> None:
+    with pytest.raises(ValueError, match="contiguous"):
+        gelu(torch.randn(8, 8).t())
+
+
+@pytest.mark.parametrize("m, k, n", [(33, 17, 45), (64, 64, 64), (1, 70, 5)])
+def test_matmul_relu_interpreted_matches_reference(m: int, k: int, n: int) -> None:
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    out = matmul_relu(a, b, block=(32, 32, 16))
+    assert rel_error(out, torch.relu(a @ b)) < 1e-5
+
+
+def test_matmul_relu_shape_errors() -> None:
+    with pytest.raises(ValueError, match="incompatible"):
+        matmul_relu(torch.randn(4, 5), torch.randn(4, 5))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1,), (1023,), (4097, 33), (8192, 8191)])
+def test_gelu_gpu_odd_sizes(shape: tuple[int, ...]) -> None:
+    x = torch.randn(shape, device="cuda") * 3
+    y = gelu(x)
+    assert rel_error(y, gelu_reference(x.double()).float()) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, k, n", [(4096, 4096, 4096), (1000, 333, 777), (129, 4095, 67)])
+def test_matmul_relu_gpu_fp16(m: int, k: int, n: int) -> None:
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    out = matmul_relu(a, b)
+    ref = torch.relu(a.double() @ b.double())
+    assert out.dtype == torch.float16 and rel_error(out, ref) < 1e-2

@@ -1,0 +1,49 @@
+"""systems/1 numbers equal NVIDIA's own `nsys stats` on every committed real export."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis import systems
+from analysis.load import nsys_sqlite
+from tests.conftest import DATA
+from tests.nsys_reference import kern_sum, ours_kern, ours_proj, proj_sum
+
+EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default"]
+VERSIONS = ["2023.4", "2025.3"]
+
+
+@pytest.fixture(scope="module", params=EXPORTS)
+def export_doc(request: pytest.FixtureRequest) -> tuple[str, dict]:
+    scenario, name = request.param.split("/")
+    export = nsys_sqlite.load(DATA / scenario / f"{name}.sqlite")
+    return request.param, systems.build(export)
+
+
+def _stats(export: str, version: str, report: str):
+    scenario, name = export.split("/")
+    return DATA / scenario / "nsys_stats" / f"{name}_{version}_{report}.csv"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kernels_per_range_equal_nvtx_kern_sum(export_doc, version: str) -> None:
+    export, doc = export_doc
+    ref = kern_sum(_stats(export, version, "nvtx_kern_sum_base"))
+    assert len(ref) > 0
+    pd.testing.assert_frame_equal(ours_kern(doc), ref, check_dtype=False)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gpu_span_equals_nvtx_gpu_proj_sum(export_doc, version: str) -> None:
+    export, doc = export_doc
+    ref = proj_sum(_stats(export, version, "nvtx_gpu_proj_sum"))
+    pd.testing.assert_frame_equal(ours_proj(doc), ref, check_dtype=False)
+
+
+def test_kernel_count_and_time_are_sums_of_kernel_rows(export_doc) -> None:
+    _, doc = export_doc
+    for e in doc["ranges"]:
+        assert e["kernel_count"] == sum(k["count"] for k in e["kernels"])
+        assert e["kernel_time_ns"] == sum(k["total_ns"] for k in e["kernels"])
+        assert 0 <= e["gpu_idle_ns"] <= e["gpu_span_ns"]

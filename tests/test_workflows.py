@@ -1,0 +1,102 @@
+"""Tool drivers: argv lists, tool discovery and failures, with subprocess mocked."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from workflows import nsys, tools
+from workflows import workloads as registry
+
+
+def test_profile_argv_traces_cuda_nvtx_osrt_graph_nodes_without_sampling() -> None:
+    argv = nsys.profile_argv("/x/nsys", Path("runs/gelu/t/trace"), ["python", "-m", "w"])
+    assert argv[:2] == ["/x/nsys", "profile"]
+    assert "--trace=cuda,nvtx,osrt" in argv and "--cuda-graph-trace=node" in argv
+    assert "--sample=none" in argv and "--cpuctxsw=none" in argv
+    assert "--output=runs/gelu/t/trace" in argv and argv[-3:] == ["python", "-m", "w"]
+
+
+def test_export_argv_writes_sqlite_elsewhere() -> None:
+    argv = nsys.export_argv("nsys", "a.nsys-rep", "/tmp/b.sqlite")
+    assert argv == ["nsys", "export", "--type=sqlite", "--force-overwrite=true",
+                    "--output=/tmp/b.sqlite", "a.nsys-rep"]
+
+
+def test_runner_command_names_workload_size_iters(tmp_path: Path) -> None:
+    cmd = nsys.runner_command("gelu", "small", 5, tmp_path)
+    assert cmd[1:] == ["-m", "workflows.runner", "gelu", "--size", "small", "--iters", "5",
+                       "--out", str(tmp_path)]
+
+
+def test_find_tool_order(tmp_path: Path) -> None:
+    exe = tmp_path / "nsys"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert nsys.find_nsys({"NSYS": str(exe), "PATH": ""}) == exe
+    assert nsys.find_nsys({"PATH": str(tmp_path)}) == exe
+    with pytest.raises(tools.ToolError) as err:
+        nsys.find_nsys({"NSYS": str(tmp_path / "nope"), "PATH": ""})
+    assert err.value.exit_code == 3
+
+
+def test_find_tool_missing_says_where_it_looked(monkeypatch) -> None:
+    monkeypatch.setattr(nsys, "NSYS_PATTERNS", ("/nonexistent/*/nsys",))
+    with pytest.raises(tools.ToolError, match="nsys not found.*NSYS.*PATH") as err:
+        nsys.find_nsys({"PATH": ""})
+    assert err.value.exit_code == 3
+
+
+def test_failed_tool_is_not_swallowed(monkeypatch) -> None:
+    def fake_run(argv, **kw):
+        return subprocess.CompletedProcess(argv, 7, stdout="", stderr="boom\n")
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    with pytest.raises(tools.ToolError, match="(?s)exit 7.*boom"):
+        tools.run_tool(["nsys", "profile"], "nsys profile")
+
+
+def test_capture_runs_profile_then_export(monkeypatch, tmp_path: Path) -> None:
+    seen = []
+
+    def fake_run(argv, **kw):
+        seen.append(argv)
+        if argv[1] == "profile":
+            Path(argv[[a.startswith("--output=") for a in argv].index(True)][9:]
+                 + ".nsys-rep").write_bytes(b"x")
+        return subprocess.CompletedProcess(argv, 0, stdout="", stderr="")
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(nsys, "find_nsys", lambda: Path("/opt/nsys"))
+    monkeypatch.setattr(nsys, "gpu_present", lambda: True)
+    sqlite = nsys.capture("gelu", "small", 3, tmp_path)
+    assert [a[1] for a in seen] == ["profile", "export"]
+    assert sqlite.name == "trace.sqlite" and (tmp_path / "gelu" / "latest").is_symlink()
+
+
+def test_capture_without_report_blames_importer(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(subprocess, "run",
+                        lambda argv, **kw: subprocess.CompletedProcess(argv, 0, "", ""))
+    monkeypatch.setattr(nsys, "find_nsys", lambda: Path("/opt/nsys"))
+    monkeypatch.setattr(nsys, "gpu_present", lambda: True)
+    with pytest.raises(tools.ToolError, match="libdw") as err:
+        nsys.capture("gelu", "small", 3, tmp_path)
+    assert err.value.exit_code == 3
+
+
+def test_capture_without_gpu_exits_3(monkeypatch, tmp_path: Path, capsys) -> None:
+    monkeypatch.setattr(nsys, "find_nsys", lambda: Path("/opt/nsys"))
+    monkeypatch.setattr(nsys, "gpu_present", lambda: False)
+    assert nsys.main(["gelu", "--runs", str(tmp_path)]) == 3
+    assert "no NVIDIA GPU" in capsys.readouterr().err
+
+
+def test_registry_cost_models() -> None:
+    gelu = registry.get("gelu")
+    cost = gelu.cost(gelu.shapes("default"), gelu.dtype)
+    assert cost.min_bytes == 2 * 8192 * 8192 * 4 and cost.ideal_kernels == 1
+    mm = registry.get("matmul_relu")
+    cost = mm.cost(mm.shapes("default"), mm.dtype)
+    assert cost.flops == 2 * 4096**3 and cost.min_bytes == 3 * 4096 * 4096 * 2
+    with pytest.raises(KeyError, match="known: gelu, matmul_relu"):
+        registry.get("nope")
