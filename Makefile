@@ -7,12 +7,19 @@ ITERS ?= 20
 RUNS ?= runs
 TORCH_SPEC ?= torch==2.13.0
 RUN = $(RUNS)/$(WORKLOAD)/latest
+NCU_RUN = $(RUNS)/$(KERNEL)/latest-ncu
+NCU_ITERS ?= 1
+CLOCK_CONTROL ?= none
+VARIANT ?=
+LAUNCH_COUNT ?=
 
-.PHONY: help setup test test-gpu lint demo systems report
+.PHONY: help setup test test-gpu lint demo systems report compute
 
 help: ## list targets and their variables
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "variables: WORKLOAD=$(WORKLOAD) SIZE=$(SIZE) (default|small) ITERS=$(ITERS) RUNS=$(RUNS) PY=$(PY)"
+	@echo "variables: WORKLOAD=$(WORKLOAD) KERNEL=$(KERNEL) VARIANT=$(VARIANT) SIZE=$(SIZE) (default|small)"
+	@echo "           ITERS=$(ITERS) NCU_ITERS=$(NCU_ITERS) CLOCK_CONTROL=$(CLOCK_CONTROL) (none|base)"
+	@echo "           LAUNCH_COUNT=$(LAUNCH_COUNT) RUNS=$(RUNS) PY=$(PY)"
 
 setup: ## create .venv and install the package with test dependencies (CPU torch for kernel tests)
 	python3 -m venv .venv
@@ -40,3 +47,9 @@ systems: ## WORKLOAD=name: nsys timeline of every variant -> reports/WORKLOAD/sy
 report: ## WORKLOAD=name: re-analyze the latest run of WORKLOAD -> reports/WORKLOAD/
 	$(PY) -m analysis systems $(RUN)/trace.sqlite --meta $(RUN)/meta.json \
 	    --torch-logs $(RUN)/torch_logs.txt -o reports/$(WORKLOAD)
+
+compute: ## KERNEL=name [VARIANT=v]: ncu counters per kernel -> reports/KERNEL/compute.md
+	$(PY) -m workflows.ncu $(KERNEL) --size $(SIZE) --iters $(NCU_ITERS) \
+	    --clock-control $(CLOCK_CONTROL) $(if $(VARIANT),--variant $(VARIANT)) \
+	    $(if $(LAUNCH_COUNT),--launch-count $(LAUNCH_COUNT)) --runs $(RUNS)
+	$(PY) -m analysis compute $(NCU_RUN)/ncu_raw.csv --meta $(NCU_RUN)/meta.json -o reports/$(KERNEL)

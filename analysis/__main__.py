@@ -2,11 +2,14 @@
 
     python -m analysis systems TRACE.sqlite|TRACE.nsys-rep [--torch-logs LOG]
                                [--meta META.json] -o DIR
+    python -m analysis compute NCU.csv|NCU.ncu-rep [--meta META.json] -o DIR
 
-Writes DIR/systems.json (schema systems/1) and DIR/systems.md. Exit 0 on success; 2 on
-bad input or usage, with one line on stderr naming the file and what is wrong; 3 when a
-needed tool (nsys, to read a .nsys-rep) is missing. Inputs are never modified; outputs
-are written to a temporary file and renamed, so an interrupted run leaves no half report.
+`systems` writes DIR/systems.json (schema systems/1) and DIR/systems.md; `compute`
+writes DIR/compute.json (compute/1), DIR/compute.md and DIR/roofline.png. Exit 0 on
+success; 2 on bad input or usage, with one line on stderr naming the file and what is
+wrong; 3 when a needed tool (nsys or ncu, to read a report file) is missing. Inputs are
+never modified; outputs are written to a temporary file and renamed, so an interrupted
+run leaves no half report.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from analysis import systems
+from analysis import compute, systems
 from analysis.errors import InputError, ToolMissing
-from analysis.load import nsys_sqlite, torch_logs
+from analysis.load import ncu_csv, nsys_sqlite, torch_logs
+from analysis.render.compute_md import render_compute
 from analysis.render.markdown import render_systems
+from analysis.render.plots import roofline_png
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -92,6 +97,49 @@ def cmd_systems(args: argparse.Namespace) -> int:
     return 0
 
 
+def ncu_rep_to_csv(report: Path, workdir: Path) -> Path:
+    """Export a .ncu-rep's raw page to CSV with the installed ncu (exit 3 if none)."""
+    from workflows.ncu import find_ncu, import_csv_argv
+    from workflows.tools import ToolError, run_tool
+
+    if not report.is_file():
+        raise InputError(f"{report}: no such file")
+    try:
+        ncu = find_ncu()
+    except ToolError as exc:
+        raise ToolMissing(f"{report}: reading .ncu-rep needs ncu: {exc}") from exc
+    out = workdir / (report.stem + ".csv")
+    try:
+        out.write_text(run_tool(import_csv_argv(ncu, report), "ncu --import", stdout_only=True))
+    except ToolError as exc:
+        raise InputError(f"{report}: ncu could not export it: {exc}") from exc
+    return out
+
+
+def cmd_compute(args: argparse.Namespace) -> int:
+    source = Path(args.csv)
+    meta = load_meta(Path(args.meta) if args.meta else None)
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = ncu_rep_to_csv(source, Path(tmp)) if source.suffix == ".ncu-rep" else source
+        data = ncu_csv.load(csv_path)
+        data.path = source
+        doc = compute.build(data, meta)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    fd, tmp_png = tempfile.mkstemp(prefix=".roofline.", suffix=".png", dir=out)
+    os.close(fd)
+    png = roofline_png(doc, Path(tmp_png))
+    if png:
+        os.replace(tmp_png, out / "roofline.png")
+    else:
+        Path(tmp_png).unlink(missing_ok=True)
+    write_atomic(out / "compute.json", json.dumps(doc, indent=2) + "\n")
+    write_atomic(out / "compute.md", render_compute(doc, "roofline.png" if png else None))
+    print(f"wrote {out / 'compute.md'} and {out / 'compute.json'} "
+          f"({len(doc['kernels'])} kernel launches)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -102,6 +150,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--meta", help="meta.json written by the runner beside the trace")
     s.add_argument("-o", "--output", required=True, help="output folder")
     s.set_defaults(func=cmd_systems)
+    c = sub.add_parser("compute", help="Nsight Compute raw CSV -> compute.{json,md}, roofline")
+    c.add_argument("csv", help="NCU.csv (ncu --import X --csv --page raw) or NCU.ncu-rep")
+    c.add_argument("--meta", help="meta.json written by the runner")
+    c.add_argument("-o", "--output", required=True, help="output folder")
+    c.set_defaults(func=cmd_compute)
     return p
 
 
@@ -113,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analysis: {exc}", file=sys.stderr)
         return exc.exit_code
     except sqlite3.DatabaseError as exc:
-        print(f"analysis: {args.trace}: cannot read export ({exc})", file=sys.stderr)
+        source = getattr(args, "trace", None) or getattr(args, "csv", None)
+        print(f"analysis: {source}: cannot read export ({exc})", file=sys.stderr)
         return InputError.exit_code
 
 

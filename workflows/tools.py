@@ -51,8 +51,9 @@ def find_tool(name: str, env_var: str, patterns: Iterable[str],
                     f"install Nsight tools or set {env_var}=/path/to/{name}")
 
 
-def run_tool(argv: Sequence[str], what: str, env: dict[str, str] | None = None) -> str:
-    """Run `argv` (no shell), stream nothing, return stdout+stderr; raise on failure."""
+def run_tool(argv: Sequence[str], what: str, env: dict[str, str] | None = None,
+             stdout_only: bool = False) -> str:
+    """Run `argv` (no shell); return stdout+stderr (or stdout alone); raise on failure."""
     log.info("%s: %s", what, shlex.join(str(a) for a in argv))
     try:
         res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env,
@@ -64,7 +65,7 @@ def run_tool(argv: Sequence[str], what: str, env: dict[str, str] | None = None) 
         tail = "\n".join(output.strip().splitlines()[-15:])
         raise ToolError(f"{what} failed (exit {res.returncode}): {shlex.join(map(str, argv))}\n"
                         f"{tail}", exit_code=1)
-    return output
+    return (res.stdout or "") if stdout_only else output
 
 
 def gpu_present() -> bool:
@@ -76,11 +77,11 @@ def gpu_present() -> bool:
     return res.returncode == 0 and "GPU" in res.stdout
 
 
-def new_run_dir(root: Path, workload: str, stamp: str) -> Path:
-    """`root/<workload>/<stamp>/`, plus a `latest` link to it for the Makefile's next step."""
+def new_run_dir(root: Path, workload: str, stamp: str, link: str = "latest") -> Path:
+    """`root/<workload>/<stamp>/`, plus a `link` to it for the Makefile's next step."""
     run_dir = root / workload / stamp
     run_dir.mkdir(parents=True, exist_ok=False)
-    latest = root / workload / "latest"
+    latest = root / workload / link
     if latest.is_symlink() or latest.exists():
         latest.unlink()
     latest.symlink_to(stamp)

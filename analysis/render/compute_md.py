@@ -1,0 +1,100 @@
+"""Markdown rendering of `compute/1` documents (Nsight Compute per-kernel counters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.render.markdown import esc, gbps, num, pct, table, us
+
+NAME_WIDTH = 60
+
+
+def short(name: str, width: int = NAME_WIDTH) -> str:
+    """A long C++ kernel name cut to `width` characters (the JSON keeps it whole)."""
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def mb(value: float | None) -> str:
+    return "–" if value is None else f"{value / 1e6:,.1f} MB"
+
+
+def _bound(k: dict[str, Any]) -> str:
+    if k["bound"] == "latency":
+        lean = "memory" if (k["mem_sol_pct"] or 0) > (k["sm_sol_pct"] or 0) else "compute"
+        return f"latency ({lean}-leaning)"
+    return k["bound"]
+
+
+def ranges_section(doc: dict[str, Any]) -> list[str]:
+    body = []
+    for r in doc["ranges"]:
+        tflops = r.get("flops_per_s")
+        body.append([esc(r["range"]), num(r["kernels_per_iter"]),
+                     us(r["duration_ns_per_iter"]), mb(r["dram_bytes_per_iter"]),
+                     "–" if r.get("dram_vs_min_bytes") is None
+                     else f"{r['dram_vs_min_bytes']:.2f}x", gbps(r["dram_bytes_per_s"]),
+                     "–" if tflops is None else f"{tflops / 1e12:,.1f}",
+                     "–" if r.get("intensity_flop_per_byte") is None
+                     else f"{r['intensity_flop_per_byte']:,.1f}",
+                     pct(r.get("pct_of_roofline"))])
+    lines = ["## Per range, per iteration", "",
+             "Kernel durations summed (Nsight Compute replay), DRAM bytes read + written, "
+             "intensity = cost-model FLOPs / measured DRAM bytes.", ""]
+    lines += table(["range", "kernels", "duration", "DRAM", "DRAM / minimal bytes",
+                    "DRAM rate", "TFLOP/s", "FLOP/byte", "% of roofline"], body,
+                   "lrrrrrrrr")
+    return lines + [""]
+
+
+def kernels_section(doc: dict[str, Any]) -> list[str]:
+    body = []
+    for i, k in enumerate(doc["kernels"]):
+        body.append([str(i), esc(k["range"]), esc(short(k["name"])), us(k["duration_ns"]),
+                     mb(k["dram_read_bytes"]), mb(k["dram_write_bytes"]),
+                     f"{pct(k['dram_throughput_pct'])} ({gbps(k['dram_bytes_per_s'])})",
+                     pct(k["sm_sol_pct"]), pct(k["mem_sol_pct"]),
+                     f"{pct(k['achieved_occupancy_pct'])} / "
+                     f"{pct(k['theoretical_occupancy_pct'])}",
+                     num(k["registers_per_thread"]), num(k["block_size"]),
+                     num(k["grid_size"]), num(k["waves_per_sm"], 2), _bound(k)])
+    lines = ["## Kernels, in launch order", "",
+             "SOL = speed of light (% of peak). Bound follows Nsight Compute's SOL rule: "
+             f"latency when SM and memory are both under {doc['thresholds']['latency_pct']:.0f}%, "
+             "else the more utilized unit.", ""]
+    lines += table(["#", "range", "kernel", "duration", "DRAM read", "DRAM write",
+                    "DRAM throughput", "SM SOL", "memory SOL", "occupancy achieved / theor.",
+                    "regs/thread", "block", "grid", "waves/SM", "bound"], body,
+                   "rllrrrrrrrrrrrl")
+    full = [f"- `{i}`: {esc(k['name'])}" for i, k in enumerate(doc["kernels"])
+            if len(k["name"]) > NAME_WIDTH]
+    if full:
+        lines += ["", "<details><summary>Full kernel names</summary>", "", *full, "",
+                  "</details>"]
+    return lines + [""]
+
+
+def render_compute(doc: dict[str, Any], roofline_png: str | None = None) -> str:
+    """The whole compute.md page for one compute/1 document."""
+    run = doc.get("run") or {}
+    lines = [f"# Nsight Compute report: {esc(run.get('workload') or doc['source']['path'])}",
+             ""]
+    for note in doc["notes"]:
+        lines.append(f"> Note: {esc(note)}")
+    lines.append("")
+    c = doc["ceilings"]
+    flops = c.get("flops_per_s")
+    peak = "–" if not flops else f"{flops / 1e12:,.0f} TFLOP/s"
+    lines += ["## Ceilings", "",
+              f"- DRAM: {gbps(c.get('dram_bytes_per_s'))} ({esc(c.get('dram_source'))})",
+              f"- compute: {peak} ({esc(c.get('flops_source'))})", ""]
+    lines += ranges_section(doc)
+    if roofline_png:
+        lines += [f"![roofline]({roofline_png})", ""]
+    lines += kernels_section(doc)
+    versions = run.get("versions") or {}
+    lines += ["## Environment", "", f"- GPU: {esc(doc['source'].get('gpu'))}",
+              f"- CSV: `{doc['source']['path']}`"]
+    if versions:
+        lines.append("- " + ", ".join(f"{k} {esc(v)}" for k, v in versions.items()
+                                      if k in ("driver", "cuda", "torch", "triton")))
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,86 @@
+"""Bound classification and roofline maths on Nsight Compute frames (pure functions).
+
+Bound, after Nsight Compute's own speed-of-light rule (SOLBottleneck): when both the
+compute (SM) and the memory throughput are under 60% of peak the kernel is
+latency-bound ("achieved compute throughput and/or memory bandwidth below 60.0% of peak
+typically indicate latency issues"); otherwise it is bound by the more utilized of the
+two ("Compute is more heavily utilized than Memory" and vice versa). 80% is the rule's
+"high utilization" mark, kept here for reports.
+
+Roofline: attainable FLOP/s at intensity I (FLOP per DRAM byte) is
+min(peak FLOP/s, I x peak DRAM bytes/s); a variant's "% of roofline" is its achieved
+FLOP/s over that attainable value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+LATENCY_PCT = 60.0
+HIGH_UTILIZATION_PCT = 80.0
+
+# Dense peak FLOP/s from NVIDIA's datasheets, used only when the run measured none.
+DATASHEET_FLOPS = {
+    "NVIDIA H200": {"float16": 989.4e12, "bfloat16": 989.4e12, "float32": 66.9e12},
+    "NVIDIA H100 80GB HBM3": {"float16": 989.4e12, "bfloat16": 989.4e12, "float32": 66.9e12},
+}
+
+
+def classify(sm_pct: pd.Series, mem_pct: pd.Series) -> pd.Series:
+    """'latency' | 'compute' | 'memory' per kernel, as described in the module doc."""
+    out = np.where(sm_pct >= mem_pct, "compute", "memory")
+    out = np.where((sm_pct < LATENCY_PCT) & (mem_pct < LATENCY_PCT), "latency", out)
+    return pd.Series(out, index=sm_pct.index)
+
+
+def attainable(intensity: float, peak_flops: float, peak_bw: float) -> float:
+    """Roofline: the most FLOP/s a kernel of this intensity can reach."""
+    return min(peak_flops, intensity * peak_bw)
+
+
+def ceilings(kernels: pd.DataFrame, meta: dict | None) -> dict:
+    """Peak DRAM bandwidth and peak FLOP/s for the workload's dtype, with their sources."""
+    bw = kernels["dram_peak_Bps"].dropna()
+    out: dict = {"dram_bytes_per_s": float(bw.median()) if len(bw) else None,
+                 "dram_source": "ncu: dram__bytes.sum.peak_sustained x "
+                                "dram__cycles_elapsed.avg.per_second" if len(bw) else None,
+                 "flops_per_s": None, "flops_source": None}
+    dtype = (meta or {}).get("dtype")
+    measured = ((meta or {}).get("ceilings") or {}).get(f"{dtype}_gemm_flops_per_s")
+    if measured:
+        out.update(flops_per_s=float(measured),
+                   flops_source=f"measured in this run: {dtype} GEMM through torch")
+        return out
+    gpu = kernels["gpu"].dropna()
+    table = DATASHEET_FLOPS.get(str(gpu.iloc[0]) if len(gpu) else "", {})
+    if dtype in table:
+        out.update(flops_per_s=table[dtype],
+                   flops_source=f"{gpu.iloc[0]} datasheet, dense {dtype}")
+    return out
+
+
+def per_range(kernels: pd.DataFrame, meta: dict | None, peaks: dict) -> pd.DataFrame:
+    """Per NVTX range: totals per iteration and roofline placement from the cost model."""
+    iters = int((meta or {}).get("iterations") or 1)
+    cost = (meta or {}).get("cost_model") or {}
+    g = kernels.groupby("range", sort=False)
+    out = pd.DataFrame({
+        "kernels_per_iter": g.size() / iters,
+        "duration_ns_per_iter": g["duration_ns"].sum() / iters,
+        "dram_bytes_per_iter": (g["dram_read_bytes"].sum() + g["dram_write_bytes"].sum())
+        / iters,
+    })
+    seconds = out["duration_ns_per_iter"] * 1e-9
+    out["dram_bytes_per_s"] = out["dram_bytes_per_iter"] / seconds
+    flops, min_bytes = cost.get("flops"), cost.get("min_bytes")
+    out["dram_vs_min_bytes"] = out["dram_bytes_per_iter"] / min_bytes if min_bytes else np.nan
+    out["intensity_flop_per_byte"] = flops / out["dram_bytes_per_iter"] if flops else np.nan
+    out["flops_per_s"] = flops / seconds if flops else np.nan
+    pf, pb = peaks.get("flops_per_s"), peaks.get("dram_bytes_per_s")
+    if flops and pf and pb:
+        roof = [attainable(i, pf, pb) for i in out["intensity_flop_per_byte"]]
+        out["pct_of_roofline"] = 100.0 * out["flops_per_s"] / roof
+    else:
+        out["pct_of_roofline"] = np.nan
+    return out.reset_index()

@@ -1,0 +1,186 @@
+"""Nsight Compute path: CSV loader (both unit styles), bound rule, compute CLI, ncu argv."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analysis.__main__ import main
+from analysis.errors import InputError
+from analysis.load import ncu_csv
+from analysis.roofline import classify
+from tests.conftest import DATA
+from workflows import ncu, tools
+
+NCU = DATA / "ncu"
+NUMERIC = ["duration_ns", "dram_read_bytes", "dram_write_bytes", "sm_sol_pct", "mem_sol_pct",
+           "block_size", "grid_size", "registers_per_thread", "waves_per_sm",
+           "achieved_occupancy_pct", "theoretical_occupancy_pct", "dram_bytes_per_s"]
+
+
+def _cell(path: Path, row: int, column: str) -> tuple[str, str]:
+    """(value, unit) of one cell, read with the csv module alone."""
+    rows = list(csv.reader(path.open()))
+    i = rows[0].index(column)
+    return rows[row + 2][i], rows[1][i]
+
+
+@pytest.mark.parametrize("workload", ["matmul_relu", "gelu"])
+def test_unit_styles_agree(workload: str) -> None:
+    default = ncu_csv.load(NCU / f"{workload}_raw.csv").kernels
+    base = ncu_csv.load(NCU / f"{workload}_raw_base.csv").kernels
+    assert list(default["name"]) == list(base["name"])
+    np.testing.assert_allclose(default[NUMERIC].to_numpy(float), base[NUMERIC].to_numpy(float),
+                               rtol=2e-3)
+
+
+def test_values_match_the_csv_read_independently() -> None:
+    data = ncu_csv.load(NCU / "matmul_relu_raw.csv").kernels
+    value, unit = _cell(NCU / "matmul_relu_raw.csv", 0, "gpu__time_duration.sum")
+    assert unit == "us" and data["duration_ns"][0] == pytest.approx(float(value) * 1e3)
+    value, unit = _cell(NCU / "matmul_relu_raw.csv", 4, "dram__bytes_read.sum")
+    assert unit == "Mbyte" and data["dram_read_bytes"][4] == pytest.approx(float(value) * 1e6)
+    value, unit = _cell(NCU / "matmul_relu_raw_base.csv", 1, "dram__bytes.sum.per_second")
+    assert unit == "byte/s"
+    assert data["dram_bytes_per_s"][1] == pytest.approx(float(value.replace(",", "")), 1e-5)
+
+
+def test_ranges_kernels_and_launch_order() -> None:
+    k = ncu_csv.load(NCU / "matmul_relu_raw_base.csv").kernels
+    assert list(k["range"]) == ["matmul_relu/naive"] * 2 + ["matmul_relu/compiled"] * 2 + [
+        "matmul_relu/triton"]
+    assert set(k["domain"]) == {"profkit"} and list(k["id"]) == [0, 1, 2, 3, 4]
+    assert k["name"][3] == "triton_poi_fused_relu_0" and k["name"][0].startswith("nvjet_sm90")
+    assert "launch_clamp_scalar(at::TensorIteratorBase &, c10::Scalar" in k["name"][1]
+    gelu = ncu_csv.load(NCU / "gelu_raw.csv").kernels
+    assert (gelu["range"] == "gelu/naive").sum() == 9 and len(gelu) == 12
+
+
+@pytest.mark.parametrize("unit, factor, base", [
+    ("us", 1e3, "ns"), ("msecond", 1e6, "ns"), ("ns", 1, "ns"), ("Mbyte", 1e6, "byte"),
+    ("Kbyte", 1e3, "byte"), ("Gbyte/s", 1e9, "byte/s"), ("Tbyte/s", 1e12, "byte/s"),
+    ("byte/ns", 1e9, "byte/s"), ("%/Kbyte", 1e-3, "%/byte"), ("Ghz", 1e9, "hz"), ("%", 1, "%"),
+    ("register/thread", 1, "register/thread"), ("", 1, "")])
+def test_unit_scale(unit: str, factor: float, base: str) -> None:
+    got_base, got = ncu_csv.unit_scale(unit)
+    assert got_base == base and got == pytest.approx(factor)
+
+
+@given(st.floats(0, 1e15, allow_nan=False))
+def test_parse_number_round_trips_grouped_digits(x: float) -> None:
+    assert ncu_csv.parse_number(f"{x:,.2f}") == pytest.approx(round(x, 2), rel=1e-12, abs=1e-9)
+
+
+def test_parse_nvtx_forms() -> None:
+    cell = ('1480  "profkit:matmul_relu:none:none:RGB:0xff:REGISTERED:matmul_relu"  '
+            '"profkit:naive:none:none:RGB:0xff:REGISTERED:naive" ')
+    assert ncu_csv.parse_nvtx(cell) == ("matmul_relu/naive", "profkit")
+    single = '"<default domain>:matmul_relu/naive:none:none:RGB:0xff:REGISTERED:matmul_relu/naive"'
+    assert ncu_csv.parse_nvtx(single) == ("matmul_relu/naive", None)
+    colon = '"d:a:b:none:none:none:none:ASCII:a:b"'
+    assert ncu_csv.parse_nvtx(colon) == ("a:b", "d")
+    assert ncu_csv.parse_nvtx("") == ("", None)
+
+
+def test_bound_rule() -> None:
+    import pandas as pd
+    sm = pd.Series([90.3, 39.0, 70.0, 20.0, 61.0])
+    mem = pd.Series([69.9, 56.6, 85.0, 10.0, 59.0])
+    assert list(classify(sm, mem)) == ["compute", "latency", "memory", "latency", "compute"]
+
+
+def test_compute_cli_on_real_csv(tmp_path: Path) -> None:
+    assert main(["compute", str(NCU / "matmul_relu_raw.csv"), "--meta",
+                 str(NCU / "matmul_relu_meta.json"), "-o", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "compute.json").read_text())
+    assert doc["schema"] == "compute/1" and len(doc["kernels"]) == 5
+    bounds = [k["bound"] for k in doc["kernels"]]
+    assert bounds[0] == "compute" and bounds[4] == "compute"
+    per_range = {r["range"]: r for r in doc["ranges"]}
+    assert per_range["matmul_relu/naive"]["kernels_per_iter"] == 2
+    assert per_range["matmul_relu/triton"]["kernels_per_iter"] == 1
+    assert doc["ceilings"]["dram_bytes_per_s"] == pytest.approx(4.81e12, rel=0.01)
+    assert (tmp_path / "roofline.png").stat().st_size > 1000
+    assert "![roofline](roofline.png)" in (tmp_path / "compute.md").read_text()
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b"==PROF== Connected\n==ERROR== something failed\n", "not an ncu raw CSV"),
+    (b"", "not an ncu raw CSV"),
+    (b"\x00\x01\x02" * 50, "binary"),
+    (b'"ID","Kernel Name","gpu__time_duration.sum"\n"","","us"\n', "no profiled kernel"),
+])
+def test_bad_csv_inputs(tmp_path: Path, content: bytes, expect: str) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(content)
+    with pytest.raises(InputError, match=expect):
+        ncu_csv.load(bad)
+    assert main(["compute", str(bad), "-o", str(tmp_path / "out")]) == 2
+
+
+def test_missing_required_metric_named(tmp_path: Path) -> None:
+    rows = list(csv.reader((NCU / "gelu_raw.csv").open()))
+    i = rows[0].index("dram__bytes_read.sum")
+    cut = tmp_path / "cut.csv"
+    with cut.open("w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows([r[:i] + r[i + 1:] for r in rows])
+    with pytest.raises(InputError, match="dram__bytes_read.sum"):
+        ncu_csv.load(cut)
+
+
+def test_profile_argv_filter_sections_metrics() -> None:
+    argv = ncu.profile_argv("ncu", "runs/x/profile", ncu.nvtx_filter("matmul_relu", "triton"),
+                            ["python", "-m", "workflows.runner"], launch_count=10)
+    assert argv[:6] == ["ncu", "--clock-control", "none", "--nvtx", "--nvtx-include",
+                        "profkit@matmul_relu/triton/"]
+    for section in ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
+                    "SpeedOfLight_RooflineChart"):
+        assert section in argv
+    assert "dram__bytes_read.sum,dram__bytes_write.sum,launch__waves_per_multiprocessor" in argv
+    assert argv[argv.index("--launch-count") + 1] == "10"
+    assert argv[-3:] == ["python", "-m", "workflows.runner"]
+    assert ncu.nvtx_filter("gelu") == "profkit@gelu/"
+    assert ncu.import_csv_argv("ncu", "a.ncu-rep", base_units=True)[-2:] == ["--print-units",
+                                                                             "base"]
+
+
+def test_permission_and_empty_filter_errors(tmp_path: Path) -> None:
+    with pytest.raises(tools.ToolError, match="NVreg_RestrictProfilingToAdminUsers") as err:
+        ncu.check_output("==ERROR== ERR_NVGPUCTRPERM - no permission", "f", tmp_path / "m")
+    assert err.value.exit_code == 3
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"ranges": {"naive": "gelu/naive"}}))
+    with pytest.raises(tools.ToolError, match="profkit@gelu/x/.*gelu/naive") as err:
+        ncu.check_output("==WARNING== No kernels were profiled.", "profkit@gelu/x/", meta)
+    assert err.value.exit_code == 2
+
+
+def test_ncu_capture_with_mocked_tool(monkeypatch, tmp_path: Path) -> None:
+    calls = []
+
+    def fake_run(argv, **kw):
+        calls.append(argv)
+        out = "==PROF== Report: profile.ncu-rep\n" if "--import" not in argv else '"ID"\n'
+        return subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
+    monkeypatch.setattr(ncu, "gpu_present", lambda: True)
+    assert ncu.main(["gelu", "--variant", "triton", "--runs", str(tmp_path)]) == 0
+    assert calls[0][calls[0].index("--nvtx-include") + 1] == "profkit@gelu/triton/"
+    assert calls[0][-2:] == ["--variants", "triton"] and "--import" in calls[1]
+    assert (tmp_path / "gelu" / "latest-ncu" / "ncu_raw.csv").read_text() == '"ID"\n'
+
+
+def test_ncu_missing_exits_3(monkeypatch, tmp_path: Path, capsys) -> None:
+    monkeypatch.setattr(ncu, "NCU_PATTERNS", ())
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("NCU", raising=False)
+    assert ncu.main(["gelu", "--runs", str(tmp_path)]) == 3
+    assert "ncu not found" in capsys.readouterr().err

@@ -1,0 +1,127 @@
+"""Nsight Compute driver: profile the kernels inside a workload's NVTX ranges.
+
+    python -m workflows.ncu WORKLOAD [--variant V] [--size S] [--iters N]
+                            [--clock-control none|base] [--launch-count N] [--runs DIR]
+
+writes `DIR/<workload>/<timestamp>-ncu/{profile.ncu-rep, ncu_raw.csv, meta.json}` and
+points `DIR/<workload>/latest-ncu` at it. The NVTX filter is `profkit@<workload>/` (or
+`profkit@<workload>/<variant>/`): ranges are nested push/pop ranges in the toolkit
+domain, and ncu reads `/` as nesting and needs the domain named (checked on the H200,
+tests/data/ncu/nvtx_filter_probe.txt). Exit 3 when ncu or counter permission is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from workflows import NVTX_DOMAIN
+from workflows.nsys import runner_command
+from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool
+
+NCU_PATTERNS = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
+            "SpeedOfLight_RooflineChart")
+METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "launch__waves_per_multiprocessor")
+PERMISSION_HINT = (
+    "ncu has no permission to read GPU performance counters (ERR_NVGPUCTRPERM). Run as "
+    "root, or have an administrator set the driver option "
+    "NVreg_RestrictProfilingToAdminUsers=0 (modprobe options, then reload the driver); in "
+    "a container add --cap-add SYS_ADMIN.")
+
+
+def find_ncu(environ: dict[str, str] | None = None) -> Path:
+    return find_tool("ncu", "NCU", NCU_PATTERNS, environ)
+
+
+def nvtx_filter(workload: str, variant: str | None = None) -> str:
+    """The --nvtx-include expression selecting the kernels of one workload or variant."""
+    return f"{NVTX_DOMAIN}@{workload}/{variant}/" if variant else f"{NVTX_DOMAIN}@{workload}/"
+
+
+def profile_argv(ncu: Path | str, output_base: Path | str, nvtx_include: str,
+                 command: list[str], clock_control: str = "none",
+                 launch_count: int | None = None) -> list[str]:
+    """`ncu` with the NVTX filter, the report's sections and metrics, exporting a report."""
+    argv = [str(ncu), "--clock-control", clock_control, "--nvtx", "--nvtx-include",
+            nvtx_include]
+    for section in SECTIONS:
+        argv += ["--section", section]
+    argv += ["--metrics", ",".join(METRICS)]
+    if launch_count:
+        argv += ["--launch-count", str(launch_count)]
+    return argv + ["--force-overwrite", "--export", str(output_base), *command]
+
+
+def import_csv_argv(ncu: Path | str, report: Path | str, base_units: bool = False) -> list[str]:
+    """Raw-page CSV of a report (units in the second row; base units when asked)."""
+    argv = [str(ncu), "--import", str(report), "--csv", "--page", "raw"]
+    return argv + (["--print-units", "base"] if base_units else [])
+
+
+def check_output(output: str, nvtx_include: str, meta_path: Path) -> None:
+    """Turn ncu's known complaints into clear errors (permission, nothing profiled)."""
+    if "ERR_NVGPUCTRPERM" in output:
+        raise ToolError(PERMISSION_HINT)
+    if "No kernels were profiled" in output:
+        ranges = "unknown (no meta.json)"
+        if meta_path.is_file():
+            ranges = ", ".join(json.loads(meta_path.read_text()).get("ranges", {}).values())
+        raise ToolError(f"ncu profiled no kernel with --nvtx-include {nvtx_include!r}; "
+                        f"ranges this run opened: {ranges}", exit_code=2)
+
+
+def capture(args: argparse.Namespace) -> Path:
+    """Profile, check, export the raw CSV; return its path."""
+    ncu = find_ncu()
+    if not gpu_present():
+        raise ToolError("no NVIDIA GPU found (nvidia-smi -L lists none); run on a GPU machine")
+    run_dir = new_run_dir(args.runs, args.workload, time.strftime("%Y%m%d-%H%M%S") + "-ncu",
+                          link="latest-ncu")
+    flt = nvtx_filter(args.workload, args.variant)
+    variants = [args.variant] if args.variant else None
+    command = runner_command(args.workload, args.size, args.iters, run_dir)
+    if variants:
+        command += ["--variants", ",".join(variants)]
+    argv = profile_argv(ncu, run_dir / "profile", flt, command, args.clock_control,
+                        args.launch_count)
+    try:
+        output = run_tool(argv, "ncu profile")
+    except ToolError as exc:
+        check_output(str(exc), flt, run_dir / "meta.json")
+        raise
+    (run_dir / "ncu_log.txt").write_text(output)
+    check_output(output, flt, run_dir / "meta.json")
+    csv = run_dir / "ncu_raw.csv"
+    csv.write_text(run_tool(import_csv_argv(ncu, run_dir / "profile.ncu-rep"), "ncu --import",
+                            stdout_only=True))
+    return csv
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m workflows.ncu", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload")
+    p.add_argument("--variant", help="profile only this variant's range")
+    p.add_argument("--size", default="default")
+    p.add_argument("--iters", type=int, default=1, help="iterations per range (each profiled)")
+    p.add_argument("--clock-control", default="none", choices=["none", "base"])
+    p.add_argument("--launch-count", type=int, help="stop after this many profiled kernels")
+    p.add_argument("--runs", type=Path, default=Path("runs"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    try:
+        csv = capture(args)
+    except ToolError as exc:
+        print(f"workflows.ncu: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(f"ncu csv: {csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
