@@ -60,6 +60,7 @@ def variant_rows(entries: list[dict[str, Any]], meta: dict[str, Any] | None,
     by_name = {e["name"]: e for e in entries}
     iters = int(meta.get("iterations") or 1)
     cost = meta.get("cost_model") or {}
+    copy_bw = (meta.get("ceilings") or {}).get("copy_bytes_per_s")
     rows = []
     for variant, path in meta["ranges"].items():
         e = by_name.get(path)
@@ -75,6 +76,7 @@ def variant_rows(entries: list[dict[str, Any]], meta: dict[str, Any] | None,
         if cost.get("min_bytes") and t > 0:
             row["achieved_Bps"] = cost["min_bytes"] / (t * 1e-9)
             row["pct_of_peak_bw"] = 100.0 * row["achieved_Bps"] / peak_bw if peak_bw else None
+            row["pct_of_copy_bw"] = 100.0 * row["achieved_Bps"] / copy_bw if copy_bw else None
         if cost.get("flops") and t > 0:
             row["achieved_flops"] = cost["flops"] / (t * 1e-9)
         rows.append(row)
@@ -125,7 +127,7 @@ def _run_info(meta: dict[str, Any] | None,
     info: dict[str, Any] = {}
     if meta:
         for k in ("workload", "description", "size", "shapes", "dtype", "iterations",
-                  "cost_model", "versions", "compiled", "correctness"):
+                  "cost_model", "ceilings", "versions", "compiled", "correctness"):
             info[k] = meta.get(k)
     if torch_events is not None:
         info["torch_log_events"] = torch_events.astype(object).where(

@@ -9,7 +9,8 @@ Order of events (what the analysis relies on):
 2. the timed part pushes the range `<workload>` and, inside it, `<variant>` in the
    toolkit's NVTX domain, so the range path is `<workload>/<variant>`; each holds N
    iterations and synchronizes before it is popped;
-3. `meta.json` records N, shapes, dtypes, versions, the cost model, correctness and, for
+3. `meta.json` records N, shapes, dtypes, versions, the cost model, the GPU's measured
+   copy bandwidth and GEMM rate (workflows/ceilings.py), correctness and, for
    the compiled variant, graphs, graph breaks and recompiles; `torch_logs.txt` holds the
    raw `TORCH_LOGS=graph_breaks,recompiles` output.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from workflows import NVTX_DOMAIN
+from workflows import ceilings as gpu_ceilings
 from workflows import workloads as registry
 from workflows.compile_info import explain, torch_logs
 
@@ -135,6 +137,9 @@ def run(args: argparse.Namespace) -> Path:
     compiled = None
     if "compiled" in variants:
         compiled = explain(workload.variants["naive"](), inputs)
+    peaks = gpu_ceilings.measure(workload.dtype)
+    log.info("ceilings: copy %.0f GB/s, %s GEMM %.0f TFLOP/s", peaks["copy_bytes_per_s"] / 1e9,
+             workload.dtype, peaks[f"{workload.dtype}_gemm_flops_per_s"] / 1e12)
     with torch_logs(out / "torch_logs.txt") as logged:
         fns, errors = prepare(workload, variants, inputs, log)
         timed(workload.name, fns, inputs, args.iters)
@@ -148,7 +153,7 @@ def run(args: argparse.Namespace) -> Path:
         "ranges": {v: f"{workload.name}/{v}" for v in variants},
         "cost_model": workload.cost(shapes, workload.dtype).as_dict(),
         "correctness": {"rel_error": errors, "tolerance": workload.tolerance},
-        "versions": _versions(), "compiled": compiled,
+        "versions": _versions(), "compiled": compiled, "ceilings": peaks,
         "command": [sys.executable, "-m", "workflows.runner", *sys.argv[1:]],
     }
     path = out / "meta.json"

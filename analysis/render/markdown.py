@@ -55,22 +55,27 @@ def variants_section(doc: dict[str, Any]) -> list[str]:
     body = []
     for r in rows:
         if r.get("missing"):
-            body.append([esc(r["variant"]), esc(r["range"])] + ["not in trace"] + ["–"] * 5)
+            body.append([esc(r["variant"]), esc(r["range"])] + ["not in trace"] + ["–"] * 7)
             continue
-        speed = r.get("speedup_vs_naive")
+        speed, flops = r.get("speedup_vs_naive"), r.get("achieved_flops")
         body.append([esc(r["variant"]), esc(r["range"]), us(r["time_per_iter_ns"]),
                      "–" if speed is None else f"{speed:.2f}x", num(r["kernels_per_iter"]),
                      pct(r["gpu_idle_pct"]), gbps(r.get("achieved_Bps")),
-                     pct(r.get("pct_of_peak_bw"))])
+                     pct(r.get("pct_of_peak_bw")), pct(r.get("pct_of_copy_bw")),
+                     "–" if flops is None else f"{flops / 1e12:,.1f}"])
     run = doc.get("run") or {}
     cost = run.get("cost_model") or {}
+    copy_bw = (run.get("ceilings") or {}).get("copy_bytes_per_s")
     lines = ["## Variants", "",
              f"Per iteration: GPU span of the range / iterations ({run.get('iterations')} "
              "per range). Achieved bandwidth = the cost model's minimal bytes "
-             f"({num(cost.get('min_bytes'))} B per call) / time per iteration; peak = the "
-             "GPU's memory bandwidth as the trace reports it.", ""]
+             f"({num(cost.get('min_bytes'))} B per call) / time per iteration; peak BW = the "
+             "GPU's memory bandwidth as the trace reports it; copy BW = a device-to-device "
+             f"copy measured in the same run ({gbps(copy_bw)}). TFLOP/s = cost-model FLOPs "
+             f"({num(cost.get('flops'))} per call) / time per iteration.", ""]
     lines += table(["variant", "range", "time / iter", "speedup vs naive", "kernels / iter",
-                    "GPU idle", "achieved", "% of peak BW"], body, "llrrrrrr")
+                    "GPU idle", "achieved", "% of peak BW", "% of copy BW", "TFLOP/s"], body,
+                   "llrrrrrrrr")
     return lines + [""]
 
 
