@@ -184,3 +184,13 @@ def test_ncu_missing_exits_3(monkeypatch, tmp_path: Path, capsys) -> None:
     monkeypatch.delenv("NCU", raising=False)
     assert ncu.main(["gelu", "--runs", str(tmp_path)]) == 3
     assert "ncu not found" in capsys.readouterr().err
+
+
+def test_ncu_rep_without_ncu_exits_3(tmp_path: Path, monkeypatch, capsys) -> None:
+    rep = tmp_path / "profile.ncu-rep"
+    rep.write_bytes(b"\x00" * 16)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("NCU", raising=False)
+    monkeypatch.setattr(ncu, "NCU_PATTERNS", ())
+    assert main(["compute", str(rep), "-o", str(tmp_path / "out")]) == 3
+    assert "needs ncu" in capsys.readouterr().err
