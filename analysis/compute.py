@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis import findings as rules
 from analysis import roofline
 from analysis.load.ncu_csv import NcuData
 
@@ -22,7 +23,8 @@ KERNEL_FIELDS = ["range", "name", "duration_ns", "dram_read_bytes", "dram_write_
                  "dram_throughput_pct", "dram_bytes_per_s", "sm_sol_pct", "mem_sol_pct",
                  "achieved_occupancy_pct", "theoretical_occupancy_pct",
                  "registers_per_thread", "block_size", "grid_size", "waves_per_sm",
-                 "tensor_pipe_pct", "bound"]
+                 "tensor_pipe_pct", "bound", "limit_registers", "limit_shared_mem",
+                 "limit_warps", "limit_blocks"]
 INT_FIELDS = {"duration_ns", "dram_read_bytes", "dram_write_bytes", "registers_per_thread",
               "block_size", "grid_size"}
 
@@ -47,7 +49,7 @@ def range_entries(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def build(data: NcuData, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The compute/1 document for one raw CSV (findings are filled by analysis.findings)."""
+    """The compute/1 document for one raw CSV, with its findings."""
     kernels = data.kernels.copy()
     kernels["bound"] = roofline.classify(kernels["sm_sol_pct"], kernels["mem_sol_pct"])
     peaks = roofline.ceilings(kernels, meta)
@@ -59,7 +61,7 @@ def build(data: NcuData, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     if not peaks.get("flops_per_s"):
         notes.append("no peak FLOP/s known for this GPU and dtype: no % of roofline")
     gpu = kernels["gpu"].dropna()
-    return {
+    doc = {
         "schema": SCHEMA,
         "source": {"path": str(data.path), "gpu": str(gpu.iloc[0]) if len(gpu) else None},
         "kernels": kernel_entries(kernels),
@@ -73,3 +75,5 @@ def build(data: NcuData, meta: dict[str, Any] | None = None) -> dict[str, Any]:
         "notes": notes,
         "findings": [],
     }
+    doc["findings"] = rules.compute_findings(doc)
+    return doc

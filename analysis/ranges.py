@@ -102,7 +102,7 @@ def instance_spans(ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["range", "gpu_span_ns", "gpu_idle_ns"])
 
 
-def _keyed(ranges: pd.DataFrame) -> pd.DataFrame:
+def keyed_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     """Ranges with their path and the key that groups instances: (domain, path)."""
     out = ranges.assign(path=range_paths(ranges))
     out["key"] = out["domain"].fillna("") + "\x00" + out["path"]
@@ -123,20 +123,22 @@ def kernel_table(ops: pd.DataFrame, pairs: pd.DataFrame, keyed: pd.DataFrame) ->
     return agg.reset_index().sort_values(["key", "total_ns"], ascending=[True, False])
 
 
-def summarize(ranges: pd.DataFrame, ops: pd.DataFrame,
-              graph_launches: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def summarize(ranges: pd.DataFrame, ops: pd.DataFrame, graph_launches: pd.DataFrame,
+              keyed: pd.DataFrame | None = None,
+              pairs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per range key (domain, path) with GPU work: the systems/1 numbers, in timeline order.
 
     Returns (summary with SUMMARY_COLUMNS, kernel_table). `gpu_span_ns` sums, per
     instance, first GPU op start -> last GPU op end over kernels, copies and sets, as
     nvtx_gpu_proj_sum's "Total Proj Time"; `gpu_idle_ns` is that span minus the time
-    covered by the ops.
+    covered by the ops. `keyed` and `pairs` (from keyed_ranges / attribute) may be passed
+    when the caller already has them.
     """
     if ranges.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS), kernel_table(
-            ops, attribute(ops, ranges), _keyed(ranges))
-    keyed = _keyed(ranges)
-    pairs = attribute(ops, keyed)
+            ops, attribute(ops, ranges), keyed_ranges(ranges))
+    keyed = keyed_ranges(ranges) if keyed is None else keyed
+    pairs = attribute(ops, keyed) if pairs is None else pairs
     spans = instance_spans(ops, pairs).join(keyed[["key", "start_ns"]], on="range")
     kernels = kernel_table(ops, pairs, keyed)
     per_key = spans.groupby("key", sort=False).agg(
@@ -154,3 +156,15 @@ def summarize(ranges: pd.DataFrame, ops: pd.DataFrame,
                 "graph_launches"):
         out[col] = out[col].astype("int64")
     return out[SUMMARY_COLUMNS], kernels
+
+
+def kernel_sequences(ops: pd.DataFrame, pairs: pd.DataFrame,
+                     keyed: pd.DataFrame) -> dict[str, list[tuple[str, str, int]]]:
+    """Per range path: its kernels (name, demangled name, duration_ns) in launch order."""
+    kern = pairs.join(keyed["path"], on="range").join(
+        ops[["kind", "name", "demangled_name", "duration_ns", "api_start_ns"]], on="call")
+    kern = kern[kern["kind"] == "kernel"].drop_duplicates(["path", "call"])
+    kern = kern.sort_values(["path", "api_start_ns"])
+    return {path: list(zip(g["name"], g["demangled_name"].fillna(""),
+                           g["duration_ns"].astype("int64"), strict=True))
+            for path, g in kern.groupby("path", sort=False)}

@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from analysis import findings as rules
+from analysis import gaps
 from analysis import ranges as rng
 from analysis.load.nsys_sqlite import NsysExport
 
@@ -89,8 +91,11 @@ def variant_rows(entries: list[dict[str, Any]], meta: dict[str, Any] | None,
 
 def build(export: NsysExport, meta: dict[str, Any] | None = None,
           torch_events: pd.DataFrame | None = None) -> dict[str, Any]:
-    """The systems/1 document for one export (findings are filled by analysis.findings)."""
-    summary, kernels = rng.summarize(export.ranges, export.ops, export.graph_launches)
+    """The systems/1 document for one export, with its findings."""
+    keyed = rng.keyed_ranges(export.ranges)
+    pairs = rng.attribute(export.ops, keyed)
+    summary, kernels = rng.summarize(export.ranges, export.ops, export.graph_launches,
+                                     keyed, pairs)
     entries = range_entries(summary, kernels)
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
@@ -108,8 +113,25 @@ def build(export: NsysExport, meta: dict[str, Any] | None = None,
         "variants": variant_rows(entries, meta, peak),
         "run": _run_info(meta, torch_events),
         "notes": notes,
-        "findings": [],
+        "findings": _findings(export, keyed, pairs, entries, meta, torch_events),
     }
+
+
+def _findings(export: NsysExport, keyed: pd.DataFrame, pairs: pd.DataFrame,
+              entries: list[dict[str, Any]], meta: dict[str, Any] | None,
+              torch_events: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """Run the systems rules with the per-range details they need."""
+    if keyed.empty:
+        return []
+    seqs = rng.kernel_sequences(export.ops, pairs, keyed)
+    medians = {p: float(pd.Series([d for _, _, d in s]).median()) for p, s in seqs.items()}
+    per_key = gaps.summarize_gaps(gaps.instance_gaps(export.ops, pairs), keyed, rules.GAP_NS)
+    paths = keyed.drop_duplicates("key").set_index("key")["path"]
+    gap_rows = {paths[r["key"]]: r for r in per_key.to_dict("records")}
+    events = [] if torch_events is None else torch_events.astype(object).where(
+        torch_events.notna(), None).to_dict("records")
+    doc = {"ranges": entries}
+    return rules.systems_findings(doc, meta, events, seqs, gap_rows, medians)
 
 
 def _outside_kernels(export: NsysExport, summary: pd.DataFrame) -> int:

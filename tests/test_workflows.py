@@ -98,5 +98,5 @@ def test_registry_cost_models() -> None:
     mm = registry.get("matmul_relu")
     cost = mm.cost(mm.shapes("default"), mm.dtype)
     assert cost.flops == 2 * 4096**3 and cost.min_bytes == 3 * 4096 * 4096 * 2
-    with pytest.raises(KeyError, match="known: gelu, matmul_relu"):
+    with pytest.raises(KeyError, match="known: gelu, graph_break, launch_bound, matmul_relu"):
         registry.get("nope")

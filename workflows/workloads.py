@@ -146,7 +146,68 @@ MATMUL_RELU = Workload(
 )
 
 
-REGISTRY: dict[str, Workload] = {w.name: w for w in (GELU, MATMUL_RELU)}
+
+
+# --- graph_break: exists to exercise the graph_break finding ----------------------------
+
+def _graph_break_naive() -> Variant:
+    def block(x):
+        y = x.sin()
+        if y.sum() > 0:          # data-dependent branch: torch.compile breaks the graph here
+            y = y * 2
+        print(end="")            # a side effect: a second graph break
+        return y.cos()
+    return block
+
+
+def _elementwise_cost(n_inputs: int, flops_per_elem: int) -> Callable[[list[Shape], str],
+                                                                        CostModel]:
+    def cost(shapes: list[Shape], dtype: str) -> CostModel:
+        n = math.prod(shapes[0])
+        return CostModel(flops=flops_per_elem * n,
+                         min_bytes=(n_inputs + 1) * n * DTYPE_BYTES[dtype], ideal_kernels=1)
+    return cost
+
+
+GRAPH_BREAK = Workload(
+    name="graph_break",
+    description="sin -> data-dependent `if y.sum() > 0` -> print -> cos (breaks torch.compile)",
+    dtype="float32",
+    sizes={"default": [(4096, 4096)], "small": [(1024, 1024)]},
+    make_inputs=_randn,
+    variants={"naive": _graph_break_naive, "compiled": _compiled(_graph_break_naive)},
+    reference=_graph_break_naive,
+    cost=_elementwise_cost(1, 3),
+)
+
+
+# --- launch_bound: many tiny kernels ----------------------------------------------------
+
+LAUNCH_CHAIN = 32
+
+
+def _launch_chain_naive() -> Variant:
+    def chain(x):
+        for i in range(LAUNCH_CHAIN):
+            x = x * 1.0001 + 0.001 * (i % 3)
+        return x
+    return chain
+
+
+LAUNCH_BOUND = Workload(
+    name="launch_bound",
+    description=f"{LAUNCH_CHAIN} x (x * 1.0001 + c) on a tiny tensor: launch overhead dominates",
+    dtype="float32",
+    sizes={"default": [(64, 64)], "small": [(64, 64)]},
+    make_inputs=_randn,
+    variants={"naive": _launch_chain_naive, "compiled": _compiled(_launch_chain_naive)},
+    reference=_launch_chain_naive,
+    cost=_elementwise_cost(1, 2 * LAUNCH_CHAIN),
+)
+
+
+REGISTRY: dict[str, Workload] = {w.name: w for w in (GELU, MATMUL_RELU, GRAPH_BREAK,
+                                                     LAUNCH_BOUND)}
 
 
 def get(name: str) -> Workload:

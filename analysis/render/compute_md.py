@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.render.markdown import esc, gbps, num, pct, table, us
+from analysis.render.markdown import esc, findings_section, gbps, num, pct, table, us
 
 NAME_WIDTH = 60
 
@@ -81,6 +81,7 @@ def render_compute(doc: dict[str, Any], roofline_png: str | None = None) -> str:
     for note in doc["notes"]:
         lines.append(f"> Note: {esc(note)}")
     lines.append("")
+    lines += findings_section(doc.get("findings") or [])
     c = doc["ceilings"]
     flops = c.get("flops_per_s")
     peak = "–" if not flops else f"{flops / 1e12:,.0f} TFLOP/s"

@@ -148,6 +148,19 @@ def environment_section(doc: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def findings_section(findings: list[dict[str, Any]]) -> list[str]:
+    """Findings, most severe first: one line each, then its suggestion."""
+    lines = ["## Findings", ""]
+    if not findings:
+        return lines + ["No rule fired (rules and thresholds: README.md, analysis/findings.py).",
+                        ""]
+    for f in findings:
+        where = f" `{f['range']}`" if f.get("range") else ""
+        lines.append(f"- **{f['severity']}** {f['rule']}{where}: {esc(f['message'])}  ")
+        lines.append(f"  Suggestion: {esc(f['suggestion'])}")
+    return lines + [""]
+
+
 def render_systems(doc: dict[str, Any]) -> str:
     """The whole systems.md page for one systems/1 document."""
     run = doc.get("run") or {}
@@ -160,6 +173,7 @@ def render_systems(doc: dict[str, Any]) -> str:
         lines.append(f"> Note: {esc(note)}")
     if doc.get("notes"):
         lines.append("")
+    lines += findings_section(doc.get("findings") or [])
     for section in (variants_section, ranges_section, compile_section, kernels_section,
                     environment_section):
         lines += section(doc)

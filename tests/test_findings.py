@@ -1,0 +1,99 @@
+"""Findings rules on real exports and inline documents: fire when they should, never else."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from analysis import compute, findings, systems
+from analysis.load import ncu_csv, nsys_sqlite
+from tests.conftest import DATA
+
+
+def _doc(scenario: str, with_meta: bool, events: pd.DataFrame | None = None) -> dict:
+    meta = json.loads((DATA / scenario / "meta.json").read_text()) if with_meta else None
+    return systems.build(nsys_sqlite.load(DATA / scenario / "trace.sqlite"), meta, events)
+
+
+@pytest.mark.parametrize("with_meta", [True, False])
+def test_unfused_gemm_epilogue_is_caught(with_meta: bool) -> None:
+    fired = [f for f in _doc("matmul_relu", with_meta)["findings"]
+             if f["rule"] == "fusion_failure"]
+    assert [f["range"] for f in fired] == ["matmul_relu/compiled"]
+    text = json.dumps(fired[0])
+    assert "nvjet_sm90" in text and "triton_poi_fused_relu_0" in text
+    assert "epilogue" in fired[0]["suggestion"]
+
+
+@pytest.mark.parametrize("with_meta", [True, False])
+def test_fused_gelu_raises_nothing(with_meta: bool) -> None:
+    assert _doc("gelu", with_meta)["findings"] == []
+
+
+def test_graph_break_from_torch_logs_without_meta() -> None:
+    events = pd.DataFrame([{"kind": "graph_break", "function": None, "file": "/w/m.py",
+                            "line": 12, "reason": "Data-dependent branching"}])
+    doc = _doc("gelu", False, events)
+    (f,) = [f for f in doc["findings"] if f["rule"] == "graph_break"]
+    assert f["range"] == "gelu/compiled"            # the only range with Inductor kernels
+    assert "/w/m.py:12" in f["message"] and f["evidence"]["reason"].startswith("Data")
+
+
+def test_graph_break_from_meta_attaches_to_compiled_range() -> None:
+    meta = json.loads((DATA / "gelu" / "meta.json").read_text())
+    meta["compiled"]["graph_breaks"] = [{"reason": "print", "file": "x.py", "line": 3}]
+    doc = systems.build(nsys_sqlite.load(DATA / "gelu" / "trace.sqlite"), meta)
+    assert [(f["rule"], f["range"]) for f in doc["findings"]] == [("graph_break",
+                                                                    "gelu/compiled")]
+
+
+def test_idle_and_launch_bound_rules() -> None:
+    entries = {"w/v": {"name": "w/v", "gpu_span_ns": 100_000, "kernels": []},
+               "w/u": {"name": "w/u", "gpu_span_ns": 100_000, "kernels": []}}
+    gap_rows = {"w/v": {"gaps": 30, "gap_ns": 40_000, "largest_gap_ns": 6_000,
+                        "host_wait_ns": 36_000},
+                "w/u": {"gaps": 2, "gap_ns": 15_000, "largest_gap_ns": 9_000,
+                        "host_wait_ns": 0}}
+    out = findings.idle_findings(entries, gap_rows, {"w/v": 2_000.0, "w/u": 50_000.0})
+    assert [(f["rule"], f["range"]) for f in out] == [("gpu_idle_gaps", "w/u"),
+                                                      ("launch_bound", "w/v")]
+    assert out[1]["evidence"]["host_wait_pct"] == 90.0
+
+
+def test_compile_kernels_in_range() -> None:
+    meta = {"iterations": 10, "cost_model": {"ideal_kernels": 1},
+            "ranges": {"compiled": "w/compiled"}}
+    entry = {"name": "w/compiled", "instances": 1, "kernel_count": 137,
+             "kernels": [{"name": "triton_poi_fused_0", "count": 10},
+                         {"name": "triton_per_bench", "count": 127}]}
+    (f,) = findings.compile_in_range({"w/compiled": entry}, meta)
+    assert f["rule"] == "compile_kernels_in_range" and f["kernel"] == "triton_per_bench"
+    entry["kernels"] = [{"name": "k", "count": 10}]
+    entry["kernel_count"] = 10
+    assert findings.compile_in_range({"w/compiled": entry}, meta) == []
+
+
+def test_compute_findings_on_real_csv() -> None:
+    meta = json.loads((DATA / "ncu" / "matmul_relu_meta.json").read_text())
+    doc = compute.build(ncu_csv.load(DATA / "ncu" / "matmul_relu_raw.csv"), meta)
+    rules = {(f["rule"], f["kernel"]) for f in doc["findings"]}
+    assert ("compute_bound", "matmul_relu_tile") in rules
+    assert ("latency_bound", "triton_poi_fused_relu_0") in rules
+    assert any(r == "excess_dram_traffic" for r, _ in rules)
+    sev = [findings.SEVERITY_ORDER[f["severity"]] for f in doc["findings"]]
+    assert sev == sorted(sev)
+
+
+def test_wave_quantization_and_occupancy() -> None:
+    k = {"range": "r", "name": "k", "bound": "compute", "sm_sol_pct": 70.0, "mem_sol_pct": 20.0,
+         "dram_throughput_pct": 10.0, "waves_per_sm": 1.21, "grid_size": 160,
+         "theoretical_occupancy_pct": 50.0, "achieved_occupancy_pct": 30.0,
+         "limit_registers": 2, "limit_shared_mem": 4, "limit_warps": 8, "limit_blocks": 32}
+    got = {f["rule"]: f for f in findings.kernel_findings(0, k)}
+    assert set(got) == {"compute_bound", "low_occupancy", "wave_quantization"}
+    assert "21%" in got["wave_quantization"]["message"]
+    assert got["low_occupancy"]["evidence"]["limiter"].startswith("tail effect")
+    k.update(waves_per_sm=3.9, achieved_occupancy_pct=45.0)
+    assert {f["rule"] for f in findings.kernel_findings(0, k)} == {"compute_bound"}
