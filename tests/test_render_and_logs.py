@@ -88,3 +88,14 @@ def test_torch_logs_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="binary"):
         torch_logs.load(binary)
     assert torch_logs.load(DATA / "gelu" / "torch_logs.txt").empty
+
+
+def test_torch_logs_real_file_with_log_prefixes() -> None:
+    """TORCH_LOGS_OUT output of torch 2.13 (CPU, dynamo eager backend): prefixed lines."""
+    df = torch_logs.load(DATA / "torch_logs" / "graph_breaks_recompiles_cpu.txt")
+    breaks = df[df["kind"] == "graph_break"]
+    assert breaks[["line", "reason"]].values.tolist() == [
+        [7, "Data-dependent branching"], [9, "Failed to trace builtin operator"]]
+    rec = df[df["kind"] == "recompile"]
+    assert len(rec) == 6 and rec.iloc[0]["function"] == "f"
+    assert rec.iloc[0]["reason"] == "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 9"

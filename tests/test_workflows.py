@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,30 @@ def test_registry_cost_models() -> None:
     assert cost.flops == 2 * 4096**3 and cost.min_bytes == 3 * 4096 * 4096 * 2
     with pytest.raises(KeyError, match="known: gelu, graph_break, launch_bound, matmul_relu"):
         registry.get("nope")
+
+
+def test_torch_logs_are_routed_to_the_run_folder(tmp_path: Path) -> None:
+    """The runner's TORCH_LOGS capture, end to end on the CPU (dynamo's eager backend)."""
+    pytest.importorskip("torch")
+    log = tmp_path / "torch_logs.txt"
+    script = f"""
+from pathlib import Path
+from workflows.compile_info import route_torch_logs, torch_logs
+route_torch_logs(Path({str(log)!r}))
+import torch
+from workflows.workloads import GRAPH_BREAK
+fn = torch.compile(GRAPH_BREAK.variants["naive"](), backend="eager")
+with torch_logs(Path({str(log)!r})) as info:
+    fn(torch.ones(8)); fn(torch.ones(9, 2))
+print(info["recompiles"])
+"""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=Path(__file__).parents[1], timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert int(res.stdout.split()[-1]) >= 1
+    from analysis.load import torch_logs
+    events = torch_logs.load(log)
+    breaks = events[events["kind"] == "graph_break"]
+    assert breaks["reason"].tolist()[:2] == ["Data-dependent branching",
+                                             "Failed to trace builtin operator"]
+    assert breaks["file"].str.endswith("workflows/workloads.py").all()

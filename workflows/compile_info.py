@@ -8,6 +8,8 @@ measured ranges.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,28 +38,36 @@ def explain(fn: Any, inputs: tuple) -> dict[str, Any]:
             "graph_break_count": int(result.graph_break_count), "graph_breaks": breaks}
 
 
+def route_torch_logs(path: Path) -> None:
+    """Send TORCH_LOGS=graph_breaks,recompiles to `path` (TORCH_LOGS_OUT).
+
+    torch reads these variables when it is imported: call this before `import torch`.
+    Artifacts the user already asked for in TORCH_LOGS are kept.
+    """
+    if "torch" in sys.modules:
+        raise RuntimeError("route_torch_logs must run before torch is imported")
+    wanted = [a for a in os.environ.get("TORCH_LOGS", "").split(",") if a]
+    os.environ["TORCH_LOGS"] = ",".join(dict.fromkeys(wanted + ["graph_breaks",
+                                                                  "recompiles"]))
+    os.environ["TORCH_LOGS_OUT"] = str(path)
+
+
 @contextmanager
 def torch_logs(path: Path) -> Iterator[dict[str, Any]]:
-    """Turn on graph_breaks/recompiles logging and copy every torch log record to `path`.
+    """Yield a dict that, on exit, summarizes the TORCH_LOGS file `path`.
 
-    Yields a dict that, on exit, holds `recompiles` (records that say a function was
-    recompiled) and `dynamo_counters` (a snapshot of `torch._dynamo.utils.counters`).
+    It then holds `recompiles` (records that say a function was recompiled),
+    `dynamo_counters` (a snapshot of `torch._dynamo.utils.counters`) and the file name.
     """
-    import torch
     from torch._dynamo.utils import counters
 
-    torch._logging.set_logs(graph_breaks=True, recompiles=True)
-    handler = logging.FileHandler(path, mode="w")
-    handler.setFormatter(logging.Formatter("[%(levelname)s] %(name)s: %(message)s"))
-    logger = logging.getLogger("torch")
-    logger.addHandler(handler)
     result: dict[str, Any] = {}
     try:
         yield result
     finally:
-        logger.removeHandler(handler)
-        handler.close()
-        text = path.read_text(errors="replace")
+        for handler in logging.getLogger("torch").handlers:
+            handler.flush()
+        text = path.read_text(errors="replace") if path.exists() else ""
         result["recompiles"] = text.count(RECOMPILE_MARKER)
         result["dynamo_counters"] = {k: dict(v) for k, v in counters.items()}
         result["torch_logs"] = path.name

@@ -31,7 +31,7 @@ from typing import Any
 from workflows import NVTX_DOMAIN
 from workflows import ceilings as gpu_ceilings
 from workflows import workloads as registry
-from workflows.compile_info import explain, torch_logs
+from workflows.compile_info import explain, route_torch_logs, torch_logs
 
 WARMUP_CALLS = 3
 
@@ -176,7 +176,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    run(parse_args(argv))
+    args = parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    route_torch_logs(Path(args.out) / "torch_logs.txt")
+    run(args)
     return 0
 
 

@@ -29,19 +29,28 @@ _REASON = re.compile(r"(?:Graph Break Reason|Reason):\s*(?P<reason>.+)")
 _RECOMPILE = re.compile(r"Recompiling function (?P<function>\S+) in (?P<file>\S+?):(?P<line>\d+)")
 _GUARD = re.compile(r"^\s*-\s*(?P<reason>\S.*)")
 _LOOKAHEAD = 8
+# "V1129 11:19:18.552000 6379 torch/_dynamo/x.py:5124] [0/0] [__graph_breaks] " and the like
+_PREFIX = re.compile(r"^[A-Z]\d{4} [\d:.]+ +\d+ \S+\] (?:\[[^\]]*\] )*")
 
 
 def _reason_after(lines: list[str], i: int, pattern: re.Pattern[str]) -> str:
-    for nxt in lines[i + 1:i + 1 + _LOOKAHEAD]:
-        m = pattern.search(nxt)
-        if m:
-            return m.group("reason").strip()
+    """First reason after line i; a reason that ends in ':' continues on the next text."""
+    for j in range(i + 1, min(i + 1 + _LOOKAHEAD, len(lines))):
+        m = pattern.search(lines[j])
+        if not m:
+            continue
+        reason = m.group("reason").strip()
+        if reason.endswith(":"):
+            more = next((ln.strip() for ln in lines[j + 1:j + 1 + _LOOKAHEAD] if ln.strip()),
+                        "")
+            reason = more or reason
+        return reason
     return ""
 
 
 def parse(text: str) -> pd.DataFrame:
     """Events in `text`, duplicates (same kind, place and reason) dropped, in log order."""
-    lines = text.splitlines()
+    lines = [_PREFIX.sub("", ln) for ln in text.splitlines()]
     rows = []
     for i, line in enumerate(lines):
         if m := _BREAK.search(line):
