@@ -113,11 +113,12 @@ def compile_findings(entries: dict[str, dict], meta: dict | None, events: list[d
         compiled_range = inductor[0] if len(inductor) == 1 else None
         how = ("the only range that ran Inductor kernels" if compiled_range else
                "no single range ran Inductor kernels, so no range is named")
-    breaks = list(((meta or {}).get("compiled") or {}).get("graph_breaks") or [])
-    breaks += [e for e in events if e["kind"] == "graph_break"]
+    # TORCH_LOGS words the reason best; explain() in meta.json fills in what logs lack
+    breaks = [e for e in events if e["kind"] == "graph_break"]
+    breaks += list(((meta or {}).get("compiled") or {}).get("graph_breaks") or [])
     seen, out = set(), []
     for b in breaks:
-        key = (b.get("file"), b.get("line"), b.get("reason"))
+        key = (b.get("file"), b.get("line"))
         if key in seen:
             continue
         seen.add(key)

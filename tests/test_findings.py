@@ -97,3 +97,24 @@ def test_wave_quantization_and_occupancy() -> None:
     assert got["low_occupancy"]["evidence"]["limiter"].startswith("tail effect")
     k.update(waves_per_sm=3.9, achieved_occupancy_pct=45.0)
     assert {f["rule"] for f in findings.kernel_findings(0, k)} == {"compute_bound"}
+
+
+def test_real_graph_break_trace_and_log() -> None:
+    from analysis.load import torch_logs
+    events = torch_logs.load(DATA / "graph_break" / "torch_logs.txt")
+    doc = _doc("graph_break", True, events)
+    breaks = [f for f in doc["findings"] if f["rule"] == "graph_break"]
+    assert {(f["evidence"]["line"], f["evidence"]["reason"]) for f in breaks} == {
+        (156, "Data-dependent branching"), (158, "Failed to trace builtin operator")}
+    assert {f["range"] for f in breaks} == {"graph_break/compiled"}
+    fused = [f for f in doc["findings"] if f["rule"] == "fusion_failure"]
+    assert [f["range"] for f in fused] == ["graph_break/compiled"]
+
+
+def test_real_launch_bound_trace() -> None:
+    doc = _doc("launch_bound", True)
+    fired = {(f["rule"], f["range"]) for f in doc["findings"]}
+    assert ("launch_bound", "launch_bound/naive") in fired
+    (naive,) = [f for f in doc["findings"] if f["range"] == "launch_bound/naive"]
+    assert naive["evidence"]["median_kernel_ns"] < 20_000
+    assert naive["evidence"]["host_wait_pct"] > 50

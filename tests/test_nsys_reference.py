@@ -10,7 +10,8 @@ from analysis.load import nsys_sqlite
 from tests.conftest import DATA
 from tests.nsys_reference import kern_sum, ours_kern, ours_proj, proj_sum
 
-EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default"]
+EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default",
+           "graph_break/trace", "launch_bound/trace"]
 VERSIONS = ["2023.4", "2025.3"]
 
 
