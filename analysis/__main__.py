@@ -20,6 +20,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,22 +59,45 @@ def load_meta(path: Path | None) -> dict[str, Any] | None:
     return meta
 
 
-def nsys_rep_to_sqlite(report: Path, workdir: Path) -> Path:
-    """Export a .nsys-rep to SQLite in `workdir` with the installed nsys (exit 3 if none)."""
-    from workflows.nsys import export_argv, find_nsys
-    from workflows.tools import ToolError, run_tool
+def _convert(report: Path, tool: str, find: Callable[[], Path],
+             run: Callable[[Path], None]) -> None:
+    """Run a report-to-file conversion with an installed Nsight tool, mapping failures.
+
+    A missing input is exit 2, a missing tool exit 3, a tool that fails on the file exit 2.
+    """
+    from workflows.tools import ToolError
 
     if not report.is_file():
         raise InputError(f"{report}: no such file")
     try:
-        nsys = find_nsys()
+        exe = find()
     except ToolError as exc:
-        raise ToolMissing(f"{report}: reading .nsys-rep needs nsys: {exc}") from exc
-    out = workdir / (report.stem + ".sqlite")
+        raise ToolMissing(f"{report}: reading {report.suffix} needs {tool}: {exc}") from exc
     try:
-        run_tool(export_argv(nsys, report, out), "nsys export")
+        run(exe)
     except ToolError as exc:
-        raise InputError(f"{report}: nsys could not export it: {exc}") from exc
+        raise InputError(f"{report}: {tool} could not export it: {exc}") from exc
+
+
+def nsys_rep_to_sqlite(report: Path, workdir: Path) -> Path:
+    """Export a .nsys-rep to SQLite in `workdir` with the installed nsys."""
+    from workflows.nsys import export_argv, find_nsys
+    from workflows.tools import run_tool
+
+    out = workdir / (report.stem + ".sqlite")
+    _convert(report, "nsys", find_nsys,
+             lambda nsys: run_tool(export_argv(nsys, report, out), "nsys export"))
+    return out
+
+
+def ncu_rep_to_csv(report: Path, workdir: Path) -> Path:
+    """Export a .ncu-rep's raw page to CSV in `workdir` with the installed ncu."""
+    from workflows.ncu import find_ncu, import_csv_argv
+    from workflows.tools import run_tool
+
+    out = workdir / (report.stem + ".csv")
+    _convert(report, "ncu", find_ncu, lambda ncu: out.write_text(
+        run_tool(import_csv_argv(ncu, report), "ncu --import", stdout_only=True)))
     return out
 
 
@@ -95,25 +119,6 @@ def cmd_systems(args: argparse.Namespace) -> int:
     print(f"wrote {out / 'systems.md'} and {out / 'systems.json'} "
           f"({len(doc['ranges'])} ranges)")
     return 0
-
-
-def ncu_rep_to_csv(report: Path, workdir: Path) -> Path:
-    """Export a .ncu-rep's raw page to CSV with the installed ncu (exit 3 if none)."""
-    from workflows.ncu import find_ncu, import_csv_argv
-    from workflows.tools import ToolError, run_tool
-
-    if not report.is_file():
-        raise InputError(f"{report}: no such file")
-    try:
-        ncu = find_ncu()
-    except ToolError as exc:
-        raise ToolMissing(f"{report}: reading .ncu-rep needs ncu: {exc}") from exc
-    out = workdir / (report.stem + ".csv")
-    try:
-        out.write_text(run_tool(import_csv_argv(ncu, report), "ncu --import", stdout_only=True))
-    except ToolError as exc:
-        raise InputError(f"{report}: ncu could not export it: {exc}") from exc
-    return out
 
 
 def cmd_compute(args: argparse.Namespace) -> int:

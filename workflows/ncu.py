@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from pathlib import Path
 
 from workflows import NVTX_DOMAIN
 from workflows.nsys import runner_command
-from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool
+from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool, tool_main
 
 NCU_PATTERNS = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
@@ -102,9 +101,7 @@ def capture(args: argparse.Namespace) -> Path:
     return csv
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workflows.ncu", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("workload")
     p.add_argument("--variant", help="profile only this variant's range")
     p.add_argument("--size", default="default")
@@ -112,15 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clock-control", default="none", choices=["none", "base"])
     p.add_argument("--launch-count", type=int, help="stop after this many profiled kernels")
     p.add_argument("--runs", type=Path, default=Path("runs"))
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    try:
-        csv = capture(args)
-    except ToolError as exc:
-        print(f"workflows.ncu: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(f"ncu csv: {csv}")
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return tool_main("workflows.ncu", argv, _arguments, capture, "ncu csv", __doc__)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ the nsys importer is missing, with what to do.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from pathlib import Path
 
-from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool
+from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool, tool_main
 
 NSYS_PATTERNS = (
     "/usr/local/cuda/bin/nsys",
@@ -73,22 +72,16 @@ def capture(workload: str, size: str, iters: int, runs: Path) -> Path:
     return sqlite
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workflows.nsys", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("workload")
     p.add_argument("--size", default="default")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--runs", type=Path, default=Path("runs"))
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    try:
-        sqlite = capture(args.workload, args.size, args.iters, args.runs)
-    except ToolError as exc:
-        print(f"workflows.nsys: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(f"trace: {sqlite}")
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return tool_main("workflows.nsys", argv, _arguments,
+                     lambda a: capture(a.workload, a.size, a.iters, a.runs), "trace", __doc__)
 
 
 if __name__ == "__main__":

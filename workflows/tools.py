@@ -6,13 +6,15 @@ and run without a shell; a failed tool is never swallowed.
 
 from __future__ import annotations
 
+import argparse
 import glob
 import logging
 import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 log = logging.getLogger("workflows")
@@ -86,3 +88,24 @@ def new_run_dir(root: Path, workload: str, stamp: str, link: str = "latest") -> 
         latest.unlink()
     latest.symlink_to(stamp)
     return run_dir
+
+
+def tool_main(prog: str, argv: list[str] | None, add_arguments: Callable, action: Callable,
+              done: str, doc: str | None) -> int:
+    """Shared CLI shell of the drivers: parse, log, run `action(args)`, map ToolError.
+
+    Prints `done` followed by the path `action` returns; on ToolError prints one line
+    prefixed by `prog` on stderr and returns the error's exit code.
+    """
+    p = argparse.ArgumentParser(prog=f"python -m {prog}", description=doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    try:
+        result = action(args)
+    except ToolError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(f"{done}: {result}")
+    return 0
