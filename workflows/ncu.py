@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from workflows import NVTX_DOMAIN
+from workflows import workloads as registry
 from workflows.nsys import runner_command
 from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool, tool_main
 
@@ -102,9 +103,9 @@ def capture(args: argparse.Namespace) -> Path:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("workload")
+    p.add_argument("workload", choices=sorted(registry.REGISTRY))
     p.add_argument("--variant", help="profile only this variant's range")
-    p.add_argument("--size", default="default")
+    p.add_argument("--size", default="default", choices=["default", "small"])
     p.add_argument("--iters", type=int, default=1, help="iterations per range (each profiled)")
     p.add_argument("--clock-control", default="none", choices=["none", "base"])
     p.add_argument("--launch-count", type=int, help="stop after this many profiled kernels")

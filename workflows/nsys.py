@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from workflows import workloads as registry
 from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool, tool_main
 
 NSYS_PATTERNS = (
@@ -73,8 +74,8 @@ def capture(workload: str, size: str, iters: int, runs: Path) -> Path:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("workload")
-    p.add_argument("--size", default="default")
+    p.add_argument("workload", choices=sorted(registry.REGISTRY))
+    p.add_argument("--size", default="default", choices=["default", "small"])
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--runs", type=Path, default=Path("runs"))
 
