@@ -12,8 +12,9 @@ NCU_ITERS ?= 1
 CLOCK_CONTROL ?= none
 VARIANT ?=
 LAUNCH_COUNT ?=
+COPIES ?= 300 1000 3000
 
-.PHONY: help setup test test-gpu lint demo systems report compute
+.PHONY: help setup test test-gpu lint demo systems report compute bench-analysis
 
 help: ## list targets and their variables
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -53,3 +54,6 @@ compute: ## KERNEL=name [VARIANT=v]: ncu counters per kernel -> reports/KERNEL/c
 	    --clock-control $(CLOCK_CONTROL) $(if $(VARIANT),--variant $(VARIANT)) \
 	    $(if $(LAUNCH_COUNT),--launch-count $(LAUNCH_COUNT)) --runs $(RUNS)
 	$(PY) -m analysis compute $(NCU_RUN)/ncu_raw.csv --meta $(NCU_RUN)/meta.json -o reports/$(KERNEL)
+
+bench-analysis: ## time python -m analysis on traces of 0.1M-1M kernels vs nsys stats -> reports/bench/
+	$(PY) -m analysis.bench --copies $(COPIES) -o reports/bench

@@ -68,8 +68,16 @@ def _suggest_fusion(names: list[str]) -> str:
             "separate kernels, or fuse them in one Triton kernel")
 
 
+def is_gemm(name: str) -> bool:
+    return bool(GEMM_KERNEL.search(name))
+
+
+def is_pointwise(name: str) -> bool:
+    return bool(INDUCTOR_POINTWISE.search(name))
+
+
 def fusion_failures(entries: dict[str, dict], meta: dict | None,
-                    seqs: dict[str, list[tuple]]) -> list[dict[str, Any]]:
+                    facts: dict[str, dict]) -> list[dict[str, Any]]:
     """fusion_failure from the cost model when meta.json is there, else from names."""
     out = []
     if meta and meta.get("ranges"):
@@ -89,27 +97,26 @@ def fusion_failures(entries: dict[str, dict], meta: dict | None,
                     {"kernels_per_iter": per_iter, "ideal_kernels": ideal,
                      "kernels": names}, _suggest_fusion(names)))
         return out
-    for path in sorted(_leaf_paths(list(seqs))):
-        names = [n for n, _, _ in seqs[path]]
-        for a, b in zip(names, names[1:], strict=False):
-            if GEMM_KERNEL.search(a) and INDUCTOR_POINTWISE.search(b):
-                out.append(finding(
-                    "fusion_failure", "warning", path, b,
-                    f"in {path} the GEMM kernel {a} is followed by the separate pointwise "
-                    f"kernel {b}: the epilogue was not fused.",
-                    {"gemm_kernel": a, "epilogue_kernel": b}, _suggest_fusion([a])))
-                break
+    for path in sorted(_leaf_paths(list(facts))):
+        pair = facts[path]["gemm_then_pointwise"]
+        if pair:
+            a, b = pair
+            out.append(finding(
+                "fusion_failure", "warning", path, b,
+                f"in {path} the GEMM kernel {a} is followed by the separate pointwise "
+                f"kernel {b}: the epilogue was not fused.",
+                {"gemm_kernel": a, "epilogue_kernel": b}, _suggest_fusion([a])))
     return out
 
 
 def compile_findings(entries: dict[str, dict], meta: dict | None, events: list[dict],
-                     seqs: dict[str, list[tuple]]) -> list[dict[str, Any]]:
+                     facts: dict[str, dict]) -> list[dict[str, Any]]:
     """graph_break and recompile findings, attached to the compiled range."""
     compiled_range = ((meta or {}).get("ranges") or {}).get("compiled")
     how = "the compiled variant's range (meta.json)"
     if compiled_range is None:
-        inductor = [p for p in _leaf_paths(list(seqs))
-                    if any(INDUCTOR_KERNEL.search(n) for n, _, _ in seqs[p])]
+        inductor = [p for p in _leaf_paths(list(facts))
+                    if any(INDUCTOR_KERNEL.search(n) for n, _ in facts[p]["names"])]
         compiled_range = inductor[0] if len(inductor) == 1 else None
         how = ("the only range that ran Inductor kernels" if compiled_range else
                "no single range ran Inductor kernels, so no range is named")
@@ -138,8 +145,8 @@ def compile_findings(entries: dict[str, dict], meta: dict | None, events: list[d
             {k: ev.get(k) for k in ("function", "file", "line", "reason")},
             "keep shapes and dtypes stable across calls, or mark the varying dimension "
             "dynamic (torch._dynamo.mark_dynamic / dynamic=True)"))
-    if compiled_range and compiled_range in seqs:
-        aten = sorted({n for n, d, _ in seqs[compiled_range] if ATEN_EAGER.search(d or "")})
+    if compiled_range and compiled_range in facts:
+        aten = sorted({n for n, d in facts[compiled_range]["names"] if ATEN_EAGER.search(d)})
         if aten:
             out.append(finding(
                 "graph_break", "warning", compiled_range, aten[0],
@@ -151,7 +158,7 @@ def compile_findings(entries: dict[str, dict], meta: dict | None, events: list[d
 
 
 def idle_findings(entries: dict[str, dict], gap_rows: dict[str, dict],
-                  median_kernel_ns: dict[str, float]) -> list[dict[str, Any]]:
+                  median_kernel_ns: dict[str, float | None]) -> list[dict[str, Any]]:
     """gpu_idle_gaps and launch_bound per leaf range."""
     out = []
     for path in sorted(_leaf_paths(list(entries))):
@@ -213,13 +220,17 @@ def compile_in_range(entries: dict[str, dict], meta: dict | None) -> list[dict[s
 
 
 def systems_findings(doc: dict[str, Any], meta: dict | None, events: list[dict],
-                     seqs: dict[str, list[tuple]], gap_rows: dict[str, dict],
-                     median_kernel_ns: dict[str, float]) -> list[dict[str, Any]]:
-    """Every systems rule over one systems/1 document, most severe first."""
+                     facts: dict[str, dict], gap_rows: dict[str, dict]) -> list[dict[str, Any]]:
+    """Every systems rule over one systems/1 document, most severe first.
+
+    `facts` per range path comes from ranges.kernel_facts, `gap_rows` per path from
+    gaps.summarize_gaps.
+    """
     entries = {e["name"]: e for e in doc["ranges"]}
-    found = (fusion_failures(entries, meta, seqs) + compile_findings(entries, meta, events, seqs)
-             + idle_findings(entries, gap_rows, median_kernel_ns)
-             + compile_in_range(entries, meta))
+    medians = {p: f["median_ns"] for p, f in facts.items()}
+    found = (fusion_failures(entries, meta, facts)
+             + compile_findings(entries, meta, events, facts)
+             + idle_findings(entries, gap_rows, medians) + compile_in_range(entries, meta))
     return ordered(found)
 
 

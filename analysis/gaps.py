@@ -1,10 +1,13 @@
-"""Idle gaps inside a range's GPU span, classified the way HolisticTraceAnalysis does.
+"""GPU busy and idle time inside each range instance, and its idle gaps.
 
-Pure functions on loader frames. Within one range instance, GPU operations are merged
-into busy blocks (overlapping streams count once); a gap is the time between a block's
-end and the next block's start. A gap is "host wait" when the CUDA API call that
-launched the next operation began after the previous block ended: the GPU waited for
-the CPU to launch. Any other gap ("other") is a dependency, sync or copy wait.
+Pure, vectorized functions on loader frames. Within one range instance, GPU operations
+sorted by start are merged into busy blocks (overlapping streams count once): a gap is
+the time between the latest end so far and the next start. The instance's idle time is
+the sum of its gaps, its span first start -> last end.
+
+Each gap is classified the way HolisticTraceAnalysis does: "host wait" when the CUDA API
+call that launched the next operation began after the GPU went idle (the GPU waited for
+the CPU to launch), else "other" (a dependency, sync or copy wait).
 """
 
 from __future__ import annotations
@@ -15,19 +18,34 @@ import pandas as pd
 GAP_COLUMNS = ["range", "gap_start_ns", "gap_ns", "host_wait"]
 
 
-def instance_gaps(ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """One row per idle gap (> 0 ns) inside each range instance's GPU span."""
-    joined = pairs.join(ops[["start_ns", "end_ns", "api_start_ns"]], on="call")
-    rows = []
-    for rng, grp in joined.groupby("range", sort=False):
-        g = grp.sort_values("start_ns")
-        starts = g["start_ns"].to_numpy(dtype="int64")
-        ends = np.maximum.accumulate(g["end_ns"].to_numpy(dtype="int64"))
-        api = g["api_start_ns"].to_numpy(dtype="float64")
-        gap = starts[1:] - ends[:-1]
-        for i in np.nonzero(gap > 0)[0]:
-            rows.append((rng, int(ends[i]), int(gap[i]), bool(api[i + 1] > ends[i])))
-    return pd.DataFrame(rows, columns=GAP_COLUMNS)
+def timeline(ops: pd.DataFrame, pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per instance: range, gpu_span_ns, gpu_idle_ns; per gap: GAP_COLUMNS).
+
+    `pairs` holds (range, call) with `call` the row position of the op in `ops`.
+    """
+    call = pairs["call"].to_numpy(dtype="int64")
+    rng = pairs["range"].to_numpy(dtype="int64")
+    start = ops["start_ns"].to_numpy(dtype="int64")[call]
+    end = ops["end_ns"].to_numpy(dtype="int64")[call]
+    api = ops["api_start_ns"].to_numpy(dtype="int64")[call]
+    order = np.lexsort((start, rng))
+    rng, start, end, api = rng[order], start[order], end[order], api[order]
+    if len(rng) == 0:
+        return (pd.DataFrame(columns=["range", "gpu_span_ns", "gpu_idle_ns"]),
+                pd.DataFrame(columns=GAP_COLUMNS))
+    first = np.r_[True, rng[1:] != rng[:-1]]
+    run_end = pd.Series(end).groupby(rng).cummax().to_numpy()
+    prev_end = np.r_[0, run_end[:-1]]
+    gap = np.where(first, 0, np.maximum(start - prev_end, 0))
+    heads = np.flatnonzero(first)
+    tails = np.r_[heads[1:], len(rng)] - 1
+    instances = pd.DataFrame({"range": rng[heads],
+                              "gpu_span_ns": run_end[tails] - start[heads],
+                              "gpu_idle_ns": np.add.reduceat(gap, heads)})
+    at = np.flatnonzero(gap > 0)
+    gaps = pd.DataFrame({"range": rng[at], "gap_start_ns": prev_end[at], "gap_ns": gap[at],
+                         "host_wait": api[at] > prev_end[at]})
+    return instances, gaps
 
 
 def summarize_gaps(gaps: pd.DataFrame, keyed: pd.DataFrame, min_gap_ns: int) -> pd.DataFrame:

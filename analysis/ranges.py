@@ -9,8 +9,12 @@ count only in that thread's ranges. GPU timestamps are never compared with CPU r
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
+
+from analysis.gaps import timeline
 
 SUMMARY_COLUMNS = ["key", "domain", "path", "instances", "kernel_count", "kernel_time_ns",
                    "gpu_span_ns", "gpu_idle_ns", "graph_launches"]
@@ -48,6 +52,7 @@ def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     """
     pairs = []
     valid = calls.dropna(subset=["global_tid", "api_start_ns", "api_end_ns"])
+    valid = valid[valid["global_tid"] >= 0]                  # -1: no API call was traced
     by_tid = {tid: grp.sort_values("api_start_ns") for tid, grp in valid.groupby("global_tid")}
     for tid, rgrp in ranges.groupby("global_tid"):
         cgrp = by_tid.get(tid)
@@ -72,34 +77,9 @@ def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(pairs, ignore_index=True)
 
 
-def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of intervals [start, end) (overlapping streams count once)."""
-    if len(starts) == 0:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    run_end = np.maximum.accumulate(e)
-    # a new block begins where a start lies beyond every earlier end
-    new_block = np.empty(len(s), dtype=bool)
-    new_block[0] = True
-    new_block[1:] = s[1:] > run_end[:-1]
-    block_id = np.cumsum(new_block) - 1
-    block_start = s[new_block]
-    block_end = np.zeros(block_id[-1] + 1, dtype="int64")
-    np.maximum.at(block_end, block_id, e)
-    return int((block_end - block_start).sum())
-
-
 def instance_spans(ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """Per range instance with GPU work: first op start -> last op end, and busy time."""
-    joined = pairs.join(ops[["start_ns", "end_ns"]], on="call")
-    rows = []
-    for rng, grp in joined.groupby("range", sort=False):
-        starts = grp["start_ns"].to_numpy(dtype="int64")
-        ends = grp["end_ns"].to_numpy(dtype="int64")
-        span = int(ends.max() - starts.min())
-        rows.append((rng, span, span - union_ns(starts, ends)))
-    return pd.DataFrame(rows, columns=["range", "gpu_span_ns", "gpu_idle_ns"])
+    """Per range instance with GPU work: first op start -> last op end, and idle time."""
+    return timeline(ops, pairs)[0]
 
 
 def keyed_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
@@ -118,28 +98,29 @@ def kernel_table(ops: pd.DataFrame, pairs: pd.DataFrame, keyed: pd.DataFrame) ->
     kern = pairs.join(keyed["key"], on="range").join(ops[["kind", "name", "duration_ns"]],
                                                      on="call")
     kern = kern[kern["kind"] == "kernel"].drop_duplicates(["key", "call"])
-    agg = kern.groupby(["key", "name"], sort=False)["duration_ns"].agg(
+    agg = kern.groupby(["key", "name"], sort=False, observed=True)["duration_ns"].agg(
         count="count", total_ns="sum", avg_ns="mean", min_ns="min", max_ns="max")
     return agg.reset_index().sort_values(["key", "total_ns"], ascending=[True, False])
 
 
 def summarize(ranges: pd.DataFrame, ops: pd.DataFrame, graph_launches: pd.DataFrame,
-              keyed: pd.DataFrame | None = None,
-              pairs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+              keyed: pd.DataFrame | None = None, pairs: pd.DataFrame | None = None,
+              instances: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per range key (domain, path) with GPU work: the systems/1 numbers, in timeline order.
 
     Returns (summary with SUMMARY_COLUMNS, kernel_table). `gpu_span_ns` sums, per
     instance, first GPU op start -> last GPU op end over kernels, copies and sets, as
     nvtx_gpu_proj_sum's "Total Proj Time"; `gpu_idle_ns` is that span minus the time
-    covered by the ops. `keyed` and `pairs` (from keyed_ranges / attribute) may be passed
-    when the caller already has them.
+    covered by the ops. `keyed`, `pairs` and `instances` (keyed_ranges, attribute,
+    gaps.timeline) may be passed when the caller already has them.
     """
     if ranges.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS), kernel_table(
             ops, attribute(ops, ranges), keyed_ranges(ranges))
     keyed = keyed_ranges(ranges) if keyed is None else keyed
     pairs = attribute(ops, keyed) if pairs is None else pairs
-    spans = instance_spans(ops, pairs).join(keyed[["key", "start_ns"]], on="range")
+    instances = instance_spans(ops, pairs) if instances is None else instances
+    spans = instances.join(keyed[["key", "start_ns"]], on="range")
     kernels = kernel_table(ops, pairs, keyed)
     per_key = spans.groupby("key", sort=False).agg(
         instances=("range", "nunique"), gpu_span_ns=("gpu_span_ns", "sum"),
@@ -158,13 +139,31 @@ def summarize(ranges: pd.DataFrame, ops: pd.DataFrame, graph_launches: pd.DataFr
     return out[SUMMARY_COLUMNS], kernels
 
 
-def kernel_sequences(ops: pd.DataFrame, pairs: pd.DataFrame,
-                     keyed: pd.DataFrame) -> dict[str, list[tuple[str, str, int]]]:
-    """Per range path: its kernels (name, demangled name, duration_ns) in launch order."""
+def kernel_facts(ops: pd.DataFrame, pairs: pd.DataFrame, keyed: pd.DataFrame,
+                 is_gemm: Callable[[str], bool], is_pointwise: Callable[[str], bool]
+                 ) -> dict[str, dict]:
+    """Per range path, what the findings need of its kernels, without listing them all.
+
+    names: distinct (name, demangled name) pairs; median_ns: median kernel duration;
+    gemm_then_pointwise: the first (GEMM, pointwise) kernel names launched back to back
+    in that range (predicates applied once per distinct name), or None.
+    """
     kern = pairs.join(keyed["path"], on="range").join(
         ops[["kind", "name", "demangled_name", "duration_ns", "api_start_ns"]], on="call")
     kern = kern[kern["kind"] == "kernel"].drop_duplicates(["path", "call"])
-    kern = kern.sort_values(["path", "api_start_ns"])
-    return {path: list(zip(g["name"], g["demangled_name"].fillna(""),
-                           g["duration_ns"].astype("int64"), strict=True))
-            for path, g in kern.groupby("path", sort=False)}
+    kern = kern.sort_values(["path", "api_start_ns"], kind="stable")
+    names = kern["name"].astype("category")
+    cats = names.cat.categories
+    gemm = np.array([is_gemm(c) for c in cats], dtype=bool)[names.cat.codes.to_numpy()]
+    point = np.array([is_pointwise(c) for c in cats], dtype=bool)[names.cat.codes.to_numpy()]
+    path = kern["path"].to_numpy()
+    hit = np.flatnonzero(gemm[:-1] & point[1:] & (path[:-1] == path[1:]))
+    first_hit: dict[str, tuple[str, str]] = {}
+    for i in hit:
+        first_hit.setdefault(path[i], (str(kern["name"].iat[i]), str(kern["name"].iat[i + 1])))
+    medians = kern.groupby("path")["duration_ns"].median()
+    distinct = kern.drop_duplicates(["path", "name", "demangled_name"])
+    return {p: {"names": list(zip(g["name"].astype(str), g["demangled_name"].astype(str),
+                                  strict=True)),
+                "median_ns": float(medians[p]), "gemm_then_pointwise": first_hit.get(p)}
+            for p, g in distinct.groupby("path", sort=False)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from analysis import findings as rules
@@ -94,12 +95,13 @@ def build(export: NsysExport, meta: dict[str, Any] | None = None,
     """The systems/1 document for one export, with its findings."""
     keyed = rng.keyed_ranges(export.ranges)
     pairs = rng.attribute(export.ops, keyed)
+    instances, gap_list = gaps.timeline(export.ops, pairs)
     summary, kernels = rng.summarize(export.ranges, export.ops, export.graph_launches,
-                                     keyed, pairs)
+                                     keyed, pairs, instances)
     entries = range_entries(summary, kernels)
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
-    outside = _outside_kernels(export, summary)
+    outside = _outside_kernels(export, pairs)
     notes = list(export.notes) + graph_notes(export, summary)
     if outside:
         notes.append(f"{outside} kernel launch(es) lie outside every NVTX range "
@@ -113,33 +115,31 @@ def build(export: NsysExport, meta: dict[str, Any] | None = None,
         "variants": variant_rows(entries, meta, peak),
         "run": _run_info(meta, torch_events),
         "notes": notes,
-        "findings": _findings(export, keyed, pairs, entries, meta, torch_events),
+        "findings": _findings(export, keyed, pairs, entries, meta, torch_events, gap_list),
     }
 
 
 def _findings(export: NsysExport, keyed: pd.DataFrame, pairs: pd.DataFrame,
               entries: list[dict[str, Any]], meta: dict[str, Any] | None,
-              torch_events: pd.DataFrame | None) -> list[dict[str, Any]]:
+              torch_events: pd.DataFrame | None, gap_list: pd.DataFrame) -> list[dict[str, Any]]:
     """Run the systems rules with the per-range details they need."""
     if keyed.empty:
         return []
-    seqs = rng.kernel_sequences(export.ops, pairs, keyed)
-    medians = {p: float(pd.Series([d for _, _, d in s]).median()) for p, s in seqs.items()}
-    per_key = gaps.summarize_gaps(gaps.instance_gaps(export.ops, pairs), keyed, rules.GAP_NS)
+    facts = rng.kernel_facts(export.ops, pairs, keyed, rules.is_gemm, rules.is_pointwise)
+    per_key = gaps.summarize_gaps(gap_list, keyed, rules.GAP_NS)
     paths = keyed.drop_duplicates("key").set_index("key")["path"]
     gap_rows = {paths[r["key"]]: r for r in per_key.to_dict("records")}
     events = [] if torch_events is None else torch_events.astype(object).where(
         torch_events.notna(), None).to_dict("records")
-    doc = {"ranges": entries}
-    return rules.systems_findings(doc, meta, events, seqs, gap_rows, medians)
+    return rules.systems_findings({"ranges": entries}, meta, events, facts, gap_rows)
 
 
-def _outside_kernels(export: NsysExport, summary: pd.DataFrame) -> int:
-    kernels = export.ops[export.ops["kind"] == "kernel"]
-    if export.ranges.empty:
-        return len(kernels)
-    pairs = rng.attribute(kernels, export.ranges)
-    return int(len(kernels) - pairs["call"].nunique())
+def _outside_kernels(export: NsysExport, pairs: pd.DataFrame) -> int:
+    """Kernel launches that no range holds."""
+    is_kernel = (export.ops["kind"] == "kernel").to_numpy()
+    inside = np.zeros(len(export.ops), dtype=bool)
+    inside[pairs["call"].to_numpy(dtype="int64")] = True
+    return int((is_kernel & ~inside).sum())
 
 
 def _run_info(meta: dict[str, Any] | None,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analysis import gaps
 from analysis import ranges as rng
 
 
@@ -64,24 +64,38 @@ def test_summary_span_idle_and_kernels() -> None:
     assert list(summary["path"]) == ["w", "w/v"]          # timeline order
 
 
-def test_union_merges_overlaps() -> None:
-    s = np.array([0, 5, 20, 21], dtype="int64")
-    e = np.array([10, 8, 30, 25], dtype="int64")
-    assert rng.union_ns(s, e) == 10 + 10
-    assert rng.union_ns(np.array([], dtype="int64"), np.array([], dtype="int64")) == 0
+def _timeline(ivs: list[tuple[int, int, int]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """timeline() of one range (index 0) holding ops (start, duration, api_start)."""
+    ops = _ops([("k", 1, api, api + 1, s, s + d) for s, d, api in ivs])
+    pairs = pd.DataFrame({"range": [0] * len(ivs), "call": list(range(len(ivs)))})
+    return gaps.timeline(ops, pairs)
 
 
-intervals = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 200)), max_size=30)
+def test_timeline_merges_overlapping_streams() -> None:
+    inst, gap_rows = _timeline([(0, 10, 0), (5, 3, 1), (20, 10, 15), (21, 4, 25)])
+    assert inst[["gpu_span_ns", "gpu_idle_ns"]].values.tolist() == [[30, 10]]
+    assert gap_rows[["gap_start_ns", "gap_ns", "host_wait"]].values.tolist() == [[10, 10, True]]
+
+
+def test_timeline_host_wait_only_when_launch_came_late() -> None:
+    _, gap_rows = _timeline([(0, 10, 0), (30, 5, 5)])     # launched early: other wait
+    assert gap_rows["host_wait"].tolist() == [False]
+
+
+intervals = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 200),
+                               st.integers(0, 1200)), min_size=1, max_size=30)
 
 
 @given(intervals)
-def test_union_matches_brute_force(ivs: list[tuple[int, int]]) -> None:
-    s = np.array([a for a, _ in ivs], dtype="int64")
-    e = np.array([a + d for a, d in ivs], dtype="int64")
+def test_timeline_matches_brute_force(ivs: list[tuple[int, int, int]]) -> None:
     covered = set()
-    for a, b in zip(s, e, strict=True):
-        covered.update(range(a, b))
-    assert rng.union_ns(s, e) == len(covered)
+    for s, d, _ in ivs:
+        covered.update(range(s, s + d))
+    inst, gap_rows = _timeline(ivs)
+    span = max(s + d for s, d, _ in ivs) - min(s for s, _, _ in ivs)
+    assert inst["gpu_span_ns"].tolist() == [span]
+    assert inst["gpu_idle_ns"].tolist() == [span - len(covered)]
+    assert int(gap_rows["gap_ns"].sum()) == span - len(covered)
 
 
 calls = st.lists(st.tuples(st.integers(1, 2), st.integers(0, 1000), st.integers(0, 50)),

@@ -121,17 +121,20 @@ def test_real_launch_bound_trace() -> None:
 
 
 def test_eager_aten_kernels_in_compiled_range() -> None:
-    seqs = {"w/compiled": [("triton_poi_fused_0", "triton_poi_fused_0", 5),
-                           ("vectorized_elementwise_kernel",
-                            "void at::native::vectorized_elementwise_kernel<4, Mul>", 7)]}
+    facts = {"w/compiled": {"names": [
+        ("triton_poi_fused_0", "triton_poi_fused_0"),
+        ("vectorized_elementwise_kernel",
+         "void at::native::vectorized_elementwise_kernel<4, Mul>")],
+        "median_ns": 6.0, "gemm_then_pointwise": None}}
     meta = {"ranges": {"compiled": "w/compiled"}, "compiled": {"graph_breaks": []}}
-    (f,) = findings.compile_findings({}, meta, [], seqs)
+    (f,) = findings.compile_findings({}, meta, [], facts)
     assert f["rule"] == "graph_break" and f["kernel"] == "vectorized_elementwise_kernel"
     assert f["range"] == "w/compiled"
 
 
 def test_graph_break_without_meta_and_ambiguous_range() -> None:
-    seqs = {"a/x": [("triton_poi_fused_0", "", 1)], "a/y": [("triton_red_fused_1", "", 1)]}
+    facts = {p: {"names": [(n, "")], "median_ns": 1.0, "gemm_then_pointwise": None}
+             for p, n in (("a/x", "triton_poi_fused_0"), ("a/y", "triton_red_fused_1"))}
     events = [{"kind": "graph_break", "file": "m.py", "line": 3, "reason": "print"}]
-    (f,) = findings.compile_findings({}, None, events, seqs)
+    (f,) = findings.compile_findings({}, None, events, facts)
     assert f["range"] is None and "no single range" in f["message"]

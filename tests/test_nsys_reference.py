@@ -7,8 +7,8 @@ import pytest
 
 from analysis import systems
 from analysis.load import nsys_sqlite
+from analysis.nsys_reference import kern_sum, ours_kern, ours_proj, proj_sum
 from tests.conftest import DATA
-from tests.nsys_reference import kern_sum, ours_kern, ours_proj, proj_sum
 
 EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default",
            "graph_break/trace", "launch_bound/trace"]
@@ -48,3 +48,14 @@ def test_kernel_count_and_time_are_sums_of_kernel_rows(export_doc) -> None:
         assert e["kernel_count"] == sum(k["count"] for k in e["kernels"])
         assert e["kernel_time_ns"] == sum(k["total_ns"] for k in e["kernels"])
         assert 0 <= e["gpu_idle_ns"] <= e["gpu_span_ns"]
+
+
+def test_mismatches_reports_a_changed_number() -> None:
+    from analysis.nsys_reference import mismatches
+    doc = systems.build(nsys_sqlite.load(DATA / "gelu" / "trace.sqlite"))
+    kern = _stats("gelu/trace", "2023.4", "nvtx_kern_sum_base")
+    proj = _stats("gelu/trace", "2023.4", "nvtx_gpu_proj_sum")
+    assert mismatches(doc, kern, proj) == []
+    doc["ranges"][1]["kernels"][0]["count"] += 1
+    doc["ranges"][1]["gpu_span_ns"] -= 5
+    assert len(mismatches(doc, kern, proj)) == 2

@@ -8,12 +8,12 @@ ranges  one row per NVTX range instance, push/pop and start/end alike, as `nsys 
         range_id (NVTX_EVENTS rowid), style ("PushPop"|"StartEnd"), name, domain (str or
         None), global_tid, start_ns, end_ns (an unclosed range ends at the last NVTX
         timestamp, as in `nsys stats`)
-ops     one row per GPU operation: kind ("kernel"|"memcpy"|"memset"), name (kernel base
-        name, or "[CUDA memcpy]"/"[CUDA memset]"), demangled_name, start_ns, end_ns,
-        duration_ns, device_id, stream_id, correlation_id, graph_node_id (or NA),
-        bytes (copies and sets, else NA), and from the CUDA API call that launched it
-        (joined by correlationId within the process): global_tid, api_start_ns,
-        api_end_ns (NA when no API call was traced)
+ops     one row per GPU operation (RangeIndex = row position): kind ("kernel"|"memcpy"|
+        "memset", categorical), name (kernel base name, or "[CUDA memcpy]"/"[CUDA memset]",
+        categorical), demangled_name (categorical), start_ns, end_ns, duration_ns,
+        correlation_id, global_pid, and from the CUDA API call that launched it (joined
+        by correlationId within the process): global_tid, api_start_ns, api_end_ns
+        (all -1 when no API call was traced)
 graph_launches  one row per cudaGraphLaunch / cuGraphLaunch call: global_tid,
         api_start_ns, api_end_ns, correlation_id
 """
@@ -24,6 +24,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import sqlite_utils
 
@@ -32,7 +33,12 @@ from analysis.errors import InputError
 PUSHPOP = (59, 70)     # NvtxPushPopRange, NvtxtPushPopRange
 STARTEND = (60, 71)    # NvtxStartEndRange, NvtxtStartEndRange
 DOMAIN_CREATE = 75
-PID_MASK_SQL = "0xFFFFFFFFFF000000"  # globalTid -> globalPid, as `nsys stats` joins them
+PID_MASK = np.int64(-0x1000000)  # 0xFFFFFFFFFF000000: globalTid -> globalPid, as nsys stats
+OP_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+             "CUPTI_ACTIVITY_KIND_MEMSET")
+OP_KINDS = ("kernel", "memcpy", "memset")
+SENTINEL_NAMES = {-1: "[CUDA memcpy]", -2: "[CUDA memset]", -3: "<unnamed kernel>"}
+FETCH_ROWS = 200_000
 REQUIRED = {
     "StringIds": "has no StringIds table (not an Nsight Systems export?)",
     "CUPTI_ACTIVITY_KIND_KERNEL": "does not contain CUDA kernel data (trace with --trace=cuda)",
@@ -134,43 +140,79 @@ def _domains(conn: sqlite3.Connection, path: Path, ranges: pd.DataFrame) -> pd.S
     return merged["domain"].where(merged["domain"].notna(), None)
 
 
-def _op_select(table: str, kind: str, cols: set[str]) -> str:
-    """SELECT for one GPU-operation table, with the columns this export version has."""
-    if kind == "kernel":
+def _fetch_ints(conn: sqlite3.Connection, path: Path, sql: str, ncols: int) -> np.ndarray:
+    """Integer columns of a query as an (n, ncols) int64 array, fetched in chunks.
+
+    Chunking keeps the Python tuples sqlite3 makes to FETCH_ROWS at a time, so a trace of
+    millions of rows does not hold them all at once.
+    """
+    try:
+        cur = conn.execute(sql)
+        chunks = []
+        while rows := cur.fetchmany(FETCH_ROWS):
+            chunks.append(np.array(rows, dtype=np.int64).reshape(len(rows), ncols))
+    except (sqlite3.DatabaseError, TypeError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read export ({exc})") from exc
+    return np.concatenate(chunks) if chunks else np.empty((0, ncols), dtype=np.int64)
+
+
+def _op_sql(table: str, kind: int, cols: set[str]) -> str:
+    """Integer columns of one GPU-operation table (name ids; sentinels for copies/sets)."""
+    if kind == 0:
         short = "shortName" if "shortName" in cols else "demangledName"
-        name = f"(SELECT value FROM StringIds WHERE id = o.{short})"
-        demangled = "(SELECT value FROM StringIds WHERE id = o.demangledName)"
-        nbytes = "NULL"
+        names = f"ifnull(o.{short}, -3), ifnull(o.demangledName, -3)"
     else:
-        name = demangled = f"'[CUDA {kind}]'"
-        nbytes = "o.bytes" if "bytes" in cols else "NULL"
-    node = "o.graphNodeId" if "graphNodeId" in cols else "NULL"
-    return f"""SELECT '{kind}' AS kind, {name} AS name, {demangled} AS demangled_name,
-               o.start AS start_ns, o.end AS end_ns, o.deviceId AS device_id,
-               o.streamId AS stream_id, o.correlationId AS correlation_id,
-               o.globalPid AS global_pid, {node} AS graph_node_id, {nbytes} AS bytes
-        FROM {table} o"""
+        names = f"{-kind}, {-kind}"
+    return (f"SELECT {kind}, {names}, o.start, o.end, o.correlationId, o.globalPid "
+            f"FROM {table} o")
+
+
+def _strings(conn: sqlite3.Connection, path: Path) -> dict[int, str]:
+    try:
+        return dict(conn.execute("SELECT id, value FROM StringIds").fetchall())
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{path}: cannot read StringIds ({exc})") from exc
+
+
+def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
+    """Names of string ids as a categorical (one copy of each distinct name)."""
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    text = [SENTINEL_NAMES.get(int(i)) or strings.get(int(i), f"<string {i}>") for i in uniq]
+    cats, code_of = np.unique(np.array(text, dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(code_of[inverse], categories=list(cats))
+
+
+def _launching_calls(conn: sqlite3.Connection, path: Path, ops: pd.DataFrame) -> pd.DataFrame:
+    """API call (thread, start, end) of each op, joined by correlationId within the process.
+
+    Done in pandas: a hash join on two integer columns is far faster than SQLite's
+    join over an unindexed CUPTI_ACTIVITY_KIND_RUNTIME.
+    """
+    api = pd.DataFrame(_fetch_ints(conn, path, "SELECT correlationId, globalTid, start, end "
+                                   "FROM CUPTI_ACTIVITY_KIND_RUNTIME", 4),
+                       columns=["correlation_id", "global_tid", "api_start_ns", "api_end_ns"])
+    api["global_pid"] = api["global_tid"] & PID_MASK
+    api = api.drop_duplicates(["correlation_id", "global_pid"])
+    out = ops[["correlation_id", "global_pid"]].merge(api, how="left",
+                                                      on=["correlation_id", "global_pid"])
+    cols = ["global_tid", "api_start_ns", "api_end_ns"]
+    return out[cols].fillna(-1).astype("int64")
 
 
 def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
     """GPU operations joined to the CUDA API call that launched each (see module doc)."""
-    parts = []
-    for table, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"),
-                        ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
-                        ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
-        cols = _columns(db, table)
-        if cols:
-            parts.append(_op_select(table, kind, cols))
-    df = _query(conn, path, f"""
-        WITH ops AS ({" UNION ALL ".join(parts)})
-        SELECT ops.*, r.globalTid AS global_tid, r.start AS api_start_ns, r.end AS api_end_ns
-        FROM ops LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
-          ON r.correlationId = ops.correlation_id
-         AND (r.globalTid & {PID_MASK_SQL}) = ops.global_pid""")
-    df["duration_ns"] = df["end_ns"] - df["start_ns"]
-    for col in ("graph_node_id", "bytes", "global_tid", "api_start_ns", "api_end_ns"):
-        df[col] = df[col].astype("Int64")
-    return df
+    parts = [_op_sql(t, kind, cols) for kind, t in enumerate(OP_TABLES)
+             if (cols := _columns(db, t))]
+    raw = _fetch_ints(conn, path, " UNION ALL ".join(parts), 7)
+    strings = _strings(conn, path)
+    df = pd.DataFrame({
+        "kind": pd.Categorical.from_codes(raw[:, 0], categories=list(OP_KINDS)),
+        "name": _categorical(raw[:, 1], strings),
+        "demangled_name": _categorical(raw[:, 2], strings),
+        "start_ns": raw[:, 3], "end_ns": raw[:, 4], "duration_ns": raw[:, 4] - raw[:, 3],
+        "correlation_id": raw[:, 5], "global_pid": raw[:, 6]})
+    calls = _launching_calls(conn, path, df)
+    return pd.concat([df, calls], axis=1)
 
 
 def load_graph_launches(conn: sqlite3.Connection, path: Path) -> pd.DataFrame:

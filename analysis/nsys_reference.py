@@ -1,5 +1,7 @@
 """Read NVIDIA's `nsys stats` CSVs and line them up with our systems/1 entries.
 
+Used by the tests and by analysis.bench to check that both give the same numbers.
+
 `nsys stats` names a range by its own text ("profkit:naive"; the default domain is
 "default_domain" in 2023.4 and ":default_domain" in 2025.3) and merges same-named ranges
 wherever they nest, so our entries are summed by (domain, leaf name) before comparing.
@@ -50,3 +52,17 @@ def ours_proj(doc: dict) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=["Range", "gpu_span_ns", "instances"])
     return df.groupby("Range").agg(gpu_span_ns=("gpu_span_ns", "sum"),
                                    instances=("instances", "sum")).sort_index()
+
+
+def mismatches(doc: dict, kern_csv: Path, proj_csv: Path) -> list[str]:
+    """Differences between a systems/1 document and nsys stats' two reports (empty: same)."""
+    out = []
+    for what, ours, ref in (("nvtx_kern_sum", ours_kern(doc), kern_sum(kern_csv)),
+                            ("nvtx_gpu_proj_sum", ours_proj(doc), proj_sum(proj_csv))):
+        joined = ours.merge(ref, how="outer", left_index=True, right_index=True,
+                            suffixes=("_ours", "_nsys"))
+        for col in ref.columns:
+            bad = joined[joined[f"{col}_ours"] != joined[f"{col}_nsys"]]
+            out += [f"{what} {idx} {col}: ours {r[f'{col}_ours']} nsys {r[f'{col}_nsys']}"
+                    for idx, r in bad.iterrows()]
+    return out

@@ -1,0 +1,153 @@
+"""How fast is `python -m analysis systems` on big traces, against `nsys stats`?
+
+    python -m analysis.bench [--base tests/data/gelu/trace.sqlite] [--copies 300 1000 3000]
+                             [--nsys PATH] [-o reports/bench]
+
+Builds big exports by replaying a real one K times: every kernel, memcpy, memset, CUDA
+API and NVTX row is copied with its timestamps shifted past the previous copy and its
+correlation id shifted past every id used so far, so attribution stays one to one. It
+then times the analysis (wall and peak RSS, in a child process) and, when an nsys is
+given or found, `nsys stats --report nvtx_kern_sum:base --report nvtx_gpu_proj_sum` on
+the same file, checks that both give the same numbers, and writes analysis.md/.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME")
+
+
+def replicate(base: Path, out: Path, copies: int) -> dict[str, int]:
+    """Write `out`: `base` with its GPU, API and NVTX rows repeated `copies` times."""
+    shutil.copyfile(base, out)
+    conn = sqlite3.connect(out)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    timed = [t for t in TIMED_TABLES if t in tables]
+    lo, hi = conn.execute("SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    span = int(hi - lo) + 1_000_000
+    corr = int(conn.execute("SELECT max(correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+               .fetchone()[0]) + 1
+    with conn:
+        for table in timed:
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            _repeat(conn, table, cols, copies, span, corr)
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(NVTX_EVENTS)")]
+        _repeat(conn, "NVTX_EVENTS", cols, copies, span, None,
+                where="eventType IN (59, 60, 70, 71)")
+    counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in timed}
+    conn.close()
+    return counts
+
+
+def _repeat(conn: sqlite3.Connection, table: str, cols: list[str], copies: int, span: int,
+            corr: int | None, where: str = "1") -> None:
+    """INSERT copies 1..copies-1 of the rows of `table` matching `where`, shifted."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS k(i INTEGER)")
+    conn.execute("DELETE FROM k")
+    conn.executemany("INSERT INTO k VALUES (?)", [(i,) for i in range(1, copies)])
+    shifted = []
+    for c in cols:
+        if c in ("start", "end"):
+            shifted.append(f"t.{c} + k.i * {span}")
+        elif c == "correlationId" and corr is not None:
+            shifted.append(f"t.{c} + k.i * {corr}")
+        else:
+            shifted.append(f"t.{c}")
+    conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(shifted)} "
+                 f"FROM {table} t, k WHERE {where.replace('eventType', 't.eventType')}")
+
+
+def peak_child(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of `argv`, measured in a wrapper of its own."""
+    wrapper = ("import resource, subprocess, sys; "
+               "subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", wrapper, *argv], check=True,
+                         capture_output=True, text=True)
+    return time.perf_counter() - t0, int(res.stdout.split()[-1]) / 1024
+
+
+def measure(trace: Path, nsys: str | None, work: Path) -> dict:
+    """Time the analysis (and nsys stats) on one trace; check they agree."""
+    from analysis.nsys_reference import mismatches
+
+    row: dict = {}
+    row["analysis_s"], row["analysis_rss_mib"] = peak_child(
+        [sys.executable, "-m", "analysis", "systems", str(trace), "-o", str(work / "out")])
+    if nsys:
+        base = work / "stats"
+        row["nsys_stats_s"], row["nsys_stats_rss_mib"] = peak_child(
+            [nsys, "stats", "--report", "nvtx_kern_sum:base", "--report", "nvtx_gpu_proj_sum",
+             "--format", "csv", "--force-overwrite", "true", "--output", str(base), str(trace)])
+        row["ratio"] = row["analysis_s"] / row["nsys_stats_s"]
+        doc = json.loads((work / "out" / "systems.json").read_text())
+        diffs = mismatches(doc, Path(f"{base}_nvtx_kern_sum_base.csv"),
+                           Path(f"{base}_nvtx_gpu_proj_sum.csv"))
+        row["same_numbers"] = not diffs
+        row["first_differences"] = diffs[:5]
+    return row
+
+
+def render(rows: list[dict], base: Path, nsys: str | None) -> str:
+    lines = ["# Analysis speed on big traces", "",
+             f"Traces: `{base}` replayed K times (python -m analysis.bench). Machine: "
+             f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}."
+             f" Reference: `nsys stats --report nvtx_kern_sum:base --report nvtx_gpu_proj_sum`"
+             f" ({nsys or 'not available'}).", "",
+             "| copies | kernels | CUDA API rows | analysis | peak RSS | nsys stats | peak RSS |"
+             " analysis / nsys | same numbers |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        lines.append(
+            f"| {r['copies']:,} | {r['kernels']:,} | {r['api_rows']:,} | {r['analysis_s']:.1f} s"
+            f" | {r['analysis_rss_mib']:,.0f} MiB | "
+            + (f"{r['nsys_stats_s']:.1f} s | {r['nsys_stats_rss_mib']:,.0f} MiB | "
+               f"{r['ratio']:.2f} | {'yes' if r['same_numbers'] else 'NO'} |"
+               if "nsys_stats_s" in r else "– | – | – | – |"))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--base", type=Path, default=Path("tests/data/gelu/trace.sqlite"))
+    p.add_argument("--copies", type=int, nargs="+", default=[300, 1000, 3000])
+    p.add_argument("--nsys", help="nsys for the reference timing (default: $NSYS or PATH)")
+    p.add_argument("-o", "--output", type=Path, default=Path("reports/bench"))
+    args = p.parse_args(argv)
+    nsys = args.nsys or os.environ.get("NSYS") or shutil.which("nsys")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in args.copies:
+            work = Path(tmp) / str(k)
+            work.mkdir()
+            trace = work / "trace.sqlite"
+            counts = replicate(args.base, trace, k)
+            print(f"{k} copies: {counts['CUPTI_ACTIVITY_KIND_KERNEL']:,} kernels", flush=True)
+            row = {"copies": k, "kernels": counts["CUPTI_ACTIVITY_KIND_KERNEL"],
+                   "api_rows": counts["CUPTI_ACTIVITY_KIND_RUNTIME"],
+                   **measure(trace, nsys, work)}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "analysis.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (args.output / "analysis.md").write_text(render(rows, args.base, nsys))
+    print(f"wrote {args.output / 'analysis.md'}")
+    return 0 if all(r.get("same_numbers", True) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
