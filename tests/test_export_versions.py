@@ -65,3 +65,16 @@ def test_no_nvtx_still_reports_kernels_and_says_why(tmp_path: Path) -> None:
     assert any("no NVTX ranges" in n for n in doc["notes"])
     assert any("outside every NVTX range" in n for n in doc["notes"])
     assert main(["systems", str(path), "-o", str(tmp_path / "o")]) == 0
+
+
+def test_second_process_with_same_correlation_ids(tmp_path: Path) -> None:
+    """Joins must keep processes apart: every number exactly doubles, nothing crosses."""
+    source = DATA / "edge" / "trace.sqlite"
+    two = derive(source, tmp_path / "two.sqlite", "second_process")
+    one = {e["name"]: e for e in systems.build(nsys_sqlite.load(source))["ranges"]}
+    both = {e["name"]: e for e in systems.build(nsys_sqlite.load(two))["ranges"]}
+    assert set(both) == set(one)
+    for name, e in one.items():
+        for key in ("instances", "kernel_count", "kernel_time_ns", "gpu_span_ns",
+                    "gpu_idle_ns"):
+            assert both[name][key] == 2 * e[key], (name, key)

@@ -194,3 +194,32 @@ def test_ncu_rep_without_ncu_exits_3(tmp_path: Path, monkeypatch, capsys) -> Non
     monkeypatch.setattr(ncu, "NCU_PATTERNS", ())
     assert main(["compute", str(rep), "-o", str(tmp_path / "out")]) == 3
     assert "needs ncu" in capsys.readouterr().err
+
+
+def test_reordered_columns_give_same_kernels(tmp_path: Path) -> None:
+    rows = list(csv.reader((NCU / "matmul_relu_raw.csv").open()))
+    order = list(reversed(range(len(rows[0]))))
+    shuffled = tmp_path / "reordered.csv"
+    with shuffled.open("w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows([[r[i] for i in order] for r in rows])
+    a = ncu_csv.load(NCU / "matmul_relu_raw.csv").kernels
+    b = ncu_csv.load(shuffled).kernels
+    assert a.drop(columns=["domain"]).equals(b.drop(columns=["domain"]))
+
+
+def test_mixed_units_in_one_file(tmp_path: Path) -> None:
+    """One duration in us and one size in Kbyte: each column is scaled by its own unit."""
+    rows = list(csv.reader((NCU / "matmul_relu_raw_base.csv").open()))
+    t = rows[0].index("gpu__time_duration.sum")
+    b = rows[0].index("dram__bytes_read.sum")
+    rows[1][t], rows[1][b] = "us", "Kbyte"
+    for r in rows[2:]:
+        r[t] = f"{float(r[t].replace(',', '')) / 1e3:.6f}"
+        r[b] = f"{float(r[b].replace(',', '')) / 1e3:.6f}"
+    mixed = tmp_path / "mixed.csv"
+    with mixed.open("w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(rows)
+    want = ncu_csv.load(NCU / "matmul_relu_raw_base.csv").kernels
+    got = ncu_csv.load(mixed).kernels
+    np.testing.assert_allclose(got["duration_ns"], want["duration_ns"], rtol=1e-9)
+    np.testing.assert_allclose(got["dram_read_bytes"], want["dram_read_bytes"], rtol=1e-9)

@@ -12,6 +12,12 @@ the loader is tested on them with real data:
   thread were recorded);
 - `no_gpu_info`: no TARGET_INFO_GPU table, no META_DATA_EXPORT (exports that lack them).
 
+and one that is not a version but a harder capture:
+
+- `second_process`: every kernel, copy, set, CUDA API and NVTX row repeated as if a
+  second process had done the same work at the same times with the same correlation
+  ids (only the process bits of globalTid / globalPid differ), as two ranks of a job do.
+
 Each takes (source, destination) and writes a new file; the source is not touched.
 """
 
@@ -54,15 +60,31 @@ def no_gpu_info(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE META_DATA_EXPORT")
 
 
+PID_STEP = 1 << 24          # globalTid = (vm << 56) | (pid << 24) | tid; add 1 to the pid
+
+
+def second_process(conn: sqlite3.Connection) -> None:
+    for table, col in (("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"),
+                       ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid"),
+                       ("CUPTI_ACTIVITY_KIND_MEMSET", "globalPid"),
+                       ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
+                       ("NVTX_EVENTS", "globalTid")):
+        cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        shifted = [f"{c} + {PID_STEP}" if c == col else c for c in cols]
+        conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) "
+                     f"SELECT {', '.join(shifted)} FROM {table}")
+
+
 LAYOUTS: dict[str, Callable[[sqlite3.Connection], None]] = {
     "inline_nvtx_text": inline_nvtx_text, "no_short_names": no_short_names,
     "no_end_global_tid": no_end_global_tid, "no_gpu_info": no_gpu_info}
+HARDER = {"second_process": second_process}
 
 
 def derive(source: Path, destination: Path, layout: str) -> Path:
     shutil.copyfile(source, destination)
     conn = sqlite3.connect(destination)
     with conn:
-        LAYOUTS[layout](conn)
+        {**LAYOUTS, **HARDER}[layout](conn)
     conn.close()
     return destination
