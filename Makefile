@@ -14,7 +14,7 @@ VARIANT ?=
 LAUNCH_COUNT ?=
 COPIES ?= 300 1000 3000
 
-.PHONY: help setup test test-gpu lint demo systems report compute bench-analysis
+.PHONY: help setup test test-gpu lint demo systems report compute bench bench-analysis
 
 help: ## list targets and their variables
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -54,6 +54,10 @@ compute: ## KERNEL=name [VARIANT=v]: ncu counters per kernel -> reports/KERNEL/c
 	    --clock-control $(CLOCK_CONTROL) $(if $(VARIANT),--variant $(VARIANT)) \
 	    $(if $(LAUNCH_COUNT),--launch-count $(LAUNCH_COUNT)) --runs $(RUNS)
 	$(PY) -m analysis compute $(NCU_RUN)/ncu_raw.csv --meta $(NCU_RUN)/meta.json -o reports/$(KERNEL)
+
+bench: ## [WORKLOAD=a,b]: median times vs measured ceilings -> reports/bench/<gpu>.md
+	$(PY) -m workflows.bench $(if $(filter command line,$(origin WORKLOAD)),--workloads $(WORKLOAD)) \
+	    --size $(SIZE) -o reports/bench
 
 bench-analysis: ## time python -m analysis on traces of 0.1M-1M kernels vs nsys stats -> reports/bench/
 	$(PY) -m analysis.bench --copies $(COPIES) -o reports/bench

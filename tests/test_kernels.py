@@ -66,3 +66,68 @@ def test_matmul_relu_gpu_fp16(m: int, k: int, n: int) -> None:
     out = matmul_relu(a, b)
     ref = torch.relu(a.double() @ b.double())
     assert out.dtype == torch.float16 and rel_error(out, ref) < 1e-2
+
+
+from kernels.add_relu import add_relu  # noqa: E402
+from kernels.layernorm import layernorm, layernorm_naive  # noqa: E402
+from kernels.row_sum import row_sum  # noqa: E402
+from kernels.softmax import softmax, softmax_naive  # noqa: E402
+
+ODD_ROWS = [(1, 1), (7, 100), (33, 1000)]
+
+
+@pytest.mark.parametrize("shape", [(1,), (1000,), (33, 65)])
+def test_add_relu_matches(shape: tuple[int, ...]) -> None:
+    x, y = torch.randn(shape, device=DEVICE), torch.randn(shape, device=DEVICE)
+    torch.testing.assert_close(add_relu(x, y, block_size=256), torch.relu(x + y))
+
+
+@pytest.mark.parametrize("m, n", ODD_ROWS)
+def test_softmax_matches(m: int, n: int) -> None:
+    x = torch.randn(m, n, device=DEVICE) * 5
+    ref = torch.softmax(x.double(), dim=1).float()
+    torch.testing.assert_close(softmax(x), ref)
+    torch.testing.assert_close(softmax(x, programs=3), ref)    # persistent row loop
+    torch.testing.assert_close(softmax_naive(x), ref)
+
+
+@pytest.mark.parametrize("m, n, block", [(1, 1, 16), (5, 10_000, 1024), (3, 4097, 4096)])
+def test_row_sum_matches(m: int, n: int, block: int) -> None:
+    x = torch.randn(m, n, device=DEVICE)
+    torch.testing.assert_close(row_sum(x, block_size=block), x.double().sum(1).float(),
+                               rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("m, n", ODD_ROWS)
+def test_layernorm_matches(m: int, n: int) -> None:
+    x = torch.randn(m, n, device=DEVICE) * 3 + 1
+    w, b = torch.randn(n, device=DEVICE), torch.randn(n, device=DEVICE)
+    ref = torch.nn.functional.layer_norm(x.double(), (n,), w.double(), b.double()).float()
+    torch.testing.assert_close(layernorm(x, w, b), ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(layernorm_naive(x, w, b), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_row_kernels_reject_bad_layouts() -> None:
+    x = torch.randn(8, 8, device=DEVICE).t()
+    for fn in (softmax, row_sum):
+        with pytest.raises(ValueError, match="contiguous rows"):
+            fn(x)
+    with pytest.raises(ValueError, match="one value per column"):
+        layernorm(torch.randn(4, 8, device=DEVICE), torch.randn(7, device=DEVICE),
+                  torch.randn(8, device=DEVICE))
+    with pytest.raises(ValueError, match="contiguous"):
+        add_relu(x, x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n", [(1, 1), (4097, 1000), (65536, 1024), (3, 32768)])
+def test_row_kernels_gpu_large_and_odd(m: int, n: int) -> None:
+    x = torch.randn(m, n, device="cuda")
+    torch.testing.assert_close(softmax(x), torch.softmax(x.double(), 1).float())
+    torch.testing.assert_close(row_sum(x), x.double().sum(1).float(), rtol=1e-4, atol=1e-2)
+    w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    if n <= 16384:
+        torch.testing.assert_close(layernorm(x, w, b), torch.nn.functional.layer_norm(
+            x.double(), (n,), w.double(), b.double()).float(), rtol=1e-4, atol=1e-4)
+    y = torch.randn(m, n, device="cuda")
+    torch.testing.assert_close(add_relu(x, y), torch.relu(x + y))

@@ -99,7 +99,7 @@ def test_registry_cost_models() -> None:
     mm = registry.get("matmul_relu")
     cost = mm.cost(mm.shapes("default"), mm.dtype)
     assert cost.flops == 2 * 4096**3 and cost.min_bytes == 3 * 4096 * 4096 * 2
-    with pytest.raises(KeyError, match="known: gelu, graph_break, launch_bound, matmul_relu"):
+    with pytest.raises(KeyError, match="known: add_relu, gelu, graph_break"):
         registry.get("nope")
 
 
@@ -128,3 +128,24 @@ print(info["recompiles"])
     assert breaks["reason"].tolist()[:2] == ["Data-dependent branching",
                                              "Failed to trace builtin operator"]
     assert breaks["file"].str.endswith("workflows/workloads.py").all()
+
+
+def test_bench_roofline_and_render() -> None:
+    from workflows import bench
+    peaks = {"copy_bytes_per_s": 4e12, "fp16_gemm_flops_per_s": 700e12, "method": "m"}
+    # memory-bound: 4 GB at 4 TB/s is a 1 ms floor; 2 ms measured -> 50%
+    assert bench.roofline_pct(10**9, 4 * 10**9, 2e-3, peaks) == pytest.approx(50.0)
+    # compute-bound: 1.4e12 FLOPs at 700 TFLOP/s is a 2 ms floor; 2.5 ms measured -> 80%
+    assert bench.roofline_pct(14 * 10**11, 10**6, 2.5e-3, peaks) == pytest.approx(80.0)
+    doc = {"gpu": "NVIDIA H200", "driver": "580", "torch": "2.11", "triton": "3.6",
+           "ceilings": peaks, "results": [{
+               "workload": "gelu", "variant": "triton", "dtype": "float32",
+               "shape": "8192x8192", "time_ns": 128_000.0, "bytes_per_s": 4.19e12,
+               "flops_per_s": 4.7e12, "pct_of_roofline": 90.0, "rel_error": 4e-8}]}
+    md = bench.render(doc)
+    assert "| gelu | triton | 8192x8192 | 128.0 µs | 115.2 µs | 4,190 | 4.7 | 90.0% |" in md
+
+
+def test_bench_selects_benchmark_workloads() -> None:
+    names = [n for n, w in registry.REGISTRY.items() if w.bench]
+    assert "graph_break" not in names and {"gelu", "softmax", "matmul_relu"} <= set(names)

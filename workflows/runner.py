@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> Path:
     inputs = workload.make_inputs(shapes, workload.dtype, "cuda")
     compiled = None
     if "compiled" in variants:
-        compiled = explain(workload.variants["naive"](), inputs)
+        compiled = explain(workload.variants[workload.compiled_from](), inputs)
     peaks = gpu_ceilings.measure(workload.dtype)
     log.info("ceilings: copy %.0f GB/s, %s GEMM %.0f TFLOP/s", peaks["copy_bytes_per_s"] / 1e9,
              workload.dtype, peaks[f"{workload.dtype}_gemm_flops_per_s"] / 1e12)

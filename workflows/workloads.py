@@ -46,6 +46,8 @@ class Workload:
     reference: Callable[[], Variant]
     cost: Callable[[list[Shape], str], CostModel]
     tolerance: dict[str, float] = field(default_factory=lambda: {"rtol": 1e-5, "atol": 1e-5})
+    bench: bool = True   # part of `make bench` (the rule-exercising workloads are not)
+    compiled_from: str = "naive"   # the variant `compiled` wraps in torch.compile
 
     def shapes(self, size: str) -> list[Shape]:
         if size not in self.sizes:
@@ -178,6 +180,7 @@ GRAPH_BREAK = Workload(
     variants={"naive": _graph_break_naive, "compiled": _compiled(_graph_break_naive)},
     reference=_graph_break_naive,
     cost=_elementwise_cost(1, 3),
+    bench=False,
 )
 
 
@@ -203,11 +206,101 @@ LAUNCH_BOUND = Workload(
     variants={"naive": _launch_chain_naive, "compiled": _compiled(_launch_chain_naive)},
     reference=_launch_chain_naive,
     cost=_elementwise_cost(1, 2 * LAUNCH_CHAIN),
+    bench=False,
 )
 
 
-REGISTRY: dict[str, Workload] = {w.name: w for w in (GELU, MATMUL_RELU, GRAPH_BREAK,
-                                                     LAUNCH_BOUND)}
+# --- the lecture's other memory-bound ops ------------------------------------------------
+
+def _kernel(module: str, name: str) -> Callable[[], Variant]:
+    """A factory importing kernels.<module>.<name> when the variant is built."""
+    def build() -> Variant:
+        import importlib
+
+        return getattr(importlib.import_module(f"kernels.{module}"), name)
+    return build
+
+
+def _torch_fn(expr: Callable[..., Any]) -> Callable[[], Variant]:
+    return lambda: expr
+
+
+def _row_cost(flops_per_elem: int, outputs: str) -> Callable[[list[Shape], str], CostModel]:
+    """Cost of a row-wise op on an M x N input (plus N-sized params for layernorm)."""
+    def cost(shapes: list[Shape], dtype: str) -> CostModel:
+        (m, n), extra = shapes[0], sum(math.prod(s) for s in shapes[1:])
+        out = m * n if outputs == "matrix" else m
+        return CostModel(flops=flops_per_elem * m * n,
+                         min_bytes=(m * n + extra + out) * DTYPE_BYTES[dtype], ideal_kernels=1)
+    return cost
+
+
+def _add_relu_naive(x, y):
+    import torch
+
+    return torch.relu(x + y)
+
+
+def _softmax_builtin(x):
+    import torch
+
+    return torch.softmax(x, dim=1)
+
+
+def _row_sum_builtin(x):
+    return x.sum(dim=1)
+
+
+def _layernorm_builtin(x, w, b):
+    import torch.nn.functional as F
+
+    return F.layer_norm(x, (x.shape[1],), w, b)
+
+
+ADD_RELU = Workload(
+    name="add_relu", description="relu(x + y): add and ReLU fused (3 passes over HBM, not 5)",
+    dtype="float32", sizes={"default": [(8192, 8192)] * 2, "small": [(1023, 1025)] * 2},
+    make_inputs=_randn,
+    variants={"naive": _torch_fn(_add_relu_naive), "compiled": _compiled(_torch_fn(
+        _add_relu_naive)), "triton": _kernel("add_relu", "add_relu")},
+    reference=_torch_fn(_add_relu_naive), cost=_elementwise_cost(2, 2))
+
+SOFTMAX = Workload(
+    name="softmax", description="row softmax, each row fits one block",
+    dtype="float32", sizes={"default": [(65536, 1024)], "small": [(1023, 1000)]},
+    make_inputs=_randn,
+    variants={"naive": _kernel("softmax", "softmax_naive"),
+              "builtin": _torch_fn(_softmax_builtin),
+              "compiled": _compiled(_kernel("softmax", "softmax_naive")),
+              "triton": _kernel("softmax", "softmax")},
+    reference=_torch_fn(_softmax_builtin), cost=_row_cost(5, "matrix"))
+
+ROW_SUM = Workload(
+    name="row_sum", description="sum of each row, rows longer than a block",
+    dtype="float32", sizes={"default": [(4096, 65536)], "small": [(64, 10000)]},
+    make_inputs=_randn,
+    variants={"builtin": _torch_fn(_row_sum_builtin),
+              "compiled": _compiled(_torch_fn(_row_sum_builtin)),
+              "triton": _kernel("row_sum", "row_sum")},
+    reference=_torch_fn(_row_sum_builtin), cost=_row_cost(1, "vector"),
+    tolerance={"rtol": 1e-4, "atol": 1e-3}, compiled_from="builtin")
+
+LAYERNORM = Workload(
+    name="layernorm", description="LayerNorm forward with weight and bias, statistics in fp32",
+    dtype="float32",
+    sizes={"default": [(65536, 1024), (1024,), (1024,)],
+           "small": [(1023, 1000), (1000,), (1000,)]},
+    make_inputs=_randn,
+    variants={"naive": _kernel("layernorm", "layernorm_naive"),
+              "builtin": _torch_fn(_layernorm_builtin),
+              "compiled": _compiled(_kernel("layernorm", "layernorm_naive")),
+              "triton": _kernel("layernorm", "layernorm")},
+    reference=_torch_fn(_layernorm_builtin), cost=_row_cost(8, "matrix"),
+    tolerance={"rtol": 1e-4, "atol": 1e-4})
+
+
+REGISTRY: dict[str, Workload] = {w.name: w for w in (
+    GELU, ADD_RELU, SOFTMAX, ROW_SUM, LAYERNORM, MATMUL_RELU, GRAPH_BREAK, LAUNCH_BOUND)}
 
 
 def get(name: str) -> Workload:
