@@ -11,7 +11,8 @@ from analysis.nsys_reference import kern_sum, ours_kern, ours_proj, proj_sum
 from tests.conftest import DATA
 
 EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default",
-           "graph_break/trace", "launch_bound/trace"]
+           "graph_break/trace", "launch_bound/trace", "add_relu/trace",
+           "softmax/trace", "row_sum/trace", "layernorm/trace"]
 VERSIONS = ["2023.4", "2025.3"]
 
 
