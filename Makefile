@@ -13,8 +13,11 @@ CLOCK_CONTROL ?= none
 VARIANT ?=
 LAUNCH_COUNT ?=
 COPIES ?= 300 1000 3000
+THRESHOLD ?= 5
+BASE ?=
+NEW ?=
 
-.PHONY: help setup test test-gpu lint demo systems report compute bench bench-analysis
+.PHONY: help setup test test-gpu lint demo systems report compute diff bench bench-analysis
 
 help: ## list targets and their variables
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,23 +40,30 @@ test-gpu: ## GPU tests only (needs CUDA; Nsight tools for some)
 lint: ## ruff over the code
 	$(PY) -m ruff check analysis workflows kernels tests
 
-demo: ## render the committed H200 example report from tests/data (no GPU needed)
-	$(PY) -m analysis systems tests/data/gelu/trace.sqlite --meta tests/data/gelu/meta.json \
-	    --torch-logs tests/data/gelu/torch_logs.txt -o $(RUNS)/demo/gelu
+demo: ## render every committed H200 capture (tests/data) into runs/demo/ (no GPU needed)
+	$(PY) -m analysis demo tests/data -o $(RUNS)/demo
 
 systems: ## WORKLOAD=name: nsys timeline of every variant -> reports/WORKLOAD/systems.md
 	$(PY) -m workflows.nsys $(WORKLOAD) --size $(SIZE) --iters $(ITERS) --runs $(RUNS)
 	$(MAKE) --no-print-directory report WORKLOAD=$(WORKLOAD)
 
-report: ## WORKLOAD=name: re-analyze the latest run of WORKLOAD -> reports/WORKLOAD/
+report: ## WORKLOAD=name: latest systems (+ compute) run -> reports/WORKLOAD/README.md
 	$(PY) -m analysis systems $(RUN)/trace.sqlite --meta $(RUN)/meta.json \
 	    --torch-logs $(RUN)/torch_logs.txt -o reports/$(WORKLOAD)
+	$(if $(wildcard $(RUNS)/$(WORKLOAD)/latest-ncu/ncu_raw.csv),$(PY) -m analysis compute \
+	    $(RUNS)/$(WORKLOAD)/latest-ncu/ncu_raw.csv --meta $(RUNS)/$(WORKLOAD)/latest-ncu/meta.json \
+	    -o reports/$(WORKLOAD))
+	$(PY) -m analysis page reports/$(WORKLOAD)
+
+diff: ## BASE=runs/w/a NEW=runs/w/b [THRESHOLD=5]: per-variant change; fails on a regression
+	$(PY) -m analysis diff $(BASE) $(NEW) --threshold $(THRESHOLD)
 
 compute: ## KERNEL=name [VARIANT=v]: ncu counters per kernel -> reports/KERNEL/compute.md
 	$(PY) -m workflows.ncu $(KERNEL) --size $(SIZE) --iters $(NCU_ITERS) \
 	    --clock-control $(CLOCK_CONTROL) $(if $(VARIANT),--variant $(VARIANT)) \
 	    $(if $(LAUNCH_COUNT),--launch-count $(LAUNCH_COUNT)) --runs $(RUNS)
 	$(PY) -m analysis compute $(NCU_RUN)/ncu_raw.csv --meta $(NCU_RUN)/meta.json -o reports/$(KERNEL)
+	$(PY) -m analysis page reports/$(KERNEL)
 
 bench: ## [WORKLOAD=a,b]: median times vs measured ceilings -> reports/bench/<gpu>.md
 	$(PY) -m workflows.bench $(if $(filter command line,$(origin WORKLOAD)),--workloads $(WORKLOAD)) \

@@ -3,119 +3,75 @@
     python -m analysis systems TRACE.sqlite|TRACE.nsys-rep [--torch-logs LOG]
                                [--meta META.json] -o DIR
     python -m analysis compute NCU.csv|NCU.ncu-rep [--meta META.json] -o DIR
+    python -m analysis page DIR [--workload NAME]
+    python -m analysis diff A B [--threshold PCT] [-o DIFF.md]
+    python -m analysis demo [DATA] [-o OUT]
 
-`systems` writes DIR/systems.json (schema systems/1) and DIR/systems.md; `compute`
-writes DIR/compute.json (compute/1), DIR/compute.md and DIR/roofline.png. Exit 0 on
-success; 2 on bad input or usage, with one line on stderr naming the file and what is
-wrong; 3 when a needed tool (nsys or ncu, to read a report file) is missing. Inputs are
-never modified; outputs are written to a temporary file and renamed, so an interrupted
-run leaves no half report.
+`systems` writes DIR/systems.json (schema systems/1), DIR/systems.md and two plots
+(time_per_iter.png, timeline.png); `compute` writes DIR/compute.json (compute/1),
+DIR/compute.md and DIR/roofline.png; `page` merges what DIR holds into DIR/README.md;
+`diff` compares two runs (each a systems.json, a folder holding one, or a run folder with
+trace.sqlite and meta.json) and exits 1 when a variant got slower than the threshold;
+`demo` renders every committed H200 capture under DATA (default tests/data).
+
+Exit 0 on success; 2 on bad input or usage, with one line on stderr naming the file and
+what is wrong; 3 when a needed tool (nsys or ncu, to read a report file) is missing.
+Inputs are never modified; outputs are written to a temporary file and renamed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis import compute, systems
+from analysis import compute, diff, systems
 from analysis.errors import InputError, ToolMissing
+from analysis.io import (
+    load_json_doc,
+    load_meta,
+    ncu_rep_to_csv,
+    nsys_rep_to_sqlite,
+    write_atomic,
+    write_png,
+)
 from analysis.load import ncu_csv, nsys_sqlite, torch_logs
+from analysis.render import plots
 from analysis.render.compute_md import render_compute
 from analysis.render.markdown import render_systems
-from analysis.render.plots import roofline_png
+from analysis.render.page import render_page
+
+PROGRESS_BYTES = 20 << 20   # say what is happening when a trace is larger than this
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def load_meta(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such meta.json") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a readable meta.json ({exc})") from exc
-    if not isinstance(meta, dict):
-        raise InputError(f"{path}: meta.json must hold a JSON object")
-    return meta
-
-
-def _convert(report: Path, tool: str, find: Callable[[], Path],
-             run: Callable[[Path], None]) -> None:
-    """Run a report-to-file conversion with an installed Nsight tool, mapping failures.
-
-    A missing input is exit 2, a missing tool exit 3, a tool that fails on the file exit 2.
-    """
-    from workflows.tools import ToolError
-
-    if not report.is_file():
-        raise InputError(f"{report}: no such file")
-    try:
-        exe = find()
-    except ToolError as exc:
-        raise ToolMissing(f"{report}: reading {report.suffix} needs {tool}: {exc}") from exc
-    try:
-        run(exe)
-    except ToolError as exc:
-        raise InputError(f"{report}: {tool} could not export it: {exc}") from exc
-
-
-def nsys_rep_to_sqlite(report: Path, workdir: Path) -> Path:
-    """Export a .nsys-rep to SQLite in `workdir` with the installed nsys."""
-    from workflows.nsys import export_argv, find_nsys
-    from workflows.tools import run_tool
-
-    out = workdir / (report.stem + ".sqlite")
-    _convert(report, "nsys", find_nsys,
-             lambda nsys: run_tool(export_argv(nsys, report, out), "nsys export"))
-    return out
-
-
-def ncu_rep_to_csv(report: Path, workdir: Path) -> Path:
-    """Export a .ncu-rep's raw page to CSV in `workdir` with the installed ncu."""
-    from workflows.ncu import find_ncu, import_csv_argv
-    from workflows.tools import run_tool
-
-    out = workdir / (report.stem + ".csv")
-    _convert(report, "ncu", find_ncu, lambda ncu: out.write_text(
-        run_tool(import_csv_argv(ncu, report), "ncu --import", stdout_only=True)))
-    return out
+def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None) -> dict[str, Any]:
+    """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys)."""
+    meta = load_meta(meta_path)
+    events = torch_logs.load(logs) if logs else None
+    if trace.is_file() and trace.stat().st_size > PROGRESS_BYTES:
+        print(f"analysis: reading {trace} ({trace.stat().st_size >> 20} MiB)...",
+              file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = nsys_rep_to_sqlite(trace, Path(tmp)) if trace.suffix == ".nsys-rep" else trace
+        export = nsys_sqlite.load(db)
+        export.path = trace
+        return systems.build(export, meta, events)
 
 
 def cmd_systems(args: argparse.Namespace) -> int:
-    trace = Path(args.trace)
-    meta = load_meta(Path(args.meta) if args.meta else None)
-    events = torch_logs.load(args.torch_logs) if args.torch_logs else None
-    with tempfile.TemporaryDirectory() as tmp:
-        if trace.suffix == ".nsys-rep":
-            trace_db = nsys_rep_to_sqlite(trace, Path(tmp))
-        else:
-            trace_db = trace
-        export = nsys_sqlite.load(trace_db)
-        export.path = trace
-        doc = systems.build(export, meta, events)
+    doc = systems_doc(Path(args.trace), Path(args.meta) if args.meta else None,
+                      Path(args.torch_logs) if args.torch_logs else None)
     out = Path(args.output)
+    images = {k: name for k, name, draw in (
+        ("time", "time_per_iter.png", plots.time_bars_png),
+        ("timeline", "timeline.png", plots.timeline_png))
+        if write_png(out, name, lambda p, d=draw: d(doc, p))}
     write_atomic(out / "systems.json", json.dumps(doc, indent=2) + "\n")
-    write_atomic(out / "systems.md", render_systems(doc))
+    write_atomic(out / "systems.md", render_systems(doc, images))
     print(f"wrote {out / 'systems.md'} and {out / 'systems.json'} "
           f"({len(doc['ranges'])} ranges)")
     return 0
@@ -130,18 +86,56 @@ def cmd_compute(args: argparse.Namespace) -> int:
         data.path = source
         doc = compute.build(data, meta)
     out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    fd, tmp_png = tempfile.mkstemp(prefix=".roofline.", suffix=".png", dir=out)
-    os.close(fd)
-    png = roofline_png(doc, Path(tmp_png))
-    if png:
-        os.replace(tmp_png, out / "roofline.png")
-    else:
-        Path(tmp_png).unlink(missing_ok=True)
+    png = write_png(out, "roofline.png", lambda p: plots.roofline_png(doc, p))
     write_atomic(out / "compute.json", json.dumps(doc, indent=2) + "\n")
-    write_atomic(out / "compute.md", render_compute(doc, "roofline.png" if png else None))
+    write_atomic(out / "compute.md", render_compute(doc, png))
     print(f"wrote {out / 'compute.md'} and {out / 'compute.json'} "
           f"({len(doc['kernels'])} kernel launches)")
+    return 0
+
+
+def cmd_page(args: argparse.Namespace) -> int:
+    folder = Path(args.dir)
+    sysdoc = load_json_doc(folder / "systems.json", "systems/1")
+    comp = folder / "compute.json"
+    compdoc = load_json_doc(comp, "compute/1") if comp.exists() else None
+    images = {kind: name for kind, name in (("time", "time_per_iter.png"),
+                                            ("timeline", "timeline.png"),
+                                            ("roofline", "roofline.png"))
+              if (folder / name).exists()}
+    workload = args.workload or (sysdoc.get("run") or {}).get("workload") or folder.name
+    write_atomic(folder / "README.md", render_page(sysdoc, compdoc, images, workload))
+    print(f"wrote {folder / 'README.md'}")
+    return 0
+
+
+def run_doc(path: Path) -> dict[str, Any]:
+    """A systems/1 document from a JSON file, a report folder or a run folder."""
+    if path.is_file():
+        return load_json_doc(path, "systems/1")
+    if (path / "systems.json").is_file():
+        return load_json_doc(path / "systems.json", "systems/1")
+    if (path / "trace.sqlite").is_file():
+        meta, logs = path / "meta.json", path / "torch_logs.txt"
+        return systems_doc(path / "trace.sqlite", meta if meta.exists() else None,
+                           logs if logs.exists() else None)
+    raise InputError(f"{path}: neither a systems.json nor a folder with systems.json or "
+                     "trace.sqlite")
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    result = diff.compare(run_doc(Path(args.base)), run_doc(Path(args.new)), args.threshold)
+    text = diff.render_diff(result, args.base, args.new)
+    if args.output:
+        write_atomic(Path(args.output), text)
+    print(text, end="")
+    return 1 if result["regressions"] else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from analysis.demo import render_all
+
+    render_all(Path(args.data), Path(args.output))
     return 0
 
 
@@ -149,7 +143,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("systems", help="Nsight Systems export -> systems.{json,md}")
+    s = sub.add_parser("systems", help="Nsight Systems export -> systems.{json,md}, plots")
     s.add_argument("trace", help="TRACE.sqlite (nsys export --type=sqlite) or TRACE.nsys-rep")
     s.add_argument("--torch-logs", help="TORCH_LOGS=graph_breaks,recompiles output file")
     s.add_argument("--meta", help="meta.json written by the runner beside the trace")
@@ -160,6 +154,21 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--meta", help="meta.json written by the runner")
     c.add_argument("-o", "--output", required=True, help="output folder")
     c.set_defaults(func=cmd_compute)
+    g = sub.add_parser("page", help="systems.json [+ compute.json] in DIR -> DIR/README.md")
+    g.add_argument("dir")
+    g.add_argument("--workload", help="name in the title (default: from the report)")
+    g.set_defaults(func=cmd_page)
+    d = sub.add_parser("diff", help="compare two runs; exit 1 on a regression")
+    d.add_argument("base")
+    d.add_argument("new")
+    d.add_argument("--threshold", type=float, default=5.0,
+                   help="percent slower per iteration that counts as a regression (5)")
+    d.add_argument("-o", "--output", help="also write the diff as markdown here")
+    d.set_defaults(func=cmd_diff)
+    m = sub.add_parser("demo", help="render every committed capture (no GPU needed)")
+    m.add_argument("data", nargs="?", default="tests/data")
+    m.add_argument("-o", "--output", default="runs/demo")
+    m.set_defaults(func=cmd_demo)
     return p
 
 

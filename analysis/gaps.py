@@ -59,3 +59,23 @@ def summarize_gaps(gaps: pd.DataFrame, keyed: pd.DataFrame, min_gap_ns: int) -> 
                                largest_gap_ns=("gap_ns", "max"),
                                host_wait_ns=("host_wait_ns", "sum"))
     return out.reset_index()
+
+
+def first_iteration(ops: pd.DataFrame, pairs: pd.DataFrame, range_index: int,
+                    kernels: int) -> list[dict]:
+    """The GPU operations of one iteration: the first `kernels` kernels of an instance.
+
+    Times are relative to the first operation, so a strip of boxes shows the kernels and
+    the idle gaps between them. Copies and sets that start among them are kept.
+    """
+    call = pairs.loc[pairs["range"] == range_index, "call"].to_numpy(dtype="int64")
+    sub = ops.iloc[call].sort_values("start_ns")
+    is_kernel = (sub["kind"] == "kernel").to_numpy()
+    upto = int(np.searchsorted(np.cumsum(is_kernel), max(kernels, 1))) + 1
+    sub = sub.iloc[:upto]
+    if sub.empty:
+        return []
+    t0 = int(sub["start_ns"].iloc[0])
+    return [{"name": str(n), "kind": str(k), "start_ns": int(s) - t0, "end_ns": int(e) - t0}
+            for n, k, s, e in zip(sub["name"], sub["kind"], sub["start_ns"], sub["end_ns"],
+                                  strict=True)]

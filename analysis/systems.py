@@ -90,6 +90,17 @@ def variant_rows(entries: list[dict[str, Any]], meta: dict[str, Any] | None,
     return rows
 
 
+def _add_first_iterations(variants: list[dict[str, Any]], export: NsysExport,
+                          keyed: pd.DataFrame, pairs: pd.DataFrame) -> None:
+    """Give each variant row the ops of its first iteration (for the timeline strip)."""
+    for row in variants:
+        if row.get("missing"):
+            continue
+        first = keyed[keyed["path"] == row["range"]].sort_values("start_ns").index[0]
+        row["first_iteration"] = gaps.first_iteration(
+            export.ops, pairs, first, round(row["kernels_per_iter"]))
+
+
 def build(export: NsysExport, meta: dict[str, Any] | None = None,
           torch_events: pd.DataFrame | None = None) -> dict[str, Any]:
     """The systems/1 document for one export, with its findings."""
@@ -101,6 +112,8 @@ def build(export: NsysExport, meta: dict[str, Any] | None = None,
     entries = range_entries(summary, kernels)
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
+    variants = variant_rows(entries, meta, peak)
+    _add_first_iterations(variants, export, keyed, pairs)
     outside = _outside_kernels(export, pairs)
     notes = list(export.notes) + graph_notes(export, summary)
     if outside:
@@ -112,7 +125,7 @@ def build(export: NsysExport, meta: dict[str, Any] | None = None,
                    export.export_schema_version, "nsys_version": export.product_version,
                    "gpus": export.gpus},
         "ranges": entries,
-        "variants": variant_rows(entries, meta, peak),
+        "variants": variants,
         "run": _run_info(meta, torch_events),
         "notes": notes,
         "findings": _findings(export, keyed, pairs, entries, meta, torch_events, gap_list),

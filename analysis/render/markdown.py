@@ -161,8 +161,8 @@ def findings_section(findings: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
-def render_systems(doc: dict[str, Any]) -> str:
-    """The whole systems.md page for one systems/1 document."""
+def render_systems(doc: dict[str, Any], images: dict[str, str] | None = None) -> str:
+    """The whole systems.md page for one systems/1 document (plots by file name)."""
     run = doc.get("run") or {}
     title = run.get("workload") or doc["source"]["path"]
     lines = [f"# Nsight Systems report: {esc(title)}", ""]
@@ -174,7 +174,10 @@ def render_systems(doc: dict[str, Any]) -> str:
     if doc.get("notes"):
         lines.append("")
     lines += findings_section(doc.get("findings") or [])
-    for section in (variants_section, ranges_section, compile_section, kernels_section,
-                    environment_section):
+    lines += variants_section(doc)
+    for kind, title in (("time", "time per iteration"), ("timeline", "one iteration")):
+        if kind in (images or {}):
+            lines += [f"![{title}]({images[kind]})", ""]
+    for section in (ranges_section, compile_section, kernels_section, environment_section):
         lines += section(doc)
     return "\n".join(lines).rstrip() + "\n"

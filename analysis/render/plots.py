@@ -1,9 +1,76 @@
-"""Plots as PNG (matplotlib, no display): the roofline of a compute/1 document."""
+"""Plots as PNG (matplotlib, Agg backend: no display needed), drawn from report documents.
+
+roofline_png      compute/1: ceilings and one point per range
+time_bars_png     systems/1: time per iteration per variant, speedup labels
+timeline_png      systems/1: one iteration per variant, kernels as boxes, gaps visible
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path)
+    _pyplot().close(fig)
+    return path
+
+
+def time_bars_png(doc: dict[str, Any], path: Path) -> Path | None:
+    """Horizontal bars of time per iteration, labelled with µs and speedup vs naive."""
+    rows = [r for r in doc.get("variants") or [] if not r.get("missing")]
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(rows) + 1.2), dpi=120)
+    names = [r["variant"] for r in rows][::-1]
+    times = [r["time_per_iter_ns"] / 1e3 for r in rows][::-1]
+    bars = ax.barh(names, times, color="#4c72b0")
+    for bar, r in zip(bars, rows[::-1], strict=True):
+        speed = r.get("speedup_vs_naive")
+        label = f" {bar.get_width():,.1f} µs" + (f" ({speed:.2f}x)" if speed else "")
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, label, va="center",
+                fontsize=8)
+    ax.set_xlabel("GPU time per iteration (µs, Nsight Systems)")
+    ax.set_xlim(0, max(times) * 1.35)
+    ax.set_title(f"{(doc.get('run') or {}).get('workload', '')}: time per iteration")
+    return _save(fig, path)
+
+
+def timeline_png(doc: dict[str, Any], path: Path) -> Path | None:
+    """One strip per variant: the GPU operations of its first iteration."""
+    rows = [r for r in doc.get("variants") or [] if r.get("first_iteration")]
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(rows), 1, figsize=(8, 0.9 * len(rows) + 1.0), dpi=120,
+                             squeeze=False, sharex=True)
+    longest = max(o["end_ns"] for r in rows for o in r["first_iteration"]) / 1e3
+    colors = {"kernel": "#4c72b0", "memcpy": "#dd8452", "memset": "#55a868"}
+    for ax, r in zip(axes[:, 0], rows, strict=True):
+        ops = r["first_iteration"]
+        ax.broken_barh([(o["start_ns"] / 1e3, max(o["end_ns"] - o["start_ns"], 1) / 1e3)
+                        for o in ops], (0, 1), facecolors=[colors.get(o["kind"], "grey")
+                                                          for o in ops], edgecolor="white")
+        ax.set_yticks([0.5], [r["variant"]])
+        ax.set_xlim(0, longest * 1.02)
+        ax.tick_params(axis="x", labelsize=7)
+    axes[-1, 0].set_xlabel("µs from the iteration's first GPU operation")
+    fig.suptitle("One iteration per variant: blue kernels, orange copies, green sets, "
+                 "white = GPU idle", fontsize=9)
+    return _save(fig, path)
 
 
 def roofline_png(doc: dict[str, Any], path: Path) -> Path | None:
@@ -18,12 +85,9 @@ def roofline_png(doc: dict[str, Any], path: Path) -> Path | None:
               and r.get("flops_per_s") and "/" in r["range"]]
     if not (peaks.get("flops_per_s") and peaks.get("dram_bytes_per_s") and points):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
+    plt = _pyplot()
     pf, pb = peaks["flops_per_s"], peaks["dram_bytes_per_s"]
     xs = [p["intensity_flop_per_byte"] for p in points]
     x = np.logspace(np.log10(min(xs + [pf / pb]) / 10), np.log10(max(xs + [pf / pb]) * 10), 200)
@@ -39,8 +103,4 @@ def roofline_png(doc: dict[str, Any], path: Path) -> Path | None:
     ax.set_title(f"Roofline: {pb / 1e12:.2f} TB/s DRAM, {pf / 1e12:.0f} TFLOP/s peak")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

@@ -1,0 +1,114 @@
+"""File plumbing of the CLI: atomic writes, meta.json, report-file conversion, documents.
+
+Inputs are never modified; every output is written to a temporary file in the target
+folder and renamed, so an interrupted run never leaves half a report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from analysis.errors import InputError, ToolMissing
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_meta(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such meta.json") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a readable meta.json ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: meta.json must hold a JSON object")
+    return meta
+
+
+def _convert(report: Path, tool: str, find: Callable[[], Path],
+             run: Callable[[Path], None]) -> None:
+    """Run a report-to-file conversion with an installed Nsight tool, mapping failures.
+
+    A missing input is exit 2, a missing tool exit 3, a tool that fails on the file exit 2.
+    """
+    from workflows.tools import ToolError
+
+    if not report.is_file():
+        raise InputError(f"{report}: no such file")
+    try:
+        exe = find()
+    except ToolError as exc:
+        raise ToolMissing(f"{report}: reading {report.suffix} needs {tool}: {exc}") from exc
+    try:
+        run(exe)
+    except ToolError as exc:
+        raise InputError(f"{report}: {tool} could not export it: {exc}") from exc
+
+
+def nsys_rep_to_sqlite(report: Path, workdir: Path) -> Path:
+    """Export a .nsys-rep to SQLite in `workdir` with the installed nsys."""
+    from workflows.nsys import export_argv, find_nsys
+    from workflows.tools import run_tool
+
+    out = workdir / (report.stem + ".sqlite")
+    _convert(report, "nsys", find_nsys,
+             lambda nsys: run_tool(export_argv(nsys, report, out), "nsys export"))
+    return out
+
+
+def ncu_rep_to_csv(report: Path, workdir: Path) -> Path:
+    """Export a .ncu-rep's raw page to CSV in `workdir` with the installed ncu."""
+    from workflows.ncu import find_ncu, import_csv_argv
+    from workflows.tools import run_tool
+
+    out = workdir / (report.stem + ".csv")
+    _convert(report, "ncu", find_ncu, lambda ncu: out.write_text(
+        run_tool(import_csv_argv(ncu, report), "ncu --import", stdout_only=True)))
+    return out
+
+
+def write_png(out: Path, name: str, draw: Callable[[Path], Path | None]) -> str | None:
+    """Draw a plot through a temporary file and rename it to out/name; None if not drawn."""
+    out.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".png", dir=out)
+    os.close(fd)
+    try:
+        if draw(Path(tmp)) is None:
+            Path(tmp).unlink(missing_ok=True)
+            return None
+        os.replace(tmp, out / name)
+        return name
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_json_doc(path: Path, schema: str) -> dict[str, Any]:
+    """A report document (systems/1, compute/1) from a file; InputError if it is not one."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a readable JSON report ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("schema") != schema:
+        raise InputError(f"{path}: not a {schema} document")
+    return doc

@@ -1,0 +1,90 @@
+"""The page people read first: reports/<workload>/README.md (GitHub shows it).
+
+Merges a systems/1 and, when there is one, a compute/1 document: the verdict on the
+first screen (fastest variant, speedup over naive, % of roofline, top findings), then
+the per-variant table, findings with evidence, per-kernel details, environment and the
+exact commands that reproduce it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from analysis.findings import ordered
+from analysis.render.compute_md import kernels_section as compute_kernels
+from analysis.render.markdown import (
+    environment_section,
+    esc,
+    findings_section,
+    pct,
+    us,
+    variants_section,
+)
+from analysis.render.markdown import kernels_section as systems_kernels
+
+TOP_FINDINGS = 5
+
+
+def _roofline_pct(compute: dict[str, Any] | None, rng: str) -> float | None:
+    for r in (compute or {}).get("ranges") or []:
+        if r["range"] == rng:
+            return r.get("pct_of_roofline")
+    return None
+
+
+def verdict(systems: dict[str, Any], compute: dict[str, Any] | None) -> list[str]:
+    """The first screen: fastest variant, speedup, % of roofline, top findings."""
+    rows = [r for r in systems.get("variants") or [] if not r.get("missing")]
+    lines = ["## Verdict", ""]
+    if rows:
+        best = min(rows, key=lambda r: r["time_per_iter_ns"])
+        speed = best.get("speedup_vs_naive")
+        roof = _roofline_pct(compute, best["range"])
+        bw = best.get("pct_of_copy_bw") or best.get("pct_of_peak_bw")
+        parts = [f"Fastest: **{esc(best['variant'])}** at {us(best['time_per_iter_ns'])} per "
+                 "iteration"]
+        if speed and best["variant"] != "naive":
+            parts.append(f"{speed:.2f}x faster than naive")
+        if roof is not None:
+            parts.append(f"{pct(roof)} of roofline (Nsight Compute)")
+        elif bw is not None:
+            parts.append(f"{pct(bw)} of the measured copy bandwidth" if best.get(
+                "pct_of_copy_bw") else f"{pct(bw)} of peak memory bandwidth")
+        lines.append(", ".join(parts) + ".")
+    found = ordered((systems.get("findings") or []) + ((compute or {}).get("findings") or []))
+    top = [f for f in found if f["severity"] != "info"][:TOP_FINDINGS]
+    if top:
+        lines += ["", "Top findings:"]
+        lines += [f"- {f['rule']} `{f['range'] or '-'}`: {esc(f['message'])}" for f in top]
+    elif rows:
+        lines += ["", "No warning from any rule."]
+    return lines + [""]
+
+
+def render_page(systems: dict[str, Any], compute: dict[str, Any] | None,
+                images: dict[str, str], workload: str) -> str:
+    """README.md for one workload; `images` maps plot kind -> file name beside it."""
+    run = systems.get("run") or {}
+    lines = [f"# {esc(workload)}", ""]
+    if run.get("description"):
+        lines += [f"{esc(run['description'])}; shapes {run.get('shapes')}, {run.get('dtype')},"
+                  f" {run.get('iterations')} iterations per variant.", ""]
+    lines += verdict(systems, compute)
+    lines += variants_section(systems)
+    for kind, title in (("time", "time per iteration"), ("timeline", "one iteration"),
+                        ("roofline", "roofline")):
+        if kind in images:
+            lines += [f"![{title}]({images[kind]})", ""]
+    found = ordered((systems.get("findings") or []) + ((compute or {}).get("findings") or []))
+    lines += findings_section(found)
+    for f in found:
+        lines.append(f"<details><summary>{esc(f['rule'])} {esc(f['range'] or '')} evidence"
+                     f"</summary>\n\n{esc(json.dumps(f['evidence']))}\n\n</details>\n")
+    lines += compute_kernels(compute) if compute else systems_kernels(systems)
+    lines += environment_section(systems)
+    lines += ["## Reproduce", "", "On a GPU machine with Nsight Systems and Nsight Compute:", "",
+              f"    make systems WORKLOAD={workload}", f"    make compute KERNEL={workload}",
+              f"    make report WORKLOAD={workload}", "",
+              "Reports: `systems.md` (timeline), `compute.md` (counters) beside this page.", ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,137 @@
+"""Pages people read: README.md per workload, plots, the diff gate and the demo."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from analysis.__main__ import main
+from analysis.demo import render_all
+from tests.conftest import DATA
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return render_all(DATA, tmp_path_factory.mktemp("demo"))
+
+
+def _tables(md: str) -> list[list[int]]:
+    tokens = MarkdownIt("commonmark").enable("table").parse(md)
+    tables, cells, rows = [], 0, None
+    for t in tokens:
+        if t.type == "table_open":
+            rows = []
+        elif t.type == "tr_open":
+            cells = 0
+        elif t.type in ("th_open", "td_open"):
+            cells += 1
+        elif t.type == "tr_close":
+            rows.append(cells)
+        elif t.type == "table_close":
+            tables.append(rows)
+    return tables
+
+
+def test_demo_renders_every_capture(demo: list[Path]) -> None:
+    names = {p.parent.name for p in demo}
+    assert {"gelu", "matmul_relu", "softmax", "row_sum", "layernorm", "add_relu",
+            "graph_break", "launch_bound"} <= names
+    for page in demo:
+        assert (page.parent / "systems.json").is_file()
+        assert (page.parent / "time_per_iter.png").stat().st_size > 5_000
+
+
+def test_every_generated_markdown_renders(demo: list[Path]) -> None:
+    for page in demo:
+        for md_file in page.parent.glob("*.md"):
+            md = md_file.read_text()
+            for rows in _tables(md):
+                assert len(set(rows)) == 1, (md_file, rows)
+            for ref in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md):
+                assert (md_file.parent / ref).is_file(), (md_file, ref)
+            html = MarkdownIt("commonmark").enable("table").render(md)
+            assert "<h1>" in html
+
+
+def test_page_first_screen_has_the_verdict(demo: list[Path]) -> None:
+    page = next(p for p in demo if p.parent.name == "matmul_relu").read_text()
+    head = page[:1500]
+    assert "## Verdict" in head and "Fastest: **" in head and "of roofline" in head
+    assert "fusion_failure `matmul_relu/compiled`" in head
+    assert "make compute KERNEL=matmul_relu" in page
+    gelu = next(p for p in demo if p.parent.name == "gelu").read_text()
+    assert "faster than naive" in gelu and "NVIDIA H200" in gelu
+
+
+def test_long_names_short_in_tables_whole_in_details(demo: list[Path]) -> None:
+    md = (next(p for p in demo if p.parent.name == "matmul_relu").parent
+          / "compute.md").read_text()
+    assert "launch\\_clamp\\_scalar(at::TensorIteratorBase &amp;" in md   # in the details
+    table_lines = [ln for ln in md.splitlines() if ln.startswith("| 1 |")]
+    assert table_lines and "…" in table_lines[0] and "launch_clamp" not in table_lines[0]
+
+
+def _doc_with(tmp_path: Path, name: str, scale: float, drop_finding: bool = False) -> Path:
+    doc = json.loads(json.dumps(_base_doc()))
+    for v in doc["variants"]:
+        if v["variant"] == "compiled":
+            v["time_per_iter_ns"] *= scale
+    if drop_finding:
+        doc["findings"] = []
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+_CACHE: dict = {}
+
+
+def _base_doc() -> dict:
+    if not _CACHE:
+        from analysis import systems
+        from analysis.load import nsys_sqlite
+        meta = json.loads((DATA / "matmul_relu" / "meta.json").read_text())
+        _CACHE["doc"] = systems.build(nsys_sqlite.load(DATA / "matmul_relu" / "trace.sqlite"),
+                                      meta)
+    return _CACHE["doc"]
+
+
+def test_diff_gate(tmp_path: Path, capsys) -> None:
+    base = _doc_with(tmp_path, "base.json", 1.0)
+    same = _doc_with(tmp_path, "same.json", 1.04, drop_finding=True)
+    slow = _doc_with(tmp_path, "slow.json", 1.10)
+    assert main(["diff", str(base), str(same)]) == 0
+    out = capsys.readouterr().out
+    assert "No regression" in out and "+4.0%" in out and "Findings that went away" in out
+    assert "fusion_failure" in out.split("Findings that went away")[1]
+    assert main(["diff", str(base), str(slow), "-o", str(tmp_path / "d.md")]) == 1
+    assert "+10.0% **slower**" in (tmp_path / "d.md").read_text()
+    assert main(["diff", str(base), str(slow), "--threshold", "15"]) == 0
+
+
+def test_diff_of_run_folders_and_kernel_changes(capsys) -> None:
+    assert main(["diff", str(DATA / "gelu"), str(DATA / "gelu")]) == 0
+    assert "+0.0%" in capsys.readouterr().out
+    assert main(["diff", str(DATA / "gelu"), str(DATA / "nope")]) == 2
+
+
+def test_page_without_systems_json_exits_2(tmp_path: Path, capsys) -> None:
+    assert main(["page", str(tmp_path)]) == 2
+    assert "systems.json" in capsys.readouterr().err
+
+
+def test_compare_kernels_added_removed() -> None:
+    from analysis.diff import compare
+
+    def doc(names: list[str], t: float) -> dict:
+        return {"ranges": [{"name": "w/v", "instances": 1, "kernel_count": len(names),
+                            "gpu_span_ns": t, "kernels": [{"name": n} for n in names]}],
+                "findings": []}
+    out = compare(doc(["a", "b"], 100.0), doc(["a", "c"], 90.0), 5.0)
+    (row,) = out["variants"]
+    assert row["kernels_added"] == ["c"] and row["kernels_removed"] == ["b"]
+    assert row["change_pct"] == pytest.approx(-10.0) and out["regressions"] == []
