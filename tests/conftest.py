@@ -34,3 +34,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def data() -> Path:
     return DATA
+
+
+class FakeTools:
+    """Stands in for subprocess.run and subprocess.Popen: handler(argv) -> (code, stdout)."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.calls: list[list[str]] = []
+
+    def run(self, argv, **kw):
+        import subprocess
+
+        self.calls.append(list(argv))
+        code, out = self.handler(list(argv))
+        return subprocess.CompletedProcess(argv, code, stdout=out, stderr="")
+
+    def popen(self, argv, **kw):
+        self.calls.append(list(argv))
+        code, out = self.handler(list(argv))
+        return _FakeProc(code, out)
+
+
+class _FakeProc:
+    def __init__(self, code: int, out: str):
+        import io
+
+        self.returncode, self.stdout = code, io.StringIO(out)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.fixture
+def fake_tools(monkeypatch):
+    """Install a FakeTools whose handler the test sets: fake_tools.handler = ..."""
+    import subprocess
+
+    tools = FakeTools(lambda argv: (0, ""))
+    monkeypatch.setattr(subprocess, "run", tools.run)
+    monkeypatch.setattr(subprocess, "Popen", tools.popen)
+    return tools

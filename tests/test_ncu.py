@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -162,14 +161,10 @@ def test_permission_and_empty_filter_errors(tmp_path: Path) -> None:
     assert err.value.exit_code == 2
 
 
-def test_ncu_capture_with_mocked_tool(monkeypatch, tmp_path: Path) -> None:
-    calls = []
-
-    def fake_run(argv, **kw):
-        calls.append(argv)
-        out = "==PROF== Report: profile.ncu-rep\n" if "--import" not in argv else '"ID"\n'
-        return subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
-    monkeypatch.setattr(subprocess, "run", fake_run)
+def test_ncu_capture_with_mocked_tool(monkeypatch, fake_tools, tmp_path: Path) -> None:
+    fake_tools.handler = lambda argv: (0, "==PROF== Report: profile.ncu-rep\n"
+                                       if "--import" not in argv else '"ID"\n')
+    calls = fake_tools.calls
     monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
     monkeypatch.setattr(ncu, "gpu_present", lambda: True)
     assert ncu.main(["gelu", "--variant", "triton", "--runs", str(tmp_path)]) == 0
@@ -223,3 +218,24 @@ def test_mixed_units_in_one_file(tmp_path: Path) -> None:
     got = ncu_csv.load(mixed).kernels
     np.testing.assert_allclose(got["duration_ns"], want["duration_ns"], rtol=1e-9)
     np.testing.assert_allclose(got["dram_read_bytes"], want["dram_read_bytes"], rtol=1e-9)
+
+
+def test_ncu_permission_error_from_the_tool_exits_3(monkeypatch, fake_tools, tmp_path: Path,
+                                                    capsys) -> None:
+    fake_tools.handler = lambda argv: (1, "==ERROR== ERR_NVGPUCTRPERM - The user does not "
+                                          "have permission to access NVIDIA GPU Performance "
+                                          "Counters\n")
+    monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
+    monkeypatch.setattr(ncu, "gpu_present", lambda: True)
+    assert ncu.main(["gelu", "--runs", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in err
+
+
+def test_ncu_filter_that_profiled_nothing_exits_2(monkeypatch, fake_tools, tmp_path: Path,
+                                                  capsys) -> None:
+    fake_tools.handler = lambda argv: (0, "==WARNING== No kernels were profiled.\n")
+    monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
+    monkeypatch.setattr(ncu, "gpu_present", lambda: True)
+    assert ncu.main(["gelu", "--variant", "nope", "--runs", str(tmp_path)]) == 2
+    assert "profkit@gelu/nope/" in capsys.readouterr().err

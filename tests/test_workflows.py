@@ -50,34 +50,36 @@ def test_find_tool_missing_says_where_it_looked(monkeypatch) -> None:
     assert err.value.exit_code == 3
 
 
-def test_failed_tool_is_not_swallowed(monkeypatch) -> None:
-    def fake_run(argv, **kw):
-        return subprocess.CompletedProcess(argv, 7, stdout="", stderr="boom\n")
-    monkeypatch.setattr(subprocess, "run", fake_run)
+@pytest.mark.parametrize("stream", [False, True])
+def test_failed_tool_is_not_swallowed(fake_tools, stream: bool) -> None:
+    fake_tools.handler = lambda argv: (7, "boom\n")
     with pytest.raises(tools.ToolError, match="(?s)exit 7.*boom"):
-        tools.run_tool(["nsys", "profile"], "nsys profile")
+        tools.run_tool(["nsys", "profile"], "nsys profile", stream=stream)
 
 
-def test_capture_runs_profile_then_export(monkeypatch, tmp_path: Path) -> None:
-    seen = []
+def test_streamed_output_is_echoed_and_returned(fake_tools, capsys) -> None:
+    fake_tools.handler = lambda argv: (0, "==PROF== pass 1\n==PROF== pass 2\n")
+    out = tools.run_tool(["ncu"], "ncu profile", stream=True)
+    assert out.count("==PROF==") == 2
+    assert "[ncu profile] ==PROF== pass 2" in capsys.readouterr().err
 
-    def fake_run(argv, **kw):
-        seen.append(argv)
+
+def test_capture_runs_profile_then_export(monkeypatch, fake_tools, tmp_path: Path) -> None:
+    def handler(argv):
         if argv[1] == "profile":
             Path(argv[[a.startswith("--output=") for a in argv].index(True)][9:]
                  + ".nsys-rep").write_bytes(b"x")
-        return subprocess.CompletedProcess(argv, 0, stdout="", stderr="")
-    monkeypatch.setattr(subprocess, "run", fake_run)
+        return 0, ""
+    fake_tools.handler = handler
     monkeypatch.setattr(nsys, "find_nsys", lambda: Path("/opt/nsys"))
     monkeypatch.setattr(nsys, "gpu_present", lambda: True)
     sqlite = nsys.capture("gelu", "small", 3, tmp_path)
-    assert [a[1] for a in seen] == ["profile", "export"]
+    assert [a[1] for a in fake_tools.calls] == ["profile", "export"]
     assert sqlite.name == "trace.sqlite" and (tmp_path / "gelu" / "latest").is_symlink()
 
 
-def test_capture_without_report_blames_importer(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(subprocess, "run",
-                        lambda argv, **kw: subprocess.CompletedProcess(argv, 0, "", ""))
+def test_capture_without_report_blames_importer(monkeypatch, fake_tools,
+                                               tmp_path: Path) -> None:
     monkeypatch.setattr(nsys, "find_nsys", lambda: Path("/opt/nsys"))
     monkeypatch.setattr(nsys, "gpu_present", lambda: True)
     with pytest.raises(tools.ToolError, match="libdw") as err:

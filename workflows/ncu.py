@@ -90,7 +90,7 @@ def capture(args: argparse.Namespace) -> Path:
     argv = profile_argv(ncu, run_dir / "profile", flt, command, args.clock_control,
                         args.launch_count)
     try:
-        output = run_tool(argv, "ncu profile")
+        output = run_tool(argv, "ncu profile", stream=True)
     except ToolError as exc:
         check_output(str(exc), flt, run_dir / "meta.json")
         raise

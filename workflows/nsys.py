@@ -64,7 +64,7 @@ def capture(workload: str, size: str, iters: int, runs: Path) -> Path:
     run_dir = new_run_dir(runs, workload, time.strftime("%Y%m%d-%H%M%S"))
     base = run_dir / "trace"
     run_tool(profile_argv(nsys, base, runner_command(workload, size, iters, run_dir)),
-             "nsys profile")
+             "nsys profile", stream=True)
     report = base.with_suffix(".nsys-rep")
     if not report.exists():
         raise ToolError(IMPORTER_HINT)

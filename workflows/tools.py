@@ -54,20 +54,41 @@ def find_tool(name: str, env_var: str, patterns: Iterable[str],
 
 
 def run_tool(argv: Sequence[str], what: str, env: dict[str, str] | None = None,
-             stdout_only: bool = False) -> str:
-    """Run `argv` (no shell); return stdout+stderr (or stdout alone); raise on failure."""
+             stdout_only: bool = False, stream: bool = False) -> str:
+    """Run `argv` (no shell); return stdout+stderr (or stdout alone); raise on failure.
+
+    With `stream`, each output line is also echoed to stderr as it comes, prefixed with
+    `what`, so long steps (an nsys capture, ncu's replay passes) show their progress.
+    """
     log.info("%s: %s", what, shlex.join(str(a) for a in argv))
     try:
-        res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env,
-                             check=False)
+        if stream:
+            code, output = _streamed([str(a) for a in argv], what, env)
+            stdout = output
+        else:
+            res = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                                 env=env, check=False)
+            code, stdout = res.returncode, res.stdout or ""
+            output = stdout + (res.stderr or "")
     except OSError as exc:
         raise ToolError(f"{what}: cannot start {argv[0]}: {exc}") from exc
-    output = (res.stdout or "") + (res.stderr or "")
-    if res.returncode != 0:
+    if code != 0:
         tail = "\n".join(output.strip().splitlines()[-15:])
-        raise ToolError(f"{what} failed (exit {res.returncode}): {shlex.join(map(str, argv))}\n"
+        raise ToolError(f"{what} failed (exit {code}): {shlex.join(map(str, argv))}\n"
                         f"{tail}", exit_code=1)
-    return (res.stdout or "") if stdout_only else output
+    return stdout if stdout_only else output
+
+
+def _streamed(argv: list[str], what: str, env: dict[str, str] | None) -> tuple[int, str]:
+    """Run with stdout and stderr merged, echoing lines live; (exit code, all output)."""
+    lines = []
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=env, bufsize=1) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            print(f"[{what}] {line}", end="", file=sys.stderr, flush=True)
+    return proc.returncode, "".join(lines)
 
 
 def gpu_present() -> bool:

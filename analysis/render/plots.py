@@ -68,8 +68,8 @@ def timeline_png(doc: dict[str, Any], path: Path) -> Path | None:
         ax.set_xlim(0, longest * 1.02)
         ax.tick_params(axis="x", labelsize=7)
     axes[-1, 0].set_xlabel("µs from the iteration's first GPU operation")
-    fig.suptitle("One iteration per variant: blue kernels, orange copies, green sets, "
-                 "white = GPU idle", fontsize=9)
+    fig.suptitle("One iteration per variant: blue kernels, orange copies, green sets; "
+                 "space between boxes = GPU idle", fontsize=9)
     return _save(fig, path)
 
 
