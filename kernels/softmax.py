@@ -1,8 +1,9 @@
 """Row softmax where a whole row fits in one block (the Triton tutorial's fused softmax).
 
-Each program walks rows with a stride of the grid size (a persistent loop), loads a row
-once with `other=-inf` in the masked lanes (so they vanish in the max and the exp-sum),
-and writes it once: one read and one write of the matrix.
+Each program walks rows with a stride of the grid size (one row each by default; fewer
+programs make it a persistent loop), loads a row once with `other=-inf` in the masked
+lanes (so they vanish in the max and the exp-sum), and writes it once: one read and one
+write of the matrix.
 """
 
 from __future__ import annotations
@@ -46,12 +47,11 @@ def softmax(x: torch.Tensor, programs: int | None = None) -> torch.Tensor:
         raise ValueError(f"softmax: rows of {n_cols} do not fit one block; use row tiles")
     out = torch.empty_like(x)
     if programs is None:
-        programs = n_rows if x.device.type == "cpu" else min(n_rows, 8 * _sm_count(x))
+        # One program per row. Measured on the H200 (65536 x 1024 fp32, do_bench median):
+        # 1056 persistent programs 143.1 us (half a wave: 0.50 waves/SM in ncu), 2112
+        # 137.9 us, one per row 129.8 us, torch.compile 130.6 us.
+        programs = n_rows
     warps = 4 if block <= 2048 else 8 if block <= 8192 else 16
     softmax_kernel[(max(programs, 1),)](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
                                         BLOCK_SIZE=block, num_warps=warps)
     return out
-
-
-def _sm_count(x: torch.Tensor) -> int:
-    return torch.cuda.get_device_properties(x.device).multi_processor_count
