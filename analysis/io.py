@@ -60,7 +60,9 @@ def _convert(report: Path, tool: str, find: Callable[[], Path],
     try:
         run(exe)
     except ToolError as exc:
-        raise InputError(f"{report}: {tool} could not export it: {exc}") from exc
+        lines = str(exc).strip().splitlines()
+        said = lines[0] + (f" ... {lines[-1]}" if len(lines) > 1 else "")
+        raise InputError(f"{report}: {tool} could not export it: {said}") from exc
 
 
 def nsys_rep_to_sqlite(report: Path, workdir: Path) -> Path:

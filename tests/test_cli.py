@@ -107,3 +107,18 @@ def test_copy_of_export_gives_same_numbers(tmp_path: Path) -> None:
     a = json.loads((tmp_path / "a" / "systems.json").read_text())
     b = json.loads((tmp_path / "b" / "systems.json").read_text())
     assert a["ranges"] == b["ranges"]
+
+
+def test_nsys_rep_that_nsys_cannot_read_is_one_line(tmp_path: Path, monkeypatch,
+                                                    capsys) -> None:
+    """A fake nsys that fails with many lines: the CLI says it in one line, exit 2."""
+    fake = tmp_path / "nsys"
+    fake.write_text("#!/bin/sh\necho 'line one'\necho 'line two'\necho 'Cannot import' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("NSYS", str(fake))
+    rep = tmp_path / "bad.nsys-rep"
+    rep.write_bytes(b"not a report")
+    assert main(["systems", str(rep), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nsys could not export it" in err[0] and "Cannot import" in err[0]

@@ -78,3 +78,14 @@ def test_second_process_with_same_correlation_ids(tmp_path: Path) -> None:
         for key in ("instances", "kernel_count", "kernel_time_ns", "gpu_span_ns",
                     "gpu_idle_ns"):
             assert both[name][key] == 2 * e[key], (name, key)
+
+
+def test_unreadable_schema_names_the_version(tmp_path: Path, capsys) -> None:
+    """A kernel table without the columns the loader needs: exit 2 naming the version."""
+    path = tmp_path / "odd.sqlite"
+    path.write_bytes(EXPORTS[0].read_bytes())
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN correlationId TO cid")
+    assert main(["systems", str(path), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "export schema version 3.20.3" in err and len(err.strip().splitlines()) == 1

@@ -253,11 +253,18 @@ def load(path: str | Path) -> NsysExport:
         db = sqlite_utils.Database(conn)
         _check_tables(db, path)
         meta = _export_meta(db)
-        ranges = load_ranges(conn, db, path)
+        try:
+            ranges = load_ranges(conn, db, path)
+            ops = load_ops(conn, db, path)
+            launches = load_graph_launches(conn, path)
+        except InputError as exc:
+            version = meta.get("EXPORT_SCHEMA_VERSION", "not recorded")
+            raise InputError(f"{exc}; export schema version {version} "
+                             f"({meta.get('EXPORT_PRODUCT_VERSION', 'unknown nsys')}) is "
+                             "not one this loader reads") from exc
         notes = [] if len(ranges) else ["the export holds no NVTX ranges "
                                         "(trace with --trace=nvtx and annotate the code)"]
-        return NsysExport(path=path, ranges=ranges, ops=load_ops(conn, db, path),
-                          graph_launches=load_graph_launches(conn, path),
+        return NsysExport(path=path, ranges=ranges, ops=ops, graph_launches=launches,
                           gpus=load_gpus(db),
                           export_schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
                           product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes)
