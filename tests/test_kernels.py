@@ -131,3 +131,39 @@ def test_row_kernels_gpu_large_and_odd(m: int, n: int) -> None:
             x.double(), (n,), w.double(), b.double()).float(), rtol=1e-4, atol=1e-4)
     y = torch.randn(m, n, device="cuda")
     torch.testing.assert_close(add_relu(x, y), torch.relu(x + y))
+
+
+from kernels.attention import attention, attention_naive  # noqa: E402
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("s, d", [(1, 16), (70, 16), (129, 32)])
+def test_attention_matches_sdpa(causal: bool, s: int, d: int) -> None:
+    q, k, v = (torch.randn(1, 2, s, d, device=DEVICE) for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                           is_causal=causal).float()
+    tol = 2e-3 if HAS_CUDA else 1e-5            # tf32 dots on the GPU
+    torch.testing.assert_close(attention(q, k, v, causal, block_m=32, block_n=16), ref,
+                               rtol=tol, atol=tol)
+    torch.testing.assert_close(attention_naive(q, k, v, causal), ref, rtol=tol, atol=tol)
+
+
+def test_attention_rejects_bad_inputs() -> None:
+    q = torch.randn(1, 1, 8, 24, device=DEVICE)
+    with pytest.raises(ValueError, match="head_dim 24"):
+        attention(q, q, q)
+    with pytest.raises(ValueError, match="batch, heads, seq"):
+        attention(q[0], q[0], q[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(4, 16, 4096, 128), (2, 3, 1000, 64), (1, 1, 1, 128)])
+def test_attention_gpu_fp16(causal: bool, shape: tuple[int, ...]) -> None:
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    out = attention(q, k, v, causal)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                                           is_causal=causal)
+    assert torch.isfinite(out).all()
+    assert rel_error(out, ref) < 1e-2

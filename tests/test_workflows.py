@@ -101,7 +101,7 @@ def test_registry_cost_models() -> None:
     mm = registry.get("matmul_relu")
     cost = mm.cost(mm.shapes("default"), mm.dtype)
     assert cost.flops == 2 * 4096**3 and cost.min_bytes == 3 * 4096 * 4096 * 2
-    with pytest.raises(KeyError, match="known: add_relu, gelu, graph_break"):
+    with pytest.raises(KeyError, match="known: add_relu, attention, attention_causal, gelu"):
         registry.get("nope")
 
 

@@ -310,3 +310,50 @@ def get(name: str) -> Workload:
     except KeyError:
         raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(REGISTRY))})")\
             from None
+
+
+# --- attention ---------------------------------------------------------------------------
+
+def _sdpa(causal: bool) -> Callable[[], Variant]:
+    def build() -> Variant:
+        import torch.nn.functional as F
+
+        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return build
+
+
+def _attention_naive(causal: bool) -> Callable[[], Variant]:
+    def build() -> Variant:
+        from kernels.attention import attention_naive
+
+        return lambda q, k, v: attention_naive(q, k, v, causal)
+    return build
+
+
+def _attention_cost(causal: bool) -> Callable[[list[Shape], str], CostModel]:
+    def cost(shapes: list[Shape], dtype: str) -> CostModel:
+        b, h, s, d = shapes[0]
+        flops = 4 * b * h * s * s * d // (2 if causal else 1)
+        return CostModel(flops=flops, min_bytes=4 * b * h * s * d * DTYPE_BYTES[dtype],
+                         ideal_kernels=1)
+    return cost
+
+
+def _attention(causal: bool) -> Workload:
+    name = "attention_causal" if causal else "attention"
+    return Workload(
+        name=name, description=f"{'causal' if causal else 'non-causal'} attention forward, "
+        "fp16: naive materializes QK^T and softmax; triton is flash attention",
+        dtype="float16",
+        sizes={"default": [(4, 16, 4096, 128)] * 3, "small": [(1, 2, 257, 64)] * 3},
+        make_inputs=_randn,
+        variants={"naive": _attention_naive(causal), "builtin": _sdpa(causal),
+                  "compiled": _compiled(_attention_naive(causal)),
+                  "triton": _kernel("attention",
+                                    "attention_causal" if causal else "attention")},
+        reference=_sdpa(causal), cost=_attention_cost(causal),
+        tolerance={"rtol": 1e-2, "atol": 1e-2})
+
+
+ATTENTION, ATTENTION_CAUSAL = _attention(False), _attention(True)
+REGISTRY.update({w.name: w for w in (ATTENTION, ATTENTION_CAUSAL)})
