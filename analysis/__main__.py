@@ -62,6 +62,14 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None) -> dict[
         return systems.build(export, meta, events)
 
 
+def write_report(out: Path, stem: str, doc: dict[str, Any], markdown: str, what: str) -> int:
+    """DIR/<stem>.json and DIR/<stem>.md, atomically; say where they went."""
+    write_atomic(out / f"{stem}.json", json.dumps(doc, indent=2) + "\n")
+    write_atomic(out / f"{stem}.md", markdown)
+    print(f"wrote {out / (stem + '.md')} and {out / (stem + '.json')} ({what})")
+    return 0
+
+
 def cmd_systems(args: argparse.Namespace) -> int:
     doc = systems_doc(Path(args.trace), Path(args.meta) if args.meta else None,
                       Path(args.torch_logs) if args.torch_logs else None)
@@ -70,11 +78,8 @@ def cmd_systems(args: argparse.Namespace) -> int:
         ("time", "time_per_iter.png", plots.time_bars_png),
         ("timeline", "timeline.png", plots.timeline_png))
         if write_png(out, name, lambda p, d=draw: d(doc, p))}
-    write_atomic(out / "systems.json", json.dumps(doc, indent=2) + "\n")
-    write_atomic(out / "systems.md", render_systems(doc, images))
-    print(f"wrote {out / 'systems.md'} and {out / 'systems.json'} "
-          f"({len(doc['ranges'])} ranges)")
-    return 0
+    return write_report(out, "systems", doc, render_systems(doc, images),
+                        f"{len(doc['ranges'])} ranges")
 
 
 def cmd_compute(args: argparse.Namespace) -> int:
@@ -87,11 +92,8 @@ def cmd_compute(args: argparse.Namespace) -> int:
         doc = compute.build(data, meta)
     out = Path(args.output)
     png = write_png(out, "roofline.png", lambda p: plots.roofline_png(doc, p))
-    write_atomic(out / "compute.json", json.dumps(doc, indent=2) + "\n")
-    write_atomic(out / "compute.md", render_compute(doc, png))
-    print(f"wrote {out / 'compute.md'} and {out / 'compute.json'} "
-          f"({len(doc['kernels'])} kernel launches)")
-    return 0
+    return write_report(out, "compute", doc, render_compute(doc, png),
+                        f"{len(doc['kernels'])} kernel launches")
 
 
 def cmd_page(args: argparse.Namespace) -> int:

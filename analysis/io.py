@@ -29,18 +29,21 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def load_meta(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
+def read_json_object(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object from `path`; InputError naming the file and `what` it should be."""
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"{path}: no such meta.json") from None
+        raise InputError(f"{path}: no such {what}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a readable meta.json ({exc})") from exc
-    if not isinstance(meta, dict):
-        raise InputError(f"{path}: meta.json must hold a JSON object")
-    return meta
+        raise InputError(f"{path}: not a readable {what} ({exc})") from exc
+    if not isinstance(obj, dict):
+        raise InputError(f"{path}: {what} must hold a JSON object")
+    return obj
+
+
+def load_meta(path: Path | None) -> dict[str, Any] | None:
+    return None if path is None else read_json_object(path, "meta.json")
 
 
 def _convert(report: Path, tool: str, find: Callable[[], Path],
@@ -105,12 +108,7 @@ def write_png(out: Path, name: str, draw: Callable[[Path], Path | None]) -> str 
 
 def load_json_doc(path: Path, schema: str) -> dict[str, Any]:
     """A report document (systems/1, compute/1) from a file; InputError if it is not one."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a readable JSON report ({exc})") from exc
-    if not isinstance(doc, dict) or doc.get("schema") != schema:
+    doc = read_json_object(path, f"{schema} JSON report")
+    if doc.get("schema") != schema:
         raise InputError(f"{path}: not a {schema} document")
     return doc
