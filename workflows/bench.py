@@ -61,7 +61,7 @@ def run(names: list[str], size: str) -> dict[str, Any]:
     import torch
     import triton
 
-    from workflows.runner import _driver_version
+    from workflows.runner import driver_version
 
     peaks = gpu_ceilings.measure("float16")
     peaks = {"copy_bytes_per_s": peaks["copy_bytes_per_s"],
@@ -79,7 +79,7 @@ def run(names: list[str], size: str) -> dict[str, Any]:
             results.append(row)
         del inputs, ref
         torch.cuda.empty_cache()
-    return {"gpu": torch.cuda.get_device_name(0), "driver": _driver_version(),
+    return {"gpu": torch.cuda.get_device_name(0), "driver": driver_version(),
             "torch": torch.__version__, "triton": triton.__version__, "ceilings": peaks,
             "results": results}
 

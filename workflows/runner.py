@@ -50,11 +50,12 @@ def _versions() -> dict[str, Any]:
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         out.update(gpu=props.name, sm_count=props.multi_processor_count,
-                   gpu_memory_bytes=props.total_memory, driver=_driver_version())
+                   gpu_memory_bytes=props.total_memory, driver=driver_version())
     return out
 
 
-def _driver_version() -> str | None:
+def driver_version() -> str | None:
+    """The NVIDIA driver version as nvidia-smi reports it, or None without one."""
     try:
         res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30, check=True)
