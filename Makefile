@@ -48,8 +48,8 @@ systems: ## WORKLOAD=name: nsys timeline of every variant -> reports/WORKLOAD/sy
 	$(MAKE) --no-print-directory report WORKLOAD=$(WORKLOAD)
 
 report: ## WORKLOAD=name: latest systems (+ compute) run -> reports/WORKLOAD/README.md
-	@test -e $(RUN)/trace.sqlite || { echo "no run of $(WORKLOAD) under $(RUNS)/: \
-	    run make systems WORKLOAD=$(WORKLOAD) first" >&2; exit 2; }
+	@test -e $(RUN)/trace.sqlite || { echo "no run of $(WORKLOAD) under $(RUNS)/:" \
+	    "run make systems WORKLOAD=$(WORKLOAD) first" >&2; exit 2; }
 	$(PY) -m analysis systems $(RUN)/trace.sqlite --meta $(RUN)/meta.json \
 	    --torch-logs $(RUN)/torch_logs.txt -o reports/$(WORKLOAD)
 	$(if $(wildcard $(RUNS)/$(WORKLOAD)/latest-ncu/ncu_raw.csv),$(PY) -m analysis compute \
