@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--copies", type=int, nargs="+", default=[300, 1000, 3000])
     p.add_argument("--nsys", help="nsys for the reference timing (default: $NSYS or PATH)")
     p.add_argument("-o", "--output", type=Path, default=Path("reports/bench"))
+    p.add_argument("--stem", default="analysis", help="output file names: STEM.md, STEM.json")
     args = p.parse_args(argv)
     nsys = args.nsys or os.environ.get("NSYS") or shutil.which("nsys")
     rows = []
@@ -143,9 +144,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
             rows.append(row)
     args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "analysis.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (args.output / "analysis.md").write_text(render(rows, args.base, nsys))
-    print(f"wrote {args.output / 'analysis.md'}")
+    (args.output / f"{args.stem}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (args.output / f"{args.stem}.md").write_text(render(rows, args.base, nsys))
+    print(f"wrote {args.output / (args.stem + '.md')}")
     return 0 if all(r.get("same_numbers", True) for r in rows) else 1
 
 

@@ -39,6 +39,7 @@ OP_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
 OP_KINDS = ("kernel", "memcpy", "memset")
 SENTINEL_NAMES = {-1: "[CUDA memcpy]", -2: "[CUDA memset]", -3: "<unnamed kernel>"}
 FETCH_ROWS = 200_000
+FILTER_API_RATIO = 3   # filter API rows in SQLite when they outnumber GPU ops 3 to 1
 REQUIRED = {
     "StringIds": "has no StringIds table (not an Nsight Systems export?)",
     "CUPTI_ACTIVITY_KIND_KERNEL": "does not contain CUDA kernel data (trace with --trace=cuda)",
@@ -182,14 +183,40 @@ def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
     return pd.Categorical.from_codes(code_of[inverse], categories=list(cats))
 
 
+def _launch_calls_sql(conn: sqlite3.Connection, path: Path) -> str:
+    """SQL for the API calls whose correlation id a GPU operation carries.
+
+    Most CUDA API rows launch nothing (syncs, queries, allocations): the correlation ids
+    of the GPU operations go into an indexed temporary table (the export itself stays
+    read-only), and only matching calls cross into Python.
+    """
+    everything = ("SELECT correlationId, globalTid, start, end "
+                  "FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    tables = [t for t in OP_TABLES if conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (t,)).fetchone()]
+    sizes = [conn.execute(f"SELECT ifnull(max(rowid), 0) FROM {t}").fetchone()[0]
+             for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", *tables)]
+    if sizes[0] < FILTER_API_RATIO * sum(sizes[1:]):
+        return everything           # most calls launched something: no filter pays off
+    ids = " UNION ALL ".join(f"SELECT correlationId AS id FROM {t}" for t in tables)
+    try:
+        # Measured on 5.9M API rows: a plain index here answers the IN in 2.9 s, an
+        # INTEGER PRIMARY KEY table in 8 s, fetching every row into Python in 6.2 s.
+        conn.execute("DROP TABLE IF EXISTS temp.op_correlation")
+        conn.execute(f"CREATE TEMP TABLE op_correlation AS {ids}")
+        conn.execute("CREATE INDEX temp.op_correlation_id ON op_correlation (id)")
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{path}: cannot read export ({exc})") from exc
+    return f"{everything} WHERE correlationId IN (SELECT id FROM temp.op_correlation)"
+
+
 def _launching_calls(conn: sqlite3.Connection, path: Path, ops: pd.DataFrame) -> pd.DataFrame:
     """API call (thread, start, end) of each op, joined by correlationId within the process.
 
     Done in pandas: a hash join on two integer columns is far faster than SQLite's
     join over an unindexed CUPTI_ACTIVITY_KIND_RUNTIME.
     """
-    api = pd.DataFrame(_fetch_ints(conn, path, "SELECT correlationId, globalTid, start, end "
-                                   "FROM CUPTI_ACTIVITY_KIND_RUNTIME", 4),
+    api = pd.DataFrame(_fetch_ints(conn, path, _launch_calls_sql(conn, path), 4),
                        columns=["correlation_id", "global_tid", "api_start_ns", "api_end_ns"])
     api["global_pid"] = api["global_tid"] & PID_MASK
     api = api.drop_duplicates(["correlation_id", "global_pid"])
