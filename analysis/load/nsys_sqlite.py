@@ -243,12 +243,22 @@ def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
 
 
 def load_graph_launches(conn: sqlite3.Connection, path: Path) -> pd.DataFrame:
-    """CUDA API calls that replay a CUDA graph (their kernels show only with node tracing)."""
-    return _query(conn, path, """
-        SELECT r.globalTid AS global_tid, r.start AS api_start_ns, r.end AS api_end_ns,
-               r.correlationId AS correlation_id
-        FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
-        WHERE s.value LIKE 'cudaGraphLaunch%' OR s.value LIKE 'cuGraphLaunch%'""")
+    """CUDA API calls that replay a CUDA graph (their kernels show only with node tracing).
+
+    The API names are looked up first (StringIds is small), so a trace that never
+    launched a graph costs no scan of CUPTI_ACTIVITY_KIND_RUNTIME.
+    """
+    ids = [i for (i,) in conn.execute(
+        "SELECT id FROM StringIds WHERE value LIKE 'cudaGraphLaunch%' "
+        "OR value LIKE 'cuGraphLaunch%'")]
+    if not ids:
+        return pd.DataFrame(columns=["global_tid", "api_start_ns", "api_end_ns",
+                                     "correlation_id"], dtype="int64")
+    marks = ",".join("?" * len(ids))
+    return _query(conn, path, f"""
+        SELECT globalTid AS global_tid, start AS api_start_ns, end AS api_end_ns,
+               correlationId AS correlation_id
+        FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({marks})""", tuple(ids))
 
 
 def load_gpus(db: sqlite_utils.Database) -> list[dict]:
