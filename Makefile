@@ -24,6 +24,7 @@ help: ## list targets and their variables
 	@echo "variables: WORKLOAD=$(WORKLOAD) KERNEL=$(KERNEL) VARIANT=$(VARIANT) SIZE=$(SIZE) (default|small)"
 	@echo "           ITERS=$(ITERS) NCU_ITERS=$(NCU_ITERS) CLOCK_CONTROL=$(CLOCK_CONTROL) (none|base)"
 	@echo "           LAUNCH_COUNT=$(LAUNCH_COUNT) RUNS=$(RUNS) PY=$(PY)"
+	@echo "           BASE=$(BASE) NEW=$(NEW) THRESHOLD=$(THRESHOLD) COPIES=$(COPIES)"
 
 setup: ## create .venv and install the package with test dependencies (CPU torch for kernel tests)
 	python3 -m venv .venv
@@ -43,7 +44,7 @@ lint: ## ruff over the code
 demo: ## render every committed H200 capture (tests/data) into runs/demo/ (no GPU needed)
 	$(PY) -m analysis demo tests/data -o $(RUNS)/demo
 
-systems: ## WORKLOAD=name: nsys timeline of every variant -> reports/WORKLOAD/systems.md
+systems: ## WORKLOAD=name: nsys timeline of every variant -> reports/WORKLOAD/README.md, systems.md
 	$(PY) -m workflows.nsys $(WORKLOAD) --size $(SIZE) --iters $(ITERS) --runs $(RUNS)
 	$(MAKE) --no-print-directory report WORKLOAD=$(WORKLOAD)
 
