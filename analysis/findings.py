@@ -19,7 +19,8 @@ compile_kernels_in_range  kernels in a range whose counts are not a multiple of 
                    iterations while the range holds more kernels than iterations x ideal
                    (compilation, autotuning or benchmarking ran inside the range).
 memory_bound / compute_bound / latency_bound   Nsight Compute's SOL rule (roofline.py).
-low_occupancy      theoretical - achieved occupancy > OCCUPANCY_GAP_PTS, naming the limiter.
+low_occupancy      theoretical - achieved occupancy > OCCUPANCY_GAP_PTS, naming the limiter;
+                   info only when the kernel already moves >= HIGH_DRAM_PCT of DRAM peak.
 wave_quantization  fewer than WAVES_MAX waves with the last wave under half full.
 excess_dram_traffic  DRAM bytes per iteration > EXCESS_DRAM_X x the cost model's minimum.
 """
@@ -34,6 +35,7 @@ IDLE_WARN_PCT = 10.0
 LAUNCH_IDLE_PCT = 20.0
 LAUNCH_KERNEL_NS = 20_000
 OCCUPANCY_GAP_PTS = 10.0
+HIGH_DRAM_PCT = 80.0
 WAVES_MAX = 4.0
 EXCESS_DRAM_X = 1.5
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -235,11 +237,21 @@ def systems_findings(doc: dict[str, Any], meta: dict | None, events: list[dict],
 
 
 def _limiter(k: dict[str, Any]) -> str:
+    """What keeps occupancy down, in Nsight Compute's terms.
+
+    Under two waves the last, partial wave idles SMs (tail effect). Otherwise, when the
+    theoretical occupancy is below 100%, the launch limit that allows the fewest blocks
+    per SM (registers, shared memory, warps per block, blocks) caps it. At a theoretical
+    100% nothing caps it, and the gap is warp scheduling overhead or workload imbalance
+    (ncu's AchievedOccupancy rule).
+    """
+    if (k.get("waves_per_sm") or 99) < 2:
+        return "tail effect (under two waves of blocks)"
+    if (k.get("theoretical_occupancy_pct") or 0) >= 100:
+        return "none at launch: warp scheduling overhead or workload imbalance"
     limits = {"registers": k.get("limit_registers"), "shared memory": k.get("limit_shared_mem"),
               "warps (block size)": k.get("limit_warps"), "blocks per SM": k.get("limit_blocks")}
     known = {n: v for n, v in limits.items() if v is not None}
-    if (k.get("waves_per_sm") or 99) < 2:
-        return "tail effect (under two waves of blocks)"
     return min(known, key=known.get) if known else "unknown"
 
 
@@ -270,8 +282,10 @@ def kernel_findings(i: int, k: dict[str, Any]) -> list[dict[str, Any]]:
     out = [bound_finding(i, k)]
     theo, ach = k.get("theoretical_occupancy_pct"), k.get("achieved_occupancy_pct")
     if theo is not None and ach is not None and theo - ach > OCCUPANCY_GAP_PTS:
+        # a kernel already moving >= 80% of DRAM peak is not held back by occupancy
+        busy = (k.get("dram_throughput_pct") or 0) >= HIGH_DRAM_PCT
         out.append(finding(
-            "low_occupancy", "warning", k["range"], k["name"],
+            "low_occupancy", "info" if busy else "warning", k["range"], k["name"],
             f"launch {i} achieved {ach:.1f}% occupancy of a theoretical {theo:.1f}% "
             f"(limiter: {_limiter(k)}).", {"launch": i, "achieved_pct": ach,
                                            "theoretical_pct": theo, "limiter": _limiter(k)},

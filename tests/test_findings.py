@@ -138,3 +138,17 @@ def test_graph_break_without_meta_and_ambiguous_range() -> None:
     events = [{"kind": "graph_break", "file": "m.py", "line": 3, "reason": "print"}]
     (f,) = findings.compile_findings({}, None, events, facts)
     assert f["range"] is None and "no single range" in f["message"]
+
+
+def test_occupancy_limiter_follows_ncu() -> None:
+    k = {"range": "r", "name": "k", "bound": "memory", "sm_sol_pct": 40.0, "mem_sol_pct": 86.0,
+         "dram_throughput_pct": 86.0, "waves_per_sm": 31.0, "grid_size": 65536,
+         "theoretical_occupancy_pct": 100.0, "achieved_occupancy_pct": 84.0,
+         "limit_registers": 12, "limit_shared_mem": 32, "limit_warps": 16, "limit_blocks": 32}
+    (occ,) = [f for f in findings.kernel_findings(0, k) if f["rule"] == "low_occupancy"]
+    assert occ["severity"] == "info"                 # DRAM at 86%: not what holds it back
+    assert occ["evidence"]["limiter"].startswith("none at launch")
+    k.update(theoretical_occupancy_pct=18.75, achieved_occupancy_pct=5.0,
+             dram_throughput_pct=20.0)
+    (occ,) = [f for f in findings.kernel_findings(0, k) if f["rule"] == "low_occupancy"]
+    assert occ["severity"] == "warning" and occ["evidence"]["limiter"] == "registers"

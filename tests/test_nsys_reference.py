@@ -12,20 +12,25 @@ from tests.conftest import DATA
 
 EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default",
            "graph_break/trace", "launch_bound/trace", "add_relu/trace",
-           "softmax/trace", "row_sum/trace", "layernorm/trace"]
+           "softmax/trace", "row_sum/trace", "layernorm/trace",
+           "reference/gelu_first/trace", "reference/matmul_relu_first/trace"]
 VERSIONS = ["2023.4", "2025.3"]
 
 
 @pytest.fixture(scope="module", params=EXPORTS)
 def export_doc(request: pytest.FixtureRequest) -> tuple[str, dict]:
-    scenario, name = request.param.split("/")
+    scenario, name = request.param.rsplit("/", 1)
     export = nsys_sqlite.load(DATA / scenario / f"{name}.sqlite")
     return request.param, systems.build(export)
 
 
 def _stats(export: str, version: str, report: str):
-    scenario, name = export.split("/")
-    return DATA / scenario / "nsys_stats" / f"{name}_{version}_{report}.csv"
+    """NVIDIA's CSV for this export and nsys version; skip where that version never ran."""
+    scenario, name = export.rsplit("/", 1)
+    path = DATA / scenario / "nsys_stats" / f"{name}_{version}_{report}.csv"
+    if not path.exists() and version != "2023.4":
+        pytest.skip(f"no nsys {version} output recorded for {export}")
+    return path
 
 
 @pytest.mark.parametrize("version", VERSIONS)
