@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -101,6 +102,11 @@ def write_png(out: Path, name: str, draw: Callable[[Path], Path | None]) -> str 
             return None
         os.replace(tmp, out / name)
         return name
+    except ImportError:             # matplotlib is optional: reports without plots
+        Path(tmp).unlink(missing_ok=True)
+        print(f"analysis: matplotlib is not installed, {name} skipped "
+              "(pip install matplotlib)", file=sys.stderr)
+        return None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -135,3 +135,23 @@ def test_compare_kernels_added_removed() -> None:
     (row,) = out["variants"]
     assert row["kernels_added"] == ["c"] and row["kernels_removed"] == ["b"]
     assert row["change_pct"] == pytest.approx(-10.0) and out["regressions"] == []
+
+
+def test_reports_without_matplotlib(tmp_path: Path, monkeypatch, capsys) -> None:
+    """matplotlib is optional: the reports are written, the plots are skipped and said."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    cap = DATA / "gelu"
+    assert main(["systems", str(cap / "trace.sqlite"), "--meta", str(cap / "meta.json"),
+                 "-o", str(tmp_path)]) == 0
+    assert (tmp_path / "systems.md").is_file() and not list(tmp_path.glob("*.png"))
+    assert "![" not in (tmp_path / "systems.md").read_text()
+    assert "matplotlib is not installed" in capsys.readouterr().err
