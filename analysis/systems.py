@@ -37,8 +37,9 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame) -> list[dict[str
             for r in summary.itertuples(index=False)]
 
 
-def graph_notes(export: NsysExport, summary: pd.DataFrame) -> list[str]:
-    """Ranges that replayed CUDA graphs whose kernels the trace does not hold."""
+def graph_notes(export: NsysExport, keyed: pd.DataFrame) -> list[str]:
+    """Ranges (`keyed`: ranges with their paths) that replayed CUDA graphs whose kernels
+    the trace does not hold."""
     launches = export.graph_launches
     if launches.empty:
         return []
@@ -46,7 +47,6 @@ def graph_notes(export: NsysExport, summary: pd.DataFrame) -> list[str]:
     untraced = launches[~launches["correlation_id"].isin(traced)]
     if untraced.empty:
         return []
-    keyed = export.ranges.assign(path=rng.range_paths(export.ranges))
     pairs = rng.attribute(untraced, keyed).join(keyed["path"], on="range")
     per_path = pairs.groupby("path").size()
     where = ", ".join(f"{p} ({n})" for p, n in per_path.items()) or "outside every range"
@@ -115,7 +115,7 @@ def build(export: NsysExport, meta: dict[str, Any] | None = None,
     variants = variant_rows(entries, meta, peak)
     _add_first_iterations(variants, export, keyed, pairs)
     outside = _outside_kernels(export, pairs)
-    notes = list(export.notes) + graph_notes(export, summary)
+    notes = list(export.notes) + graph_notes(export, keyed)
     if outside:
         notes.append(f"{outside} kernel launch(es) lie outside every NVTX range "
                      "(warm-up, compilation or unannotated code); they are in no range.")
