@@ -38,14 +38,9 @@ def _clean(value: Any, field: str) -> Any:
     return value
 
 
-def kernel_entries(kernels: pd.DataFrame) -> list[dict[str, Any]]:
-    rows = kernels[KERNEL_FIELDS].to_dict("records")
-    return [{k: _clean(v, k) for k, v in row.items()} for row in rows]
-
-
-def range_entries(table: pd.DataFrame) -> list[dict[str, Any]]:
-    rows = table.to_dict("records")
-    return [{k: _clean(v, k) for k, v in row.items()} for row in rows]
+def entries(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """JSON-safe rows of a frame (see _clean)."""
+    return [{k: _clean(v, k) for k, v in row.items()} for row in table.to_dict("records")]
 
 
 def build(data: NcuData, meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -64,8 +59,8 @@ def build(data: NcuData, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     doc = {
         "schema": SCHEMA,
         "source": {"path": str(data.path), "gpu": str(gpu.iloc[0]) if len(gpu) else None},
-        "kernels": kernel_entries(kernels),
-        "ranges": range_entries(roofline.per_range(kernels, meta, peaks)),
+        "kernels": entries(kernels[KERNEL_FIELDS]),
+        "ranges": entries(roofline.per_range(kernels, meta, peaks)),
         "ceilings": peaks,
         "thresholds": {"latency_pct": roofline.LATENCY_PCT,
                        "high_utilization_pct": roofline.HIGH_UTILIZATION_PCT},

@@ -104,6 +104,8 @@ def _add_first_iterations(variants: list[dict[str, Any]], export: NsysExport,
 def build(export: NsysExport, meta: dict[str, Any] | None = None,
           torch_events: pd.DataFrame | None = None) -> dict[str, Any]:
     """The systems/1 document for one export, with its findings."""
+    events = None if torch_events is None else torch_events.astype(object).where(
+        torch_events.notna(), None).to_dict("records")
     keyed = rng.keyed_ranges(export.ranges)
     pairs = rng.attribute(export.ops, keyed)
     instances, gap_list = gaps.timeline(export.ops, pairs)
@@ -126,15 +128,15 @@ def build(export: NsysExport, meta: dict[str, Any] | None = None,
                    "gpus": export.gpus},
         "ranges": entries,
         "variants": variants,
-        "run": _run_info(meta, torch_events),
+        "run": _run_info(meta, events),
         "notes": notes,
-        "findings": _findings(export, keyed, pairs, entries, meta, torch_events, gap_list),
+        "findings": _findings(export, keyed, pairs, entries, meta, events or [], gap_list),
     }
 
 
 def _findings(export: NsysExport, keyed: pd.DataFrame, pairs: pd.DataFrame,
               entries: list[dict[str, Any]], meta: dict[str, Any] | None,
-              torch_events: pd.DataFrame | None, gap_list: pd.DataFrame) -> list[dict[str, Any]]:
+              events: list[dict[str, Any]], gap_list: pd.DataFrame) -> list[dict[str, Any]]:
     """Run the systems rules with the per-range details they need."""
     if keyed.empty:
         return []
@@ -142,8 +144,6 @@ def _findings(export: NsysExport, keyed: pd.DataFrame, pairs: pd.DataFrame,
     per_key = gaps.summarize_gaps(gap_list, keyed, rules.GAP_NS)
     paths = keyed.drop_duplicates("key").set_index("key")["path"]
     gap_rows = {paths[r["key"]]: r for r in per_key.to_dict("records")}
-    events = [] if torch_events is None else torch_events.astype(object).where(
-        torch_events.notna(), None).to_dict("records")
     return rules.systems_findings({"ranges": entries}, meta, events, facts, gap_rows)
 
 
@@ -156,15 +156,14 @@ def _outside_kernels(export: NsysExport, pairs: pd.DataFrame) -> int:
 
 
 def _run_info(meta: dict[str, Any] | None,
-              torch_events: pd.DataFrame | None) -> dict[str, Any] | None:
-    if meta is None and torch_events is None:
+              events: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    if meta is None and events is None:
         return None
     info: dict[str, Any] = {}
     if meta:
         for k in ("workload", "description", "size", "shapes", "dtype", "iterations",
                   "cost_model", "ceilings", "versions", "compiled", "correctness"):
             info[k] = meta.get(k)
-    if torch_events is not None:
-        info["torch_log_events"] = torch_events.astype(object).where(
-            torch_events.notna(), None).to_dict("records")
+    if events is not None:
+        info["torch_log_events"] = events
     return info
