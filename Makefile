@@ -17,7 +17,7 @@ THRESHOLD ?= 5
 BASE ?=
 NEW ?=
 
-.PHONY: help setup test test-gpu lint demo systems report compute diff bench bench-analysis
+.PHONY: help setup test test-gpu lint demo systems report compute diff bench sweep bench-analysis
 
 help: ## list targets and their variables
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -71,6 +71,9 @@ compute: ## KERNEL=name [VARIANT=v]: ncu counters per kernel -> reports/KERNEL/c
 bench: ## [WORKLOAD=a,b]: median times vs measured ceilings -> reports/bench/<gpu>.md
 	$(PY) -m workflows.bench $(if $(filter command line,$(origin WORKLOAD)),--workloads $(WORKLOAD)) \
 	    --size $(SIZE) -o reports/bench
+
+sweep: ## KERNEL=matmul_relu|attention|attention_causal: time every config -> reports/bench/sweep_*
+	$(PY) -m workflows.sweep $(KERNEL) -o reports/bench
 
 bench-analysis: ## time python -m analysis on traces of 0.1M-1M kernels vs nsys stats -> reports/bench/
 	$(PY) -m analysis.bench --copies $(COPIES) -o reports/bench

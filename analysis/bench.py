@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from analysis.io import unpack_xz
+
 TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME")
 
@@ -129,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", type=Path, default=Path("reports/bench"))
     p.add_argument("--stem", default="analysis", help="output file names: STEM.md, STEM.json")
     args = p.parse_args(argv)
+    unpack_xz(args.base.parent)          # the committed captures are stored xz-compressed
     nsys = args.nsys or os.environ.get("NSYS") or shutil.which("nsys")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

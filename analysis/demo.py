@@ -1,6 +1,7 @@
 """`make demo`: render every committed H200 capture into reports, without a GPU.
 
-For each folder of DATA holding trace.sqlite (an nsys export) and meta.json, runs the
+For each folder of DATA holding trace.sqlite (an nsys export; committed xz-compressed
+and unpacked first) and meta.json, runs the
 systems analysis (with its TORCH_LOGS file), the compute analysis when
 DATA/ncu/<workload>_raw.csv exists, and the README.md page, into OUT/<workload>/.
 """
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 from analysis.errors import InputError
+from analysis.io import unpack_xz
 
 
 def captures(data: Path) -> list[Path]:
@@ -26,6 +28,7 @@ def render_all(data: Path, out: Path) -> list[Path]:
 
     if not data.is_dir():
         raise InputError(f"{data}: no such folder of captures")
+    unpack_xz(data)
     pages = []
     for cap in captures(data):
         t0 = time.perf_counter()

@@ -7,7 +7,9 @@ folder and renamed, so an interrupted run never leaves half a report.
 from __future__ import annotations
 
 import json
+import lzma
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -28,6 +30,30 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def unpack_xz(root: Path) -> list[Path]:
+    """Decompress every `*.sqlite.xz` under `root` beside itself, unless an up-to-date
+    copy is there already; return the paths written.
+
+    The committed captures (tests/data) are stored xz-compressed (a fifth of their size)
+    and read as plain SQLite files; the unpacked copies are git-ignored.
+    """
+    written = []
+    for packed in sorted(root.rglob("*.sqlite.xz")):
+        plain = packed.with_suffix("")
+        if plain.is_file() and plain.stat().st_mtime >= packed.stat().st_mtime:
+            continue
+        fd, tmp = tempfile.mkstemp(prefix=f".{plain.name}.", dir=plain.parent)
+        try:
+            with os.fdopen(fd, "wb") as dst, lzma.open(packed) as src:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.replace(tmp, plain)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        written.append(plain)
+    return written
 
 
 def read_json_object(path: Path, what: str) -> dict[str, Any]:

@@ -5,6 +5,14 @@ tiles, keeping a running row max m, a running sum l and an unnormalized output a
 when a new tile raises the max, acc and l are rescaled by exp(m_old - m_new). S = QK^T
 and P = softmax(S) never reach HBM: memory traffic is one read of Q, K, V and one write
 of O, against the naive form's S x S matrices per head.
+
+Q, K and V tiles arrive through tensor descriptors (TMA) over the (batch * heads * seq,
+head_dim) view. The key loop is split in two: tiles that need no mask (every key valid
+and, when causal, left of the block's diagonal) run without any per-element select, and
+only the diagonal tile (causal) or the last partial tile (sequence not a multiple of
+BLOCK_N) is masked. Rows a tile reads past the end of one head belong to the next head
+(or are zero-filled past the tensor): the mask removes them from the softmax, and the
+output is stored with a row mask.
 """
 
 from __future__ import annotations
@@ -14,6 +22,9 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from kernels.tuning import launch_options
 
 LOG2E = 1.4426950408889634
 
@@ -30,62 +41,156 @@ def attention_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 @triton.jit
-def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, qk_scale, n_heads, seq_len,
-                     stride_b, stride_h, stride_s,
+def _exp2(x, FP16: tl.constexpr):
+    """2^x; with FP16, two per MUFU instruction (ex2.approx.f16x2) at fp16 precision, the
+    precision P has anyway when it enters the second matmul."""
+    if FP16:
+        return tl.inline_asm_elementwise("ex2.approx.f16x2 $0, $1;", "=r,r",
+                                         [x.to(tl.float16)], dtype=tl.float16,
+                                         is_pure=True, pack=2)
+    else:
+        return tl.math.exp2(x)
+
+
+@triton.jit
+def _attend(acc, l_i, m_i, q, k_desc, v_desc, row0, rows, lo, hi, seq_len, qk_scale,
+            BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+            LAZY_RESCALE: tl.constexpr, EXP2_FP16: tl.constexpr):
+    """Online-softmax update of (acc, l_i, m_i) over keys lo..hi (log2 domain: exp2).
+
+    LAZY_RESCALE keeps the running max (and skips rescaling acc and l) until some row's
+    max has grown by more than 8, i.e. P entries up to 2^8, harmless in fp32 and fp16:
+    the rescale of the BLOCK_M x HEAD_DIM accumulator then runs a few times per row
+    block instead of once per key tile.
+    """
+    for start in tl.range(lo, hi, BLOCK_N):
+        start = tl.multiple_of(start, BLOCK_N)
+        k = k_desc.load([row0 + start, 0])
+        qk = tl.dot(q, k.T)
+        if MASKED:
+            cols = start + tl.arange(0, BLOCK_N)
+            valid = cols[None, :] < seq_len
+            if CAUSAL:
+                valid = valid & (rows[:, None] >= cols[None, :])
+            qk = tl.where(valid, qk * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        else:                          # scale folded into one multiply-add per element
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+        if LAZY_RESCALE:
+            if tl.max(m_new - m_i, axis=0) > 8.0:
+                alpha = tl.math.exp2(m_i - m_new)
+                acc = acc * alpha[:, None]
+                l_i = l_i * alpha
+                m_i = m_new
+        else:
+            alpha = tl.math.exp2(m_i - m_new)
+            acc = acc * alpha[:, None]
+            l_i = l_i * alpha
+            m_i = m_new
+        if MASKED:
+            p = _exp2(qk - m_i[:, None], EXP2_FP16)
+        else:
+            p = _exp2(qk * qk_scale - m_i[:, None], EXP2_FP16)
+        l_i += tl.sum(p.to(tl.float32), axis=1)
+        v = v_desc.load([row0 + start, 0])
+        acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attention_kernel(q_desc, k_desc, v_desc, o_ptr, qk_scale, seq_len,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     CAUSAL: tl.constexpr):
-    pid_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    base = (bh // n_heads).to(tl.int64) * stride_b + (bh % n_heads).to(tl.int64) * stride_h
+                     CAUSAL: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+                     EXP2_FP16: tl.constexpr):
+    if CAUSAL:                         # the longest rows first: a shorter tail wave
+        pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        pid_m = tl.program_id(0)
+    row0 = tl.program_id(1) * seq_len            # first row of this (batch, head)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols0 = tl.arange(0, BLOCK_N)
-    dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + base + rows[:, None] * stride_s + dims[None, :],
-                mask=rows[:, None] < seq_len, other=0.0)
+    q = q_desc.load([row0 + pid_m * BLOCK_M, 0])
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    hi = seq_len
-    if CAUSAL:
-        hi = (pid_m + 1) * BLOCK_M          # keys past the block's last row are all masked
-    for start in tl.range(0, hi, BLOCK_N):
-        cols = start + cols0
-        kt = tl.load(k_ptr + base + cols[None, :] * stride_s + dims[:, None],
-                     mask=cols[None, :] < seq_len, other=0.0)
-        qk = tl.dot(q, kt) * qk_scale        # log2 domain: exp2 below
-        valid = cols[None, :] < seq_len
-        if CAUSAL:
-            valid = valid & (rows[:, None] >= cols[None, :])
-        qk = tl.where(valid, qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-        p = tl.math.exp2(qk - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_ptr + base + cols[:, None] * stride_s + dims[None, :],
-                    mask=cols[:, None] < seq_len, other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+    if CAUSAL:                         # BLOCK_M % BLOCK_N == 0: the split is tile-aligned
+        split = pid_m * BLOCK_M
+        end = tl.minimum(split + BLOCK_M, seq_len)
+    else:
+        split = (seq_len // BLOCK_N) * BLOCK_N
+        end = seq_len
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row0, rows, 0, split, seq_len,
+                            qk_scale, BLOCK_N, False, CAUSAL, LAZY_RESCALE, EXP2_FP16)
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row0, rows, split, end,
+                            seq_len, qk_scale, BLOCK_N, True, CAUSAL, LAZY_RESCALE, EXP2_FP16)
     out = acc / l_i[:, None]
-    tl.store(o_ptr + base + rows[:, None] * stride_s + dims[None, :],
-             out.to(o_ptr.dtype.element_ty), mask=rows[:, None] < seq_len)
+    dims = tl.arange(0, HEAD_DIM)
+    offs = (row0 + rows).to(tl.int64)[:, None] * HEAD_DIM + dims[None, :]
+    tl.store(o_ptr + offs, out.to(o_ptr.dtype.element_ty), mask=rows[:, None] < seq_len)
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-              block_m: int = 128, block_n: int = 64) -> torch.Tensor:
-    """Attention forward for (batch, heads, seq, head_dim) tensors of one layout."""
+def _set_blocks(nargs: dict) -> None:
+    """Autotune pre-hook: descriptor block shapes follow the config being tried."""
+    d = nargs["HEAD_DIM"]
+    nargs["q_desc"].block_shape = [nargs["BLOCK_M"], d]
+    nargs["k_desc"].block_shape = [nargs["BLOCK_N"], d]
+    nargs["v_desc"].block_shape = [nargs["BLOCK_N"], d]
+
+
+def attention_config(bm: int, bn: int, stages: int, warps: int, lazy_rescale: bool = False,
+                     exp2_fp16: bool = False) -> triton.Config:
+    """One point of the search space; BLOCK_N must divide BLOCK_M (tile-aligned causal
+    split). `exp2_fp16` needs the GPU (inline PTX; the CPU interpreter has none)."""
+    if bm % bn:
+        raise ValueError(f"attention: BLOCK_N {bn} must divide BLOCK_M {bm}")
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "LAZY_RESCALE": lazy_rescale,
+                          "EXP2_FP16": exp2_fp16},
+                         num_stages=stages, num_warps=warps, pre_hook=_set_blocks)
+
+
+# Chosen by a sweep on the H200 at 4x16x4096x128 fp16 (`make sweep KERNEL=attention` and
+# KERNEL=attention_causal; reports/bench/sweep_attention*_NVIDIA_H200.md).
+CONFIGS = [attention_config(128, 64, 2, 4, lazy, exp16) for lazy in (False, True)
+           for exp16 in (False, True)]
+CONFIGS += [attention_config(128, 128, 3, 8, lazy, exp16) for lazy in (False, True)
+            for exp16 in (False, True)]
+CONFIGS += [attention_config(64, 64, 3, 4)]
+
+attention_tuned = triton.autotune(
+    configs=CONFIGS, key=["seq_len", "HEAD_DIM", "CAUSAL"])(attention_kernel)
+"""The autotuned kernel the launcher uses when no config is given."""
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
         raise ValueError("attention: q, k, v must all be (batch, heads, seq, head_dim)")
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
         raise ValueError("attention: q, k, v must be contiguous (call .contiguous() first)")
+    if q.shape[-1] not in (16, 32, 64, 128, 256):
+        raise ValueError(f"attention: head_dim {q.shape[-1]} is not a power of two in 16..256")
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              config: triton.Config | None = None) -> torch.Tensor:
+    """Attention forward for contiguous (batch, heads, seq, head_dim) tensors.
+
+    A `config` (from `attention_config`) skips autotuning: the CPU interpreter tests and
+    the sweep that chose the configs.
+    """
+    _check(q, k, v)
     b, h, s, d = q.shape
-    if d not in (16, 32, 64, 128, 256):
-        raise ValueError(f"attention: head_dim {d} is not a power of two in 16..256")
     out = torch.empty_like(q)
-    grid = (triton.cdiv(s, block_m), b * h)
-    extra = {} if q.device.type == "cpu" else {"num_warps": 8, "num_stages": 3}
-    attention_kernel[grid](q, k, v, out, LOG2E / math.sqrt(d), h, s, q.stride(0), q.stride(1),
-                           q.stride(2), HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
-                           CAUSAL=causal, **extra)
+    # Placeholder block shapes: the autotune pre-hook (or _set_blocks below) sets them.
+    descs = [TensorDescriptor.from_tensor(t.view(b * h * s, d), [16, d]) for t in (q, k, v)]
+    args = (*descs, out, LOG2E / math.sqrt(d), s)
+    if config is None:
+        def grid(meta: dict) -> tuple[int, int]:
+            return (triton.cdiv(s, meta["BLOCK_M"]), b * h)
+        attention_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal)
+        return out
+    meta = {**config.kwargs, "HEAD_DIM": d}
+    _set_blocks({"q_desc": descs[0], "k_desc": descs[1], "v_desc": descs[2], **meta})
+    attention_kernel[(triton.cdiv(s, meta["BLOCK_M"]), b * h)](
+        *args, HEAD_DIM=d, CAUSAL=causal, **launch_options(config, q.device))
     return out
 
 

@@ -9,6 +9,11 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 
+# The committed captures are xz-compressed; tests read the plain SQLite files beside them.
+from analysis.io import unpack_xz  # noqa: E402
+
+unpack_xz(DATA)
+
 
 def _cuda_available() -> bool:
     try:

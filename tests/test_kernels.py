@@ -8,13 +8,29 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from kernels.gelu import gelu, gelu_reference  # noqa: E402
-from kernels.matmul_relu import matmul_relu  # noqa: E402
+from kernels.matmul_relu import (matmul_relu, persistent_config, tile_config,  # noqa: E402
+                                 tma_compatible)
 from tests.conftest import HAS_CUDA  # noqa: E402
 
 # Without a GPU these run in Triton's CPU interpreter (TRITON_INTERPRET=1, conftest.py);
 # with one they run on it, where a float32 tl.dot uses tf32 (rel. error near 3e-4).
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 DOT_TOL = 2e-3 if HAS_CUDA else 1e-5
+
+
+def poisoned(fn, out_shape: tuple[int, ...], dtype=torch.float32):
+    """fn() after a warm-up call (autotuning writes the output too), with the caching
+    allocator's only free block of the output's size filled with NaN: a kernel that skips
+    an element leaves a NaN there. Fails if the output did not land in that block."""
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    poison = torch.full(out_shape, float("nan"), device="cuda", dtype=dtype)
+    address = poison.data_ptr()
+    del poison
+    out = fn()
+    assert out.data_ptr() == address, "the output did not reuse the poisoned block"
+    return out
 
 
 def rel_error(out, ref) -> float:
@@ -36,11 +52,38 @@ def test_gelu_rejects_non_contiguous() -> None:
         gelu(torch.randn(8, 8, device=DEVICE).t())
 
 
-@pytest.mark.parametrize("m, k, n", [(33, 17, 45), (64, 64, 64), (1, 70, 5)])
-def test_matmul_relu_small_matches_reference(m: int, k: int, n: int) -> None:
+def assert_matmul_relu(out, a, b, tol: float) -> None:
+    ref = torch.relu(a.double() @ b.double())
+    # scaled absolute bound: relu of a 1 x 5 product may be all zeros (no relative error)
+    scale = float(torch.linalg.vector_norm(a.double() @ b.double()))
+    assert float(torch.linalg.vector_norm(out.double() - ref)) <= tol * scale
+
+
+@pytest.mark.parametrize("m, k, n", [(33, 17, 45), (64, 64, 64), (1, 70, 5), (130, 40, 72)])
+def test_matmul_relu_tiles_match_reference(m: int, k: int, n: int) -> None:
     a, b = torch.randn(m, k, device=DEVICE), torch.randn(k, n, device=DEVICE)
-    out = matmul_relu(a, b, block=(32, 32, 16))
-    assert rel_error(out, torch.relu(a.double() @ b.double())) < DOT_TOL
+    assert_matmul_relu(matmul_relu(a, b, tile_config(32, 32, 16, 3, 4)), a, b, DOT_TOL)
+
+
+# Edges in M, N and K (TMA zero-fills loads and clips stores past them), several tiles per
+# program (4 programs in the interpreter), and both epilogues.
+@pytest.mark.parametrize("m, k, n", [(64, 64, 64), (130, 40, 72), (33, 20, 200), (1, 8, 4)])
+@pytest.mark.parametrize("split", [False, True])
+def test_matmul_relu_persistent_matches_reference(m: int, k: int, n: int, split: bool) -> None:
+    a, b = torch.randn(m, k, device=DEVICE), torch.randn(k, n, device=DEVICE)
+    assert_matmul_relu(matmul_relu(a, b, persistent_config(32, 32, 16, 3, 4, split)), a, b,
+                       DOT_TOL)
+
+
+def test_matmul_relu_tma_needs_aligned_rows() -> None:
+    a, b = torch.randn(33, 17, device=DEVICE), torch.randn(17, 45, device=DEVICE)
+    assert not tma_compatible(a)                     # 17 floats: a row pitch of 68 bytes
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        matmul_relu(a, b, persistent=True)
+    bt = torch.randn(48, 40, device=DEVICE).t()      # unit stride down columns
+    assert not tma_compatible(bt) and tma_compatible(bt.contiguous())
+    a = torch.randn(8, 40, device=DEVICE)
+    assert_matmul_relu(matmul_relu(a, bt, tile_config(32, 32, 16, 3, 4)), a, bt, DOT_TOL)
 
 
 def test_matmul_relu_shape_errors() -> None:
@@ -52,8 +95,7 @@ def test_matmul_relu_shape_errors() -> None:
 @pytest.mark.parametrize("shape", [(1,), (1023,), (4097, 33), (8192, 8191)])
 def test_gelu_gpu_odd_sizes(shape: tuple[int, ...]) -> None:
     x = torch.randn(shape, device="cuda") * 3
-    y = torch.full_like(x, float("nan"))          # poisoned: every element must be written
-    y = gelu(x)
+    y = poisoned(lambda: gelu(x), x.shape)
     assert torch.isfinite(y).all()
     torch.testing.assert_close(y, gelu_reference(x.double()).float(), rtol=1e-5, atol=1e-6)
 
@@ -63,9 +105,12 @@ def test_gelu_gpu_odd_sizes(shape: tuple[int, ...]) -> None:
 def test_matmul_relu_gpu_fp16(m: int, k: int, n: int) -> None:
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
-    out = matmul_relu(a, b)
+    out = poisoned(lambda: matmul_relu(a, b), (m, n), torch.float16)
     ref = torch.relu(a.double() @ b.double())
-    assert out.dtype == torch.float16 and rel_error(out, ref) < 1e-2
+    assert out.dtype == torch.float16 and torch.isfinite(out).all()
+    assert rel_error(out, ref) < 1e-2
+    bt = b.t().contiguous().t()                      # not TMA-readable: the pointer kernel
+    assert rel_error(matmul_relu(a, bt), ref) < 1e-2
 
 
 from kernels.add_relu import add_relu  # noqa: E402
@@ -123,7 +168,8 @@ def test_row_kernels_reject_bad_layouts() -> None:
 @pytest.mark.parametrize("m, n", [(1, 1), (4097, 1000), (65536, 1024), (3, 32768)])
 def test_row_kernels_gpu_large_and_odd(m: int, n: int) -> None:
     x = torch.randn(m, n, device="cuda")
-    torch.testing.assert_close(softmax(x), torch.softmax(x.double(), 1).float())
+    torch.testing.assert_close(poisoned(lambda: softmax(x), (m, n)),
+                               torch.softmax(x.double(), 1).float())
     torch.testing.assert_close(row_sum(x), x.double().sum(1).float(), rtol=1e-4, atol=1e-2)
     w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     if n <= 16384:
@@ -133,7 +179,7 @@ def test_row_kernels_gpu_large_and_odd(m: int, n: int) -> None:
     torch.testing.assert_close(add_relu(x, y), torch.relu(x + y))
 
 
-from kernels.attention import attention, attention_naive  # noqa: E402
+from kernels.attention import attention, attention_config, attention_naive  # noqa: E402
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -143,8 +189,8 @@ def test_attention_matches_sdpa(causal: bool, s: int, d: int) -> None:
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
                                                            is_causal=causal).float()
     tol = 2e-3 if HAS_CUDA else 1e-5            # tf32 dots on the GPU
-    torch.testing.assert_close(attention(q, k, v, causal, block_m=32, block_n=16), ref,
-                               rtol=tol, atol=tol)
+    for config in (attention_config(32, 16, 3, 4), attention_config(16, 16, 3, 4, True)):
+        torch.testing.assert_close(attention(q, k, v, causal, config), ref, rtol=tol, atol=tol)
     torch.testing.assert_close(attention_naive(q, k, v, causal), ref, rtol=tol, atol=tol)
 
 
@@ -154,6 +200,8 @@ def test_attention_rejects_bad_inputs() -> None:
         attention(q, q, q)
     with pytest.raises(ValueError, match="batch, heads, seq"):
         attention(q[0], q[0], q[0])
+    with pytest.raises(ValueError, match="must divide"):
+        attention_config(64, 48, 3, 4)
 
 
 @pytest.mark.gpu
@@ -161,8 +209,7 @@ def test_attention_rejects_bad_inputs() -> None:
 @pytest.mark.parametrize("shape", [(4, 16, 4096, 128), (2, 3, 1000, 64), (1, 1, 1, 128)])
 def test_attention_gpu_fp16(causal: bool, shape: tuple[int, ...]) -> None:
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
-    out = torch.full_like(q, float("nan"))
-    out = attention(q, k, v, causal)
+    out = poisoned(lambda: attention(q, k, v, causal), shape, torch.float16)
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                            is_causal=causal)
     assert torch.isfinite(out).all()
