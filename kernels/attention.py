@@ -41,28 +41,9 @@ def attention_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 @triton.jit
-def _exp2(x, FP16: tl.constexpr):
-    """2^x; with FP16, two per MUFU instruction (ex2.approx.f16x2) at fp16 precision, the
-    precision P has anyway when it enters the second matmul."""
-    if FP16:
-        return tl.inline_asm_elementwise("ex2.approx.f16x2 $0, $1;", "=r,r",
-                                         [x.to(tl.float16)], dtype=tl.float16,
-                                         is_pure=True, pack=2)
-    else:
-        return tl.math.exp2(x)
-
-
-@triton.jit
 def _attend(acc, l_i, m_i, q, k_desc, v_desc, row0, rows, lo, hi, seq_len, qk_scale,
-            BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-            LAZY_RESCALE: tl.constexpr, EXP2_FP16: tl.constexpr):
-    """Online-softmax update of (acc, l_i, m_i) over keys lo..hi (log2 domain: exp2).
-
-    LAZY_RESCALE keeps the running max (and skips rescaling acc and l) until some row's
-    max has grown by more than 8, i.e. P entries up to 2^8, harmless in fp32 and fp16:
-    the rescale of the BLOCK_M x HEAD_DIM accumulator then runs a few times per row
-    block instead of once per key tile.
-    """
+            BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    """Online-softmax update of (acc, l_i, m_i) over keys lo..hi (log2 domain: exp2)."""
     for start in tl.range(lo, hi, BLOCK_N):
         start = tl.multiple_of(start, BLOCK_N)
         k = k_desc.load([row0 + start, 0])
@@ -74,38 +55,24 @@ def _attend(acc, l_i, m_i, q, k_desc, v_desc, row0, rows, lo, hi, seq_len, qk_sc
                 valid = valid & (rows[:, None] >= cols[None, :])
             qk = tl.where(valid, qk * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+            qk = qk - m_new[:, None]
         else:                          # scale folded into one multiply-add per element
             m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
-        if LAZY_RESCALE:
-            if tl.max(m_new - m_i, axis=0) > 8.0:
-                alpha = tl.math.exp2(m_i - m_new)
-                acc = acc * alpha[:, None]
-                l_i = l_i * alpha
-                m_i = m_new
-        else:
-            alpha = tl.math.exp2(m_i - m_new)
-            acc = acc * alpha[:, None]
-            l_i = l_i * alpha
-            m_i = m_new
-        if MASKED:
-            p = _exp2(qk - m_i[:, None], EXP2_FP16)
-        else:
-            p = _exp2(qk * qk_scale - m_i[:, None], EXP2_FP16)
-        l_i += tl.sum(p.to(tl.float32), axis=1)
+            qk = qk * qk_scale - m_new[:, None]
+        p = tl.math.exp2(qk)
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
         v = v_desc.load([row0 + start, 0])
-        acc = tl.dot(p.to(v.dtype), v, acc)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
     return acc, l_i, m_i
 
 
 @triton.jit
 def attention_kernel(q_desc, k_desc, v_desc, o_ptr, qk_scale, seq_len,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     CAUSAL: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                     EXP2_FP16: tl.constexpr):
-    if CAUSAL:                         # the longest rows first: a shorter tail wave
-        pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
-    else:
-        pid_m = tl.program_id(0)
+                     CAUSAL: tl.constexpr):
+    pid_m = tl.program_id(0)
     row0 = tl.program_id(1) * seq_len            # first row of this (batch, head)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     q = q_desc.load([row0 + pid_m * BLOCK_M, 0])
@@ -119,9 +86,9 @@ def attention_kernel(q_desc, k_desc, v_desc, o_ptr, qk_scale, seq_len,
         split = (seq_len // BLOCK_N) * BLOCK_N
         end = seq_len
     acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row0, rows, 0, split, seq_len,
-                            qk_scale, BLOCK_N, False, CAUSAL, LAZY_RESCALE, EXP2_FP16)
+                            qk_scale, BLOCK_N, False, CAUSAL)
     acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, row0, rows, split, end,
-                            seq_len, qk_scale, BLOCK_N, True, CAUSAL, LAZY_RESCALE, EXP2_FP16)
+                            seq_len, qk_scale, BLOCK_N, True, CAUSAL)
     out = acc / l_i[:, None]
     dims = tl.arange(0, HEAD_DIM)
     offs = (row0 + rows).to(tl.int64)[:, None] * HEAD_DIM + dims[None, :]
@@ -136,24 +103,20 @@ def _set_blocks(nargs: dict) -> None:
     nargs["v_desc"].block_shape = [nargs["BLOCK_N"], d]
 
 
-def attention_config(bm: int, bn: int, stages: int, warps: int, lazy_rescale: bool = False,
-                     exp2_fp16: bool = False) -> triton.Config:
+def attention_config(bm: int, bn: int, stages: int, warps: int) -> triton.Config:
     """One point of the search space; BLOCK_N must divide BLOCK_M (tile-aligned causal
-    split). `exp2_fp16` needs the GPU (inline PTX; the CPU interpreter has none)."""
+    split)."""
     if bm % bn:
         raise ValueError(f"attention: BLOCK_N {bn} must divide BLOCK_M {bm}")
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "LAZY_RESCALE": lazy_rescale,
-                          "EXP2_FP16": exp2_fp16},
-                         num_stages=stages, num_warps=warps, pre_hook=_set_blocks)
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=stages, num_warps=warps,
+                         pre_hook=_set_blocks)
 
 
-# Chosen by a sweep on the H200 at 4x16x4096x128 fp16 (`make sweep KERNEL=attention` and
-# KERNEL=attention_causal; reports/bench/sweep_attention*_NVIDIA_H200.md).
-CONFIGS = [attention_config(128, 64, 2, 4, lazy, exp16) for lazy in (False, True)
-           for exp16 in (False, True)]
-CONFIGS += [attention_config(128, 128, 3, 8, lazy, exp16) for lazy in (False, True)
-            for exp16 in (False, True)]
-CONFIGS += [attention_config(64, 64, 3, 4)]
+# The fastest points of the sweeps on the H200 at 4x16x4096x128 fp16, non-causal and
+# causal (`make sweep KERNEL=attention|attention_causal`,
+# reports/bench/sweep_attention*_NVIDIA_H200.md).
+CONFIGS = [attention_config(128, 64, 2, 4), attention_config(128, 128, 3, 8),
+           attention_config(64, 64, 3, 4), attention_config(256, 64, 3, 8)]
 
 attention_tuned = triton.autotune(
     configs=CONFIGS, key=["seq_len", "HEAD_DIM", "CAUSAL"])(attention_kernel)

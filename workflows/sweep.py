@@ -9,6 +9,12 @@ fails to compile, e.g. for lack of shared memory, or gives a wrong answer is lis
 the reason), then timed as `make bench` times: median of `triton.testing.do_bench`, L2
 cleared before each repetition. Results are written after every point, so a run cut
 short keeps what it measured: reports/bench/sweep_<kernel>_<gpu>.{json,md}.
+
+Order matters on a GPU that boosts its clock while cool: the first thing timed after a
+pause runs faster than the same thing a minute into a sweep (seen on the H200: SDPA
+835 us first, 935-940 us later). So the reference runs for --warmup-s seconds before
+anything is timed, and the torch points are timed again after the sweep ("again" rows):
+compare a config with the torch rows around it, not with the first one alone.
 """
 
 from __future__ import annotations
@@ -68,11 +74,11 @@ def attention_points(causal: bool) -> Iterator[Point]:
     for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
                     SDPBackend.CUDNN_ATTENTION):
         yield "sdpa", backend.name, lambda b=backend: sdpa(b)
-    shapes = [(128, 64, 2, 4), (128, 64, 3, 4), (128, 128, 3, 8), (64, 64, 3, 4),
-              (256, 64, 3, 8)]
-    for (bm, bn, stages, warps), lazy, exp16 in itertools.product(
-            shapes, [False, True], [False, True]):
-        config = at.attention_config(bm, bn, stages, warps, lazy, exp16)
+    space = [(128, bn, st, w) for bn, st, w in itertools.product([64, 128], [2, 3], [4, 8])]
+    space += [(256, 64, st, 8) for st in (2, 3)]
+    space += [(64, bn, st, 4) for bn, st in itertools.product([64, 32], [2, 3])]
+    for bm, bn, stages, warps in space:
+        config = at.attention_config(bm, bn, stages, warps)
         yield "triton", _label(config), _bind(lambda q, k, v, c: at.attention(q, k, v, causal, c),
                                               config)
 
@@ -137,7 +143,26 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sweep(kernel: str, limit: int | None, output: Path) -> dict[str, Any]:
+def warm_up(fn: Callable[[], Any], seconds: float) -> None:
+    """Keep the GPU busy with `fn` for `seconds`, so timing starts at steady clocks."""
+    import torch
+
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+
+
+def with_repeats(points: list[Point]) -> list[Point]:
+    """The torch points again after the others, to show any drift over the sweep."""
+    again = [(group, f"{label} (again)", build) for group, label, build in points
+             if group in ("torch", "sdpa")]
+    return points + again
+
+
+def sweep(kernel: str, limit: int | None, output: Path,
+          warmup_s: float) -> dict[str, Any]:
     import torch
     import triton
 
@@ -152,11 +177,13 @@ def sweep(kernel: str, limit: int | None, output: Path) -> dict[str, Any]:
            "shape": " x ".join("x".join(map(str, s)) for s in shapes),
            "flops": workload.cost(shapes, workload.dtype).flops, "points": []}
     stem = "sweep_" + kernel + "_" + re.sub(r"[^A-Za-z0-9]+", "_", doc["gpu"]).strip("_")
-    points = list(SPACES[kernel]())[:limit]
+    points = with_repeats(list(SPACES[kernel]())[:limit])
+    warm_up(lambda: workload.reference()(*inputs), warmup_s)
     for i, (group, label, build) in enumerate(points, 1):
         t0 = time.perf_counter()
         checked = None if group == UNCHECKED else ref
-        row = {"group": group, "label": label, **measure(build, inputs, checked, 1e-2)}
+        row = {"group": group, "label": label, "start_unix_s": time.time(),
+               **measure(build, inputs, checked, 1e-2)}
         doc["points"].append(row)
         shown = f"{row['time_ns'] / 1e3:,.1f} us" if "time_ns" in row else row["error"]
         print(f"[{i}/{len(points)}] {group} {label}: {shown} ({time.perf_counter() - t0:.1f} s)",
@@ -171,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kernel", choices=sorted(SPACES))
     p.add_argument("--limit", type=int, default=None, help="time only the first N points")
+    p.add_argument("--warmup-s", type=float, default=5.0,
+                   help="seconds of the reference before timing (steady clocks; default 5)")
     p.add_argument("-o", "--output", type=Path, default=Path("reports/bench"))
     args = p.parse_args(argv)
     import torch
@@ -179,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print("workflows.sweep: no CUDA GPU visible to torch", file=sys.stderr)
         return 3
     args.output.mkdir(parents=True, exist_ok=True)
-    doc = sweep(args.kernel, args.limit, args.output)
+    doc = sweep(args.kernel, args.limit, args.output, args.warmup_s)
     print(render(doc))
     return 0
 
