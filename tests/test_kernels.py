@@ -8,8 +8,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from kernels.gelu import gelu, gelu_reference  # noqa: E402
-from kernels.matmul_relu import (matmul_relu, persistent_config, tile_config,  # noqa: E402
-                                 tma_compatible)
+from kernels.matmul_relu import matmul_relu, persistent_config, tile_config, tma_compatible  # noqa: E402
 from tests.conftest import HAS_CUDA  # noqa: E402
 
 # Without a GPU these run in Triton's CPU interpreter (TRITON_INTERPRET=1, conftest.py);
