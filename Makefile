@@ -66,7 +66,8 @@ compute: ## KERNEL=name [VARIANT=v]: ncu counters per kernel -> reports/KERNEL/c
 	    --clock-control $(CLOCK_CONTROL) $(if $(VARIANT),--variant $(VARIANT)) \
 	    $(if $(LAUNCH_COUNT),--launch-count $(LAUNCH_COUNT)) --runs $(RUNS)
 	$(PY) -m analysis compute $(NCU_RUN)/ncu_raw.csv --meta $(NCU_RUN)/meta.json -o reports/$(KERNEL)
-	$(PY) -m analysis page reports/$(KERNEL)
+	$(if $(wildcard reports/$(KERNEL)/systems.json),$(PY) -m analysis page reports/$(KERNEL),\
+	    @echo "reports/$(KERNEL)/README.md needs the timeline too: make systems WORKLOAD=$(KERNEL)")
 
 bench: ## [WORKLOAD=a,b]: median times vs measured ceilings -> reports/bench/<gpu>.md
 	$(PY) -m workflows.bench $(if $(filter command line,$(origin WORKLOAD)),--workloads $(WORKLOAD)) \

@@ -47,16 +47,19 @@ class FakeTools:
     def __init__(self, handler):
         self.handler = handler
         self.calls: list[list[str]] = []
+        self.envs: list[dict[str, str] | None] = []
 
     def run(self, argv, **kw):
         import subprocess
 
         self.calls.append(list(argv))
+        self.envs.append(kw.get("env"))
         code, out = self.handler(list(argv))
         return subprocess.CompletedProcess(argv, code, stdout=out, stderr="")
 
     def popen(self, argv, **kw):
         self.calls.append(list(argv))
+        self.envs.append(kw.get("env"))
         code, out = self.handler(list(argv))
         return _FakeProc(code, out)
 

@@ -168,9 +168,26 @@ def test_ncu_capture_with_mocked_tool(monkeypatch, fake_tools, tmp_path: Path) -
     monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
     monkeypatch.setattr(ncu, "gpu_present", lambda: True)
     assert ncu.main(["gelu", "--variant", "triton", "--runs", str(tmp_path)]) == 0
-    assert calls[0][calls[0].index("--nvtx-include") + 1] == "profkit@gelu/triton/"
-    assert calls[0][-2:] == ["--variants", "triton"] and "--import" in calls[1]
+    pre, prof, imp = calls
+    # first the plain run that autotunes, then ncu reading its cached choices
+    assert pre[1:4] == ["-m", "workflows.runner", "gelu"] and pre[-2:] == ["--variants", "triton"]
+    assert pre[pre.index("--out") + 1].endswith("pretune")
+    assert fake_tools.envs[0]["TRITON_CACHE_AUTOTUNING"] == "1"
+    assert fake_tools.envs[1]["TRITON_CACHE_AUTOTUNING"] == "1"
+    assert prof[0] == "/opt/ncu"
+    assert prof[prof.index("--nvtx-include") + 1] == "profkit@gelu/triton/"
+    assert prof[-2:] == ["--variants", "triton"] and "--import" in imp
     assert (tmp_path / "gelu" / "latest-ncu" / "ncu_raw.csv").read_text() == '"ID"\n'
+
+
+def test_ncu_capture_without_pretune(monkeypatch, fake_tools, tmp_path: Path) -> None:
+    fake_tools.handler = lambda argv: (0, "==PROF== Report: profile.ncu-rep\n"
+                                       if "--import" not in argv else '"ID"\n')
+    monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
+    monkeypatch.setattr(ncu, "gpu_present", lambda: True)
+    assert ncu.main(["gelu", "--no-pretune", "--runs", str(tmp_path)]) == 0
+    assert [c[0] for c in fake_tools.calls] == ["/opt/ncu", "/opt/ncu"]
+    assert fake_tools.envs[0] is None
 
 
 def test_ncu_missing_exits_3(monkeypatch, tmp_path: Path, capsys) -> None:
@@ -222,9 +239,9 @@ def test_mixed_units_in_one_file(tmp_path: Path) -> None:
 
 def test_ncu_permission_error_from_the_tool_exits_3(monkeypatch, fake_tools, tmp_path: Path,
                                                     capsys) -> None:
-    fake_tools.handler = lambda argv: (1, "==ERROR== ERR_NVGPUCTRPERM - The user does not "
-                                          "have permission to access NVIDIA GPU Performance "
-                                          "Counters\n")
+    denied = (1, "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
+                 "NVIDIA GPU Performance Counters\n")
+    fake_tools.handler = lambda argv: denied if argv[0] == "/opt/ncu" else (0, "")
     monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
     monkeypatch.setattr(ncu, "gpu_present", lambda: True)
     assert ncu.main(["gelu", "--runs", str(tmp_path)]) == 3

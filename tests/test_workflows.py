@@ -139,13 +139,32 @@ def test_bench_roofline_and_render() -> None:
     assert bench.roofline_pct(10**9, 4 * 10**9, 2e-3, peaks) == pytest.approx(50.0)
     # compute-bound: 1.4e12 FLOPs at 700 TFLOP/s is a 2 ms floor; 2.5 ms measured -> 80%
     assert bench.roofline_pct(14 * 10**11, 10**6, 2.5e-3, peaks) == pytest.approx(80.0)
+    row = {"workload": "gelu", "dtype": "float32", "shape": "8192x8192", "bytes_per_s": 4.19e12,
+           "flops_per_s": 4.7e12, "pct_of_roofline": 90.0, "rel_error": 4e-8}
     doc = {"gpu": "NVIDIA H200", "driver": "580", "torch": "2.11", "triton": "3.6",
-           "ceilings": peaks, "results": [{
-               "workload": "gelu", "variant": "triton", "dtype": "float32",
-               "shape": "8192x8192", "time_ns": 128_000.0, "bytes_per_s": 4.19e12,
-               "flops_per_s": 4.7e12, "pct_of_roofline": 90.0, "rel_error": 4e-8}]}
+           "ceilings": peaks, "rounds": 3, "results": [
+               {**row, "variant": "triton", "time_ns": 128_000.0,
+                "round_times_ns": [127_000.0, 128_000.0, 131_000.0]},
+               {**row, "variant": "naive", "time_ns": 160_000.0},
+               {**row, "variant": "compiled", "time_ns": 130_000.0}]}
     md = bench.render(doc)
-    assert "| gelu | triton | 8192x8192 | 128.0 µs | 115.2 µs | 4,190 | 4.7 | 90.0% |" in md
+    assert ("| gelu | triton | 8192x8192 | 128.0 µs | 127.0-131.0 | 115.2 µs | 4,190 | 4.7 | "
+            "90.0% | 0.985x |") in md                     # against compiled, the fastest torch
+    assert "median over 3 interleaved rounds" in md
+
+
+def test_bench_rounds_interleave_variants(monkeypatch) -> None:
+    """Round r times every variant before round r + 1 starts (clock drift hits all alike)."""
+    triton = pytest.importorskip("triton")
+    from workflows import bench
+
+    order = []
+    monkeypatch.setattr(triton.testing, "do_bench",
+                        lambda fn, **kw: (fn(), float(len(order)))[1])
+    fns = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
+    times = bench.time_interleaved(fns, (), rounds=3)
+    assert order == ["a", "b"] * 3
+    assert times == {"a": [1.0, 3.0, 5.0], "b": [2.0, 4.0, 6.0]}
 
 
 def test_bench_selects_benchmark_workloads() -> None:

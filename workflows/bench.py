@@ -3,10 +3,10 @@ ceilings measured in the same run.
 
     python -m workflows.bench [--workloads a,b] [--size default] [-o reports/bench]
 
-Each variant is built, checked against the workload's reference (relative error), warmed
-up (compilation and autotuning happen there), then timed with
+Each variant is built, checked against the workload's reference (relative error), run once
+(compilation and autotuning happen there), then timed with
 `triton.testing.do_bench(..., return_mode="median")`, which times with CUDA events and
-clears the L2 cache before every repetition. Writes reports/bench/<gpu>.json (schema in
+clears the L2 cache before every repetition, in interleaved rounds (see ROUNDS). Writes reports/bench/<gpu>.json (schema in
 the issue tracker: gpu, driver, torch, triton, ceilings, results) and <gpu>.md.
 """
 
@@ -33,31 +33,54 @@ def roofline_pct(flops: int, min_bytes: int, seconds: float, peaks: dict[str, fl
     return 100.0 * attainable_s / seconds
 
 
-def bench_variant(workload: registry.Workload, variant: str, inputs: tuple, ref: Any,
-                  peaks: dict[str, float]) -> dict[str, Any]:
-    """One result row: correctness, median time, bytes/s, FLOP/s, % of roofline."""
+ROUNDS = 5
+"""Timing rounds per workload. Each round times every variant once, in turn: on a GPU
+whose clock follows its power limit (the H200 swings 1.5-1.98 GHz under load), variants
+timed back to back meet different clocks; taking each variant's median over interleaved
+rounds puts them on the same footing."""
+
+
+def build_variant(workload: registry.Workload, variant: str, inputs: tuple,
+                  ref: Any) -> tuple[Any, float]:
+    """The variant's callable, run once (compilation, autotuning) and checked: (fn, rel. error)."""
     import torch
-    import triton
 
     fn = workload.variants[variant]()
     out = fn(*inputs)
     torch.cuda.synchronize()
     err = float(torch.linalg.vector_norm((out.double() - ref.double()).flatten())
                 / torch.linalg.vector_norm(ref.double().flatten()))
-    ms = triton.testing.do_bench(lambda: fn(*inputs), warmup=50, rep=200,
-                                 return_mode="median")
+    return fn, err
+
+
+def time_interleaved(fns: dict[str, Any], inputs: tuple, rounds: int) -> dict[str, list[float]]:
+    """Per variant, the `do_bench` medians (ms) of `rounds` rounds that alternate variants."""
+    import triton
+
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(triton.testing.do_bench(lambda fn=fn: fn(*inputs), warmup=20,
+                                                       rep=60, return_mode="median"))
+    return times
+
+
+def result_row(workload: registry.Workload, variant: str, inputs: tuple, ms: list[float],
+               err: float, peaks: dict[str, float]) -> dict[str, Any]:
+    """One result row: median over rounds, spread, bytes/s, FLOP/s, % of roofline."""
     shapes = [tuple(t.shape) for t in inputs]
-    cost = workload.cost([tuple(s) for s in shapes], workload.dtype)
-    seconds = ms * 1e-3
+    cost = workload.cost(shapes, workload.dtype)
+    median_ms = sorted(ms)[len(ms) // 2]
+    seconds = median_ms * 1e-3
     return {"workload": workload.name, "variant": variant, "dtype": workload.dtype,
             "shape": " x ".join("x".join(map(str, s)) for s in shapes),
-            "time_ns": ms * 1e6, "bytes_per_s": cost.min_bytes / seconds,
+            "time_ns": median_ms * 1e6, "bytes_per_s": cost.min_bytes / seconds,
             "flops_per_s": cost.flops / seconds,
             "pct_of_roofline": roofline_pct(cost.flops, cost.min_bytes, seconds, peaks),
-            "rel_error": err}
+            "rel_error": err, "round_times_ns": [t * 1e6 for t in ms]}
 
 
-def run(names: list[str], size: str) -> dict[str, Any]:
+def run(names: list[str], size: str, rounds: int = ROUNDS) -> dict[str, Any]:
     import torch
     import triton
 
@@ -72,36 +95,59 @@ def run(names: list[str], size: str) -> dict[str, Any]:
         workload = registry.get(name)
         inputs = workload.make_inputs(workload.shapes(size), workload.dtype, "cuda")
         ref = workload.reference()(*inputs)
-        for variant in workload.variants:
-            row = bench_variant(workload, variant, inputs, ref, peaks)
-            log.info("%s/%s: %.1f us, %.0f GB/s, %.1f%% of roofline", name, variant,
-                     row["time_ns"] / 1e3, row["bytes_per_s"] / 1e9, row["pct_of_roofline"])
+        built = {v: build_variant(workload, v, inputs, ref) for v in workload.variants}
+        times = time_interleaved({v: fn for v, (fn, _) in built.items()}, inputs, rounds)
+        for variant, (_, err) in built.items():
+            row = result_row(workload, variant, inputs, times[variant], err, peaks)
+            log.info("%s/%s: %.1f us (rounds %.1f-%.1f), %.0f GB/s, %.1f%% of roofline",
+                     name, variant, row["time_ns"] / 1e3, min(times[variant]) * 1e3,
+                     max(times[variant]) * 1e3, row["bytes_per_s"] / 1e9,
+                     row["pct_of_roofline"])
             results.append(row)
-        del inputs, ref
+        del inputs, ref, built
         torch.cuda.empty_cache()
     return {"gpu": torch.cuda.get_device_name(0), "driver": driver_version(),
             "torch": torch.__version__, "triton": triton.__version__, "ceilings": peaks,
-            "results": results}
+            "rounds": rounds, "results": results}
+
+
+def fastest_torch(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Per workload, the fastest time among its torch variants (all but `triton`)."""
+    best: dict[str, float] = {}
+    for r in results:
+        if r["variant"] != "triton":
+            best[r["workload"]] = min(best.get(r["workload"], float("inf")), r["time_ns"])
+    return best
 
 
 def render(doc: dict[str, Any]) -> str:
     c = doc["ceilings"]
+    rounds = doc.get("rounds", 1)
     lines = [f"# Benchmarks on {doc['gpu']}", "",
              f"Driver {doc['driver']}, torch {doc['torch']}, triton {doc['triton']}. Ceilings "
              f"measured in the same run ({c['method']}): copy "
              f"{c['copy_bytes_per_s'] / 1e9:,.0f} GB/s, fp16 GEMM "
-             f"{c['fp16_gemm_flops_per_s'] / 1e12:,.0f} TFLOP/s. Times: median of "
-             "`triton.testing.do_bench` (CUDA events, L2 cleared before each repetition). "
+             f"{c['fp16_gemm_flops_per_s'] / 1e12:,.0f} TFLOP/s. Times: median over {rounds} "
+             "interleaved rounds (each round times every variant of the workload in turn) of "
+             "`triton.testing.do_bench` medians (CUDA events, L2 cleared before each "
+             "repetition); the range column shows the fastest and slowest round. "
              "Floor = the larger of minimal bytes / copy bandwidth and FLOPs / GEMM rate; "
-             "% of roofline = floor / time.", "",
-             "| workload | variant | shape | time | floor | GB/s | TFLOP/s | % of roofline | "
-             "rel. error |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "% of roofline = floor / time; vs torch = time / the fastest torch variant's "
+             "(naive, builtin or compiled).", "",
+             "| workload | variant | shape | time | rounds | floor | GB/s | TFLOP/s | "
+             "% of roofline | vs torch | rel. error |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    best = fastest_torch(doc["results"])
     for r in doc["results"]:
         floor_ns = r["time_ns"] * r["pct_of_roofline"] / 100
+        spread = r.get("round_times_ns") or [r["time_ns"]]
+        vs = f"{r['time_ns'] / best[r['workload']]:.3f}x" if r["workload"] in best else "n/a"
         lines.append(f"| {r['workload']} | {r['variant']} | {r['shape']} | "
-                     f"{r['time_ns'] / 1e3:,.1f} µs | {floor_ns / 1e3:,.1f} µs | "
+                     f"{r['time_ns'] / 1e3:,.1f} µs | "
+                     f"{min(spread) / 1e3:,.1f}-{max(spread) / 1e3:,.1f} | "
+                     f"{floor_ns / 1e3:,.1f} µs | "
                      f"{r['bytes_per_s'] / 1e9:,.0f} | {r['flops_per_s'] / 1e12:,.1f} | "
-                     f"{r['pct_of_roofline']:.1f}% | {r['rel_error']:.1e} |")
+                     f"{r['pct_of_roofline']:.1f}% | {vs} | {r['rel_error']:.1e} |")
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", default=",".join(
         n for n, w in registry.REGISTRY.items() if w.bench))
     p.add_argument("--size", default="default", choices=["default", "small"])
+    p.add_argument("--rounds", type=int, default=ROUNDS,
+                   help=f"interleaved timing rounds per workload (default {ROUNDS})")
     p.add_argument("-o", "--output", type=Path, default=Path("reports/bench"))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
@@ -119,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("workflows.bench: no CUDA GPU visible to torch", file=sys.stderr)
         return 3
-    doc = run([n for n in args.workloads.split(",") if n], args.size)
+    doc = run([n for n in args.workloads.split(",") if n], args.size, args.rounds)
     stem = re.sub(r"[^A-Za-z0-9]+", "_", doc["gpu"]).strip("_")
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
