@@ -6,8 +6,10 @@ ceilings measured in the same run.
 Each variant is built, checked against the workload's reference (relative error), run once
 (compilation and autotuning happen there), then timed with
 `triton.testing.do_bench(..., return_mode="median")`, which times with CUDA events and
-clears the L2 cache before every repetition, in interleaved rounds (see ROUNDS). Writes reports/bench/<gpu>.json (schema in
-the issue tracker: gpu, driver, torch, triton, ceilings, results) and <gpu>.md.
+clears the L2 cache before every repetition, in interleaved rounds (see ROUNDS). Writes
+reports/bench/<gpu>.json (schema in the issue tracker: gpu, driver, torch, triton,
+ceilings, results; plus rounds, and per result its round times and relative error) and
+<gpu>.md.
 """
 
 from __future__ import annotations
