@@ -18,7 +18,6 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.tuning import launch_options, sm_count
 
@@ -67,13 +66,21 @@ def matmul_relu_tile(a_ptr, b_ptr, c_ptr, M, N, K,
 
 
 @triton.jit
-def matmul_relu_persistent(a_desc, b_desc, c_desc, M, N, K,
+def matmul_relu_persistent(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                            BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                            NUM_SMS: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
-    """Persistent tiles through TMA descriptors; C's descriptor block is BLOCK_N / 2 wide
-    when SPLIT_EPILOGUE (two half-tile stores need half the staging shared memory, which
-    leaves room for one more pipeline stage)."""
+    """Persistent tiles through TMA descriptors made on the device: their block shapes are
+    the config's, so autotuning needs no host-side hook and Triton can cache its choice
+    (TRITON_CACHE_AUTOTUNING; the ncu path relies on it). With SPLIT_EPILOGUE, C is
+    stored in two half tiles: half the staging shared memory, room for one more stage."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
+                                       block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
+                                       block_shape=[BLOCK_K, BLOCK_N])
+    C_BLOCK_N: tl.constexpr = BLOCK_N // 2 if SPLIT_EPILOGUE else BLOCK_N
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                       block_shape=[BLOCK_M, C_BLOCK_N])
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -90,30 +97,21 @@ def matmul_relu_persistent(a_desc, b_desc, c_desc, M, N, K,
         tile_c += NUM_SMS
         pid_m, pid_n = _tile_coords(tile_c, num_pid_m, num_pid_n, GROUP_M)
         acc = tl.maximum(acc, 0.0)                  # the fused ReLU
+        out_ty = c_ptr.dtype.element_ty
         if SPLIT_EPILOGUE:
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
             left, right = tl.split(halves)
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(c_desc.dtype))
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2],
-                         right.to(c_desc.dtype))
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(out_ty))
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(out_ty))
         else:
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
-
-
-def _set_blocks(nargs: dict) -> None:
-    """Autotune pre-hook: descriptor block shapes follow the config being tried."""
-    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-    nargs["a_desc"].block_shape = [bm, bk]
-    nargs["b_desc"].block_shape = [bk, bn]
-    nargs["c_desc"].block_shape = [bm, bn // 2 if nargs["SPLIT_EPILOGUE"] else bn]
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(out_ty))
 
 
 def persistent_config(bm: int, bn: int, bk: int, stages: int, warps: int,
                       split: bool = False) -> triton.Config:
     """One point of the persistent kernel's search space."""
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8,
-                          "SPLIT_EPILOGUE": split}, num_stages=stages, num_warps=warps,
-                         pre_hook=_set_blocks)
+                          "SPLIT_EPILOGUE": split}, num_stages=stages, num_warps=warps)
 
 
 def tile_config(bm: int, bn: int, bk: int, stages: int, warps: int) -> triton.Config:
@@ -153,19 +151,20 @@ def _launch_persistent(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
     M, K = a.shape
     N = b.shape[1]
     sms = sm_count(a.device)
-    # Placeholder block shapes: the autotune pre-hook (or _set_blocks below) sets them.
-    descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]
+    # Device-side descriptors live in a scratch buffer Triton asks for at launch.
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(
+        size, device=a.device, dtype=torch.int8))
 
     def grid(meta: dict) -> tuple[int]:
         tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
         return (min(sms, tiles),)
 
+    args = (a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0))
     if config is None:
-        matmul_relu_persistent_tuned[grid](*descs, M, N, K, NUM_SMS=sms)
-        return
-    _set_blocks({"a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2], **config.kwargs})
-    matmul_relu_persistent[grid(config.kwargs)](*descs, M, N, K, NUM_SMS=sms,
-                                                **launch_options(config, a.device))
+        matmul_relu_persistent_tuned[grid](*args, NUM_SMS=sms)
+    else:
+        matmul_relu_persistent[grid(config.kwargs)](*args, NUM_SMS=sms,
+                                                    **launch_options(config, a.device))
 
 
 def _launch_tiles(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,

@@ -12,7 +12,7 @@ from tests.conftest import DATA
 
 EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default",
            "graph_break/trace", "launch_bound/trace", "add_relu/trace",
-           "softmax/trace", "row_sum/trace", "layernorm/trace",
+           "softmax/trace", "row_sum/trace", "layernorm/trace", "attention/trace",
            "reference/gelu_first/trace", "reference/matmul_relu_first/trace"]
 VERSIONS = ["2023.4", "2025.3"]
 

@@ -13,7 +13,10 @@ Triton autotuning is done before profiling, in one plain run of the workload wit
 TRITON_CACHE_AUTOTUNING=1, and the profiled run reads the cached choices: tuned under
 ncu, every candidate pays ncu's per-launch overhead, and on the H200 the matmul_relu
 autotuner then picked a 4-warp tile that ran 311 us in the replay where its normal choice
-runs in about 195 us. `--no-pretune` skips this (the profiled run then tunes itself).
+runs in about 195 us. Triton caches only configs without a pre_hook: kernels whose
+configs carry one (host-side TMA descriptors, kernels/attention.py) still tune under ncu,
+and TRITON_PRINT_AUTOTUNING=1 makes the log say so ("Triton autotuning for function ..."
+in the profiled run). `--no-pretune` skips this (the profiled run then tunes itself).
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ def check_output(output: str, nvtx_include: str, meta_path: Path) -> None:
                         f"ranges this run opened: {ranges}", exit_code=2)
 
 
-PRETUNE_ENV = {"TRITON_CACHE_AUTOTUNING": "1"}
+PRETUNE_ENV = {"TRITON_CACHE_AUTOTUNING": "1", "TRITON_PRINT_AUTOTUNING": "1"}
 
 
 def pretune(command: list[str]) -> dict[str, str]:
