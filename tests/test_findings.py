@@ -79,7 +79,7 @@ def test_compute_findings_on_real_csv() -> None:
     meta = json.loads((DATA / "ncu" / "matmul_relu_meta.json").read_text())
     doc = compute.build(ncu_csv.load(DATA / "ncu" / "matmul_relu_raw.csv"), meta)
     rules = {(f["rule"], f["kernel"]) for f in doc["findings"]}
-    assert ("compute_bound", "matmul_relu_tile") in rules
+    assert ("compute_bound", "matmul_relu_persistent") in rules
     assert ("latency_bound", "triton_poi_fused_relu_0") in rules
     assert any(r == "excess_dram_traffic" for r, _ in rules)
     sev = [findings.SEVERITY_ORDER[f["severity"]] for f in doc["findings"]]
