@@ -170,3 +170,43 @@ def test_bench_rounds_interleave_variants(monkeypatch) -> None:
 def test_bench_selects_benchmark_workloads() -> None:
     names = [n for n, w in registry.REGISTRY.items() if w.bench]
     assert "graph_break" not in names and {"gelu", "softmax", "matmul_relu"} <= set(names)
+
+
+def test_sweep_spaces_and_render() -> None:
+    pytest.importorskip("triton")
+    from workflows import sweep
+
+    points = sweep.with_repeats(list(sweep.SPACES["attention_causal"]()))
+    labels = [label for _, label, _ in points]
+    assert labels[0] == "default dispatch" and labels[-1] == "CUDNN_ATTENTION (again)"
+    for group, label, _ in points:                   # the causal split needs BLOCK_N | BLOCK_M
+        if group == "triton":
+            meta = dict(kv.split("=") for kv in label.split(", "))
+            assert int(meta["BLOCK_M"]) % int(meta["BLOCK_N"]) == 0
+    doc = {"kernel": "k", "gpu": "G", "driver": "d", "torch": "t", "triton": "3",
+           "dtype": "float16", "shape": "s", "flops": 2e12, "points": [
+               {"group": "torch", "label": "ref", "time_ns": 2e6},
+               {"group": sweep.UNCHECKED, "label": "gemm", "time_ns": 1e6},
+               {"group": "triton", "label": "a", "time_ns": 1.5e6},
+               {"group": "triton", "label": "b", "error": "OutOfResources: shared memory"}]}
+    md = sweep.render(doc)
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "µs" in line]
+    assert [r.split(" | ")[1] for r in rows] == ["gemm", "a", "ref"]       # fastest first
+    assert "| 1,500.0 µs | 1,333 | 0.750 |" in rows[1]   # ratio to torch, not to the GEMM
+    assert "- triton b: OutOfResources: shared memory" in md
+
+
+def test_unpack_xz_writes_once(tmp_path: Path) -> None:
+    import lzma
+    import os
+
+    from analysis.io import unpack_xz
+
+    packed = tmp_path / "s" / "trace.sqlite.xz"
+    packed.parent.mkdir()
+    packed.write_bytes(lzma.compress(b"SQLite format 3\x00" + bytes(1000)))
+    assert unpack_xz(tmp_path) == [tmp_path / "s" / "trace.sqlite"]
+    assert (tmp_path / "s" / "trace.sqlite").read_bytes()[:6] == b"SQLite"
+    assert unpack_xz(tmp_path) == []                  # up to date: left alone
+    os.utime(packed, (2e9, 2e9))                      # a newer archive is unpacked again
+    assert unpack_xz(tmp_path) == [tmp_path / "s" / "trace.sqlite"]
