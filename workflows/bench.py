@@ -24,6 +24,7 @@ from typing import Any
 
 from workflows import ceilings as gpu_ceilings
 from workflows import workloads as registry
+from workflows.runner import rel_error
 
 log = logging.getLogger("workflows.bench")
 
@@ -50,9 +51,7 @@ def build_variant(workload: registry.Workload, variant: str, inputs: tuple,
     fn = workload.variants[variant]()
     out = fn(*inputs)
     torch.cuda.synchronize()
-    err = float(torch.linalg.vector_norm((out.double() - ref.double()).flatten())
-                / torch.linalg.vector_norm(ref.double().flatten()))
-    return fn, err
+    return fn, rel_error(out, ref)
 
 
 def time_interleaved(fns: dict[str, Any], inputs: tuple, rounds: int) -> dict[str, list[float]]:

@@ -64,7 +64,7 @@ def driver_version() -> str | None:
         return None
 
 
-def _rel_error(out: Any, ref: Any) -> float:
+def rel_error(out: Any, ref: Any) -> float:
     """||out - ref|| / ||ref|| in float64; NaN anywhere gives inf (never passes)."""
     import torch
 
@@ -96,7 +96,7 @@ def prepare(workload: registry.Workload, variants: list[str], inputs: tuple,
         for _ in range(WARMUP_CALLS):
             out = fn(*inputs)
         torch.cuda.synchronize()
-        errors[name] = _rel_error(out, ref)
+        errors[name] = rel_error(out, ref)
         log.info("prepared %s/%s in %.1f s (rel. error %.2e)", workload.name, name,
                  time.perf_counter() - t0, errors[name])
         fns[name] = fn

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workflows import workloads as registry
+from workflows.runner import rel_error
 
 Point = tuple[str, str, Callable[[], Callable[..., Any]]]   # (group, label, build)
 UNCHECKED = "torch, unchecked"     # a point of another op (the GEMM alone): timed, not checked
@@ -112,9 +113,7 @@ def measure(build: Callable[[], Callable[..., Any]], inputs: tuple, ref: Any,
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - a config that cannot run is a result too
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
-    err = None if ref is None else float(
-        torch.linalg.vector_norm((out.double() - ref.double()).flatten())
-        / torch.linalg.vector_norm(ref.double().flatten()))
+    err = None if ref is None else rel_error(out, ref)
     if err is not None and not err < tol:
         return {"error": f"wrong result: relative error {err:.2e}", "rel_error": err}
     ms = triton.testing.do_bench(lambda: fn(*inputs), warmup=25, rep=100,
