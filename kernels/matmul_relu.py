@@ -6,10 +6,10 @@ to HBM):
 
 - `matmul_relu_persistent`: the Hopper form. One program per SM walks the output tiles
   (grouped order, so the GROUP_M row panels sharing a B column panel are read while they
-  are still in L2); A, B and C move through tensor descriptors (TMA: bulk copies into
-  shared memory, out-of-bounds rows and columns zero-filled on load and clipped on store,
-  so no masks). Used when both inputs have unit inner stride and 16-byte aligned rows,
-  which TMA requires.
+  are still in L2); A, B and C move through tensor descriptors made on the device (TMA:
+  bulk copies into shared memory, out-of-bounds rows and columns zero-filled on load and
+  clipped on store, so no masks). Used when both inputs have unit inner stride and
+  16-byte aligned rows, which TMA requires.
 - `matmul_relu_tile`: one program per tile with masked pointer loads, for any strides.
 """
 
@@ -120,9 +120,9 @@ def tile_config(bm: int, bn: int, bk: int, stages: int, warps: int) -> triton.Co
                          num_stages=stages, num_warps=warps)
 
 
-# The five fastest of the sweep on the H200 at 4096^3 fp16 (`make sweep KERNEL=matmul_relu`,
-# reports/bench/sweep_matmul_relu_NVIDIA_H200.md): 183-208 us against torch's 198 us, plus
-# 64-row tiles for shapes with few tiles.
+# The fastest of the sweeps on the H200 at 4096^3 fp16 (`make sweep KERNEL=matmul_relu`,
+# reports/bench/sweep_matmul_relu_NVIDIA_H200.md: 193-210 us there, torch's relu(a @ b)
+# 198-219 us), plus 64-row tiles for shapes with few tiles.
 PERSISTENT_CONFIGS = [persistent_config(128, 256, 64, 4, 8, True),
                       persistent_config(128, 256, 64, 3, 8, True),
                       persistent_config(128, 128, 64, 5, 4),
