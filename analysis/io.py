@@ -14,22 +14,27 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from analysis.errors import InputError, ToolMissing
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and a rename."""
+def _replace_atomically(path: Path, fill: Callable[[IO[bytes]], object]) -> None:
+    """Have `fill` write a temporary file in `path`'s folder, then rename it to `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fill(fh)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and a rename."""
+    _replace_atomically(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
 def unpack_xz(root: Path) -> list[Path]:
@@ -44,14 +49,8 @@ def unpack_xz(root: Path) -> list[Path]:
         plain = packed.with_suffix("")
         if plain.is_file() and plain.stat().st_mtime >= packed.stat().st_mtime:
             continue
-        fd, tmp = tempfile.mkstemp(prefix=f".{plain.name}.", dir=plain.parent)
-        try:
-            with os.fdopen(fd, "wb") as dst, lzma.open(packed) as src:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            os.replace(tmp, plain)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with lzma.open(packed) as src:
+            _replace_atomically(plain, lambda dst, src=src: shutil.copyfileobj(src, dst, 1 << 20))
         written.append(plain)
     return written
 

@@ -112,6 +112,11 @@ def run(names: list[str], size: str, rounds: int = ROUNDS) -> dict[str, Any]:
             "rounds": rounds, "results": results}
 
 
+def file_stem(gpu: str) -> str:
+    """The GPU's name as a file name: `NVIDIA H200` -> `NVIDIA_H200`."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", gpu).strip("_")
+
+
 def fastest_torch(results: list[dict[str, Any]]) -> dict[str, float]:
     """Per workload, the fastest time among its torch variants (all but `triton`)."""
     best: dict[str, float] = {}
@@ -169,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print("workflows.bench: no CUDA GPU visible to torch", file=sys.stderr)
         return 3
     doc = run([n for n in args.workloads.split(",") if n], args.size, args.rounds)
-    stem = re.sub(r"[^A-Za-z0-9]+", "_", doc["gpu"]).strip("_")
+    stem = file_stem(doc["gpu"])
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
     (args.output / f"{stem}.md").write_text(render(doc))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from workflows import workloads as registry
+from workflows.bench import file_stem
 from workflows.runner import rel_error
 
 Point = tuple[str, str, Callable[[], Callable[..., Any]]]   # (group, label, build)
@@ -175,7 +175,7 @@ def sweep(kernel: str, limit: int | None, output: Path,
            "torch": torch.__version__, "triton": triton.__version__, "dtype": workload.dtype,
            "shape": " x ".join("x".join(map(str, s)) for s in shapes),
            "flops": workload.cost(shapes, workload.dtype).flops, "points": []}
-    stem = "sweep_" + kernel + "_" + re.sub(r"[^A-Za-z0-9]+", "_", doc["gpu"]).strip("_")
+    stem = f"sweep_{kernel}_{file_stem(doc['gpu'])}"
     points = with_repeats(list(SPACES[kernel]())[:limit])
     warm_up(lambda: workload.reference()(*inputs), warmup_s)
     for i, (group, label, build) in enumerate(points, 1):
