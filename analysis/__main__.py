@@ -6,6 +6,7 @@
     python -m analysis page DIR [--workload NAME]
     python -m analysis diff A B [--threshold PCT] [-o DIFF.md]
     python -m analysis demo [DATA] [-o OUT]
+    python -m analysis scrub IN.sqlite OUT.sqlite
 
 `systems` writes DIR/systems.json (schema systems/1), DIR/systems.md and two plots
 (time_per_iter.png, timeline.png); `compute` writes DIR/compute.json (compute/1),
@@ -134,6 +135,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 1 if result["regressions"] else 0
 
 
+def cmd_scrub(args: argparse.Namespace) -> int:
+    from analysis.scrub import scrub
+
+    counts = scrub(Path(args.input), Path(args.output))
+    print(f"wrote {args.output}: blanked {counts['environment_blocks']} environment "
+          f"block(s), {counts['environment_rows']} environment row(s), shortened "
+          f"{counts['paths']} path value(s); rank variables kept")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from analysis.demo import render_all
 
@@ -167,6 +178,11 @@ def parser() -> argparse.ArgumentParser:
                    help="percent slower per iteration that counts as a regression (5)")
     d.add_argument("-o", "--output", help="also write the diff as markdown here")
     d.set_defaults(func=cmd_diff)
+    x = sub.add_parser("scrub", help="a copy of an export safe to share: no environment, "
+                       "same numbers")
+    x.add_argument("input", help="IN.sqlite (never modified)")
+    x.add_argument("output", help="OUT.sqlite")
+    x.set_defaults(func=cmd_scrub)
     m = sub.add_parser("demo", help="render every committed capture (no GPU needed)")
     m.add_argument("data", nargs="?", default="tests/data")
     m.add_argument("-o", "--output", default="runs/demo")

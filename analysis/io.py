@@ -12,24 +12,46 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 from analysis.errors import InputError, ToolMissing
 
 
-def _replace_atomically(path: Path, fill: Callable[[IO[bytes]], object]) -> None:
-    """Have `fill` write a temporary file in `path`'s folder, then rename it to `path`."""
+def _plain_mode() -> int:
+    """The permissions a plain `open(path, "w")` would give: 0o666 less the umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+@contextmanager
+def atomic_path(path: Path, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path in `path`'s folder; on success rename it to `path`.
+
+    The file gets a plain file's permissions (mkstemp's are 0600, which would hide reports
+    from teammates on a shared machine); on failure the temporary file is removed.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix,
+                                dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fill(fh)
+        yield tmp
+        os.chmod(tmp, _plain_mode())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def _replace_atomically(path: Path, fill: Callable[[IO[bytes]], object]) -> None:
+    """Have `fill` write a temporary file in `path`'s folder, then rename it to `path`."""
+    with atomic_path(path) as tmp, tmp.open("wb") as fh:
+        fill(fh)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -116,25 +138,23 @@ def ncu_rep_to_csv(report: Path, workdir: Path) -> Path:
     return out
 
 
+class _NotDrawn(Exception):
+    """The plot had nothing to show: leave no file."""
+
+
 def write_png(out: Path, name: str, draw: Callable[[Path], Path | None]) -> str | None:
     """Draw a plot through a temporary file and rename it to out/name; None if not drawn."""
-    out.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".png", dir=out)
-    os.close(fd)
     try:
-        if draw(Path(tmp)) is None:
-            Path(tmp).unlink(missing_ok=True)
-            return None
-        os.replace(tmp, out / name)
+        with atomic_path(out / name, suffix=".png") as tmp:
+            if draw(tmp) is None:
+                raise _NotDrawn
         return name
+    except _NotDrawn:
+        return None
     except ImportError:             # matplotlib is optional: reports without plots
-        Path(tmp).unlink(missing_ok=True)
         print(f"analysis: matplotlib is not installed, {name} skipped "
               "(pip install matplotlib)", file=sys.stderr)
         return None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def load_json_doc(path: Path, schema: str) -> dict[str, Any]:
