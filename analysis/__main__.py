@@ -23,16 +23,16 @@ Inputs are never modified; outputs are written to a temporary file and renamed.
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from analysis import compute, diff, systems
-from analysis.errors import InputError, ToolMissing
-from analysis.io import (
+from . import compute, diff, systems
+from .documents import ComputeDoc, SystemsDoc, to_json
+from .errors import InputError, ToolkitError
+from .io import (
     load_json_doc,
     load_meta,
     ncu_rep_to_csv,
@@ -40,16 +40,16 @@ from analysis.io import (
     write_atomic,
     write_png,
 )
-from analysis.load import ncu_csv, nsys_sqlite, torch_logs
-from analysis.render import plots
-from analysis.render.compute_md import render_compute
-from analysis.render.markdown import render_systems
-from analysis.render.page import render_page
+from .load import ncu_csv, nsys_sqlite, torch_logs
+from .render import plots
+from .render.compute_md import render_compute
+from .render.markdown import render_systems
+from .render.page import render_page
 
 PROGRESS_BYTES = 20 << 20   # say what is happening when a trace is larger than this
 
 
-def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None) -> dict[str, Any]:
+def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None) -> SystemsDoc:
     """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys)."""
     meta = load_meta(meta_path)
     events = torch_logs.load(logs) if logs else None
@@ -63,9 +63,9 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None) -> dict[
         return systems.build(export, meta, events)
 
 
-def write_report(out: Path, stem: str, doc: dict[str, Any], markdown: str, what: str) -> int:
+def write_report(out: Path, stem: str, doc: Any, markdown: str, what: str) -> int:
     """DIR/<stem>.json and DIR/<stem>.md, atomically; say where they went."""
-    write_atomic(out / f"{stem}.json", json.dumps(doc, indent=2) + "\n")
+    write_atomic(out / f"{stem}.json", to_json(doc))
     write_atomic(out / f"{stem}.md", markdown)
     print(f"wrote {out / (stem + '.md')} and {out / (stem + '.json')} ({what})")
     return 0
@@ -80,7 +80,7 @@ def cmd_systems(args: argparse.Namespace) -> int:
         ("timeline", "timeline.png", plots.timeline_png))
         if write_png(out, name, lambda p, d=draw: d(doc, p))}
     return write_report(out, "systems", doc, render_systems(doc, images),
-                        f"{len(doc['ranges'])} ranges")
+                        f"{len(doc.ranges)} ranges")
 
 
 def cmd_compute(args: argparse.Namespace) -> int:
@@ -94,30 +94,30 @@ def cmd_compute(args: argparse.Namespace) -> int:
     out = Path(args.output)
     png = write_png(out, "roofline.png", lambda p: plots.roofline_png(doc, p))
     return write_report(out, "compute", doc, render_compute(doc, png),
-                        f"{len(doc['kernels'])} kernel launches")
+                        f"{len(doc.kernels)} kernel launches")
 
 
 def cmd_page(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
-    sysdoc = load_json_doc(folder / "systems.json", "systems/1")
+    sysdoc = load_json_doc(folder / "systems.json", SystemsDoc)
     comp = folder / "compute.json"
-    compdoc = load_json_doc(comp, "compute/1") if comp.exists() else None
+    compdoc = load_json_doc(comp, ComputeDoc) if comp.exists() else None
     images = {kind: name for kind, name in (("time", "time_per_iter.png"),
                                             ("timeline", "timeline.png"),
                                             ("roofline", "roofline.png"))
               if (folder / name).exists()}
-    workload = args.workload or (sysdoc.get("run") or {}).get("workload") or folder.name
+    workload = args.workload or (sysdoc.run or {}).get("workload") or folder.name
     write_atomic(folder / "README.md", render_page(sysdoc, compdoc, images, workload))
     print(f"wrote {folder / 'README.md'}")
     return 0
 
 
-def run_doc(path: Path) -> dict[str, Any]:
+def run_doc(path: Path) -> SystemsDoc:
     """A systems/1 document from a JSON file, a report folder or a run folder."""
     if path.is_file():
-        return load_json_doc(path, "systems/1")
+        return load_json_doc(path, SystemsDoc)
     if (path / "systems.json").is_file():
-        return load_json_doc(path / "systems.json", "systems/1")
+        return load_json_doc(path / "systems.json", SystemsDoc)
     if (path / "trace.sqlite").is_file():
         meta, logs = path / "meta.json", path / "torch_logs.txt"
         return systems_doc(path / "trace.sqlite", meta if meta.exists() else None,
@@ -136,7 +136,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_scrub(args: argparse.Namespace) -> int:
-    from analysis.scrub import scrub
+    from .scrub import scrub
 
     counts = scrub(Path(args.input), Path(args.output))
     print(f"wrote {args.output}: blanked {counts['environment_blocks']} environment "
@@ -146,7 +146,7 @@ def cmd_scrub(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from analysis.demo import render_all
+    from .demo import render_all
 
     render_all(Path(args.data), Path(args.output))
     return 0
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (InputError, ToolMissing) as exc:
+    except ToolkitError as exc:
         print(f"analysis: {exc}", file=sys.stderr)
         return exc.exit_code
     except sqlite3.DatabaseError as exc:

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis.io import unpack_xz
+from .io import unpack_xz
 
 TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME")
@@ -84,7 +84,9 @@ def peak_child(argv: list[str]) -> tuple[float, float]:
 
 def measure(trace: Path, nsys: str | None, work: Path) -> dict:
     """Time the analysis (and nsys stats) on one trace; check they agree."""
-    from analysis.nsys_reference import mismatches
+    from .documents import SystemsDoc
+    from .io import load_json_doc
+    from .nsys_reference import mismatches
 
     row: dict = {}
     row["analysis_s"], row["analysis_rss_mib"] = peak_child(
@@ -95,7 +97,7 @@ def measure(trace: Path, nsys: str | None, work: Path) -> dict:
             [nsys, "stats", "--report", "nvtx_kern_sum:base", "--report", "nvtx_gpu_proj_sum",
              "--format", "csv", "--force-overwrite", "true", "--output", str(base), str(trace)])
         row["ratio"] = row["analysis_s"] / row["nsys_stats_s"]
-        doc = json.loads((work / "out" / "systems.json").read_text())
+        doc = load_json_doc(work / "out" / "systems.json", SystemsDoc)
         diffs = mismatches(doc, Path(f"{base}_nvtx_kern_sum_base.csv"),
                            Path(f"{base}_nvtx_gpu_proj_sum.csv"))
         row["same_numbers"] = not diffs

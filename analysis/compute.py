@@ -1,6 +1,6 @@
-"""Build the `compute/1` report (DESIGN.md) from an Nsight Compute raw CSV.
+"""Build the `compute/1` document (documents.ComputeDoc) from an Nsight Compute raw CSV.
 
-Pure: loaded CSV + optional meta.json -> JSON-ready dict. `kernels` holds one entry per
+Pure: loaded CSV + optional meta.json -> typed document. `kernels` holds one entry per
 profiled launch in launch order; `ranges` per-range totals per iteration with roofline
 placement; `ceilings` the peaks used and where they come from. Durations come from
 Nsight Compute's replay (caches flushed, one kernel at a time): prefer Nsight Systems
@@ -9,24 +9,22 @@ for time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import pandas as pd
 
-from analysis import findings as rules
-from analysis import roofline
-from analysis.load.ncu_csv import NcuData
+from . import roofline, rules
+from .documents import Ceilings, ComputeDoc, ComputeRange, ComputeSource, KernelLaunch, Meta
+from .load.ncu_csv import NcuData
+from .systems import as_meta
 
-SCHEMA = "compute/1"
-KERNEL_FIELDS = ["range", "name", "duration_ns", "dram_read_bytes", "dram_write_bytes",
-                 "dram_throughput_pct", "dram_bytes_per_s", "sm_sol_pct", "mem_sol_pct",
-                 "achieved_occupancy_pct", "theoretical_occupancy_pct",
-                 "registers_per_thread", "block_size", "grid_size", "waves_per_sm",
-                 "tensor_pipe_pct", "bound", "limit_registers", "limit_shared_mem",
-                 "limit_warps", "limit_blocks"]
+KERNEL_FIELDS = [f.name for f in dataclasses.fields(KernelLaunch)]
 INT_FIELDS = {"duration_ns", "dram_read_bytes", "dram_write_bytes", "registers_per_thread",
               "block_size", "grid_size"}
+RUN_FIELDS = ("workload", "description", "shapes", "dtype", "iterations", "cost_model",
+              "versions")
 
 
 def _clean(value: Any, field: str) -> Any:
@@ -38,13 +36,15 @@ def _clean(value: Any, field: str) -> Any:
     return value
 
 
-def entries(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """JSON-safe rows of a frame (see _clean)."""
-    return [{k: _clean(v, k) for k, v in row.items()} for row in table.to_dict("records")]
+def rows(table: pd.DataFrame, cls: type) -> list[Any]:
+    """Typed rows of a frame (see _clean), one `cls` per row."""
+    return [cls(**{k: _clean(v, k) for k, v in row.items()})
+            for row in table.to_dict("records")]
 
 
-def build(data: NcuData, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def build(data: NcuData, meta: Meta | dict[str, Any] | None = None) -> ComputeDoc:
     """The compute/1 document for one raw CSV, with its findings."""
+    meta = as_meta(meta)
     kernels = data.kernels.copy()
     kernels["bound"] = roofline.classify(kernels["sm_sol_pct"], kernels["mem_sol_pct"])
     peaks = roofline.ceilings(kernels, meta)
@@ -53,22 +53,22 @@ def build(data: NcuData, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     if data.missing:
         notes.append("optional metrics missing from the export (shown as –): "
                      + ", ".join(data.missing))
-    if not peaks.get("flops_per_s"):
+    if not peaks.flops_per_s:
         notes.append("no peak FLOP/s known for this GPU and dtype: no % of roofline")
     gpu = kernels["gpu"].dropna()
-    doc = {
-        "schema": SCHEMA,
-        "source": {"path": str(data.path), "gpu": str(gpu.iloc[0]) if len(gpu) else None},
-        "kernels": entries(kernels[KERNEL_FIELDS]),
-        "ranges": entries(roofline.per_range(kernels, meta, peaks)),
-        "ceilings": peaks,
-        "thresholds": {"latency_pct": roofline.LATENCY_PCT,
-                       "high_utilization_pct": roofline.HIGH_UTILIZATION_PCT},
-        "run": {k: (meta or {}).get(k) for k in ("workload", "description", "shapes",
-                                                   "dtype", "iterations", "cost_model",
-                                                   "versions")} if meta else None,
-        "notes": notes,
-        "findings": [],
-    }
-    doc["findings"] = rules.compute_findings(doc)
+    doc = ComputeDoc(
+        source=ComputeSource(path=str(data.path), gpu=str(gpu.iloc[0]) if len(gpu) else None),
+        kernels=rows(kernels[KERNEL_FIELDS], KernelLaunch),
+        ranges=rows(roofline.per_range(kernels, meta, peaks), ComputeRange),
+        ceilings=peaks,
+        thresholds={"latency_pct": roofline.LATENCY_PCT,
+                    "high_utilization_pct": roofline.HIGH_UTILIZATION_PCT},
+        run=_run(meta), notes=notes)
+    doc.findings = rules.run("compute", rules.Context(meta=meta, compute=doc))
     return doc
+
+
+def _run(meta: Meta | None) -> dict[str, Any] | None:
+    from .documents import to_dict
+
+    return {k: to_dict(getattr(meta, k)) for k in RUN_FIELDS} if meta else None

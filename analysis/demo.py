@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from analysis.errors import InputError
-from analysis.io import unpack_xz
+from .errors import InputError
+from .io import unpack_xz
 
 
 def captures(data: Path) -> list[Path]:
@@ -24,7 +24,7 @@ def captures(data: Path) -> list[Path]:
 
 def render_all(data: Path, out: Path) -> list[Path]:
     """Render each capture; return the README.md pages written."""
-    from analysis.__main__ import main
+    from .__main__ import main
 
     if not data.is_dir():
         raise InputError(f"{data}: no such folder of captures")

@@ -10,32 +10,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.render.markdown import esc, num, table, us
+from .documents import Finding, SystemsDoc
+from .render.markdown import esc, num, table, us
 
 
-def _per_variant(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _per_variant(doc: SystemsDoc) -> dict[str, dict[str, Any]]:
     """variant (or range) -> time_ns per iteration, kernels per iteration, kernel names."""
-    ranges = {e["name"]: e for e in doc["ranges"]}
+    ranges = {e.name: e for e in doc.ranges}
     out = {}
-    for r in doc.get("variants") or []:
-        if not r.get("missing"):
-            names = {k["name"] for k in ranges[r["range"]]["kernels"]}
-            out[r["variant"]] = {"time_ns": r["time_per_iter_ns"],
-                                 "kernels": r["kernels_per_iter"], "names": names}
+    for r in doc.variants:
+        if not r.missing:
+            names = {k.name for k in ranges[r.range].kernels}
+            out[r.variant] = {"time_ns": r.time_per_iter_ns, "kernels": r.kernels_per_iter,
+                              "names": names}
     if out:
         return out
-    for e in doc["ranges"]:
-        n = max(e["instances"], 1)
-        out[e["name"]] = {"time_ns": e["gpu_span_ns"] / n, "kernels": e["kernel_count"] / n,
-                          "names": {k["name"] for k in e["kernels"]}}
+    for e in doc.ranges:
+        n = max(e.instances, 1)
+        out[e.name] = {"time_ns": e.gpu_span_ns / n, "kernels": e.kernel_count / n,
+                       "names": {k.name for k in e.kernels}}
     return out
 
 
-def _finding_keys(doc: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
-    return {(f["rule"], f["range"], f["kernel"]): f for f in doc.get("findings") or []}
+def _finding_keys(doc: SystemsDoc) -> dict[tuple, Finding]:
+    return {(f.rule, f.range, f.kernel): f for f in doc.findings}
 
 
-def compare(base: dict[str, Any], new: dict[str, Any], threshold_pct: float) -> dict[str, Any]:
+def compare(base: SystemsDoc, new: SystemsDoc, threshold_pct: float) -> dict[str, Any]:
     """The diff document; `regressions` lists variants slower by more than the threshold."""
     a, b = _per_variant(base), _per_variant(new)
     rows = []
@@ -77,6 +78,6 @@ def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
     for title, key in (("Findings that appeared", "findings_new"),
                        ("Findings that went away", "findings_gone")):
         lines += ["", f"## {title}", ""]
-        lines += [f"- {f['rule']} `{f['range'] or '-'}`: {esc(f['message'])}"
+        lines += [f"- {f.rule} `{f.range or '-'}`: {esc(f.message)}"
                   for f in diff[key]] or ["None."]
     return "\n".join(lines) + "\n"

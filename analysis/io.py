@@ -17,7 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from analysis.errors import InputError, ToolMissing
+from . import tools
+from .documents import T, from_dict
+from .errors import InputError, ToolError, ToolMissing
 
 
 def _plain_mode() -> int:
@@ -100,8 +102,6 @@ def _convert(report: Path, tool: str, find: Callable[[], Path],
 
     A missing input is exit 2, a missing tool exit 3, a tool that fails on the file exit 2.
     """
-    from workflows.tools import ToolError
-
     if not report.is_file():
         raise InputError(f"{report}: no such file")
     try:
@@ -118,23 +118,17 @@ def _convert(report: Path, tool: str, find: Callable[[], Path],
 
 def nsys_rep_to_sqlite(report: Path, workdir: Path) -> Path:
     """Export a .nsys-rep to SQLite in `workdir` with the installed nsys."""
-    from workflows.nsys import export_argv, find_nsys
-    from workflows.tools import run_tool
-
     out = workdir / (report.stem + ".sqlite")
-    _convert(report, "nsys", find_nsys,
-             lambda nsys: run_tool(export_argv(nsys, report, out), "nsys export"))
+    _convert(report, "nsys", tools.find_nsys,
+             lambda nsys: tools.run_tool(tools.export_argv(nsys, report, out), "nsys export"))
     return out
 
 
 def ncu_rep_to_csv(report: Path, workdir: Path) -> Path:
     """Export a .ncu-rep's raw page to CSV in `workdir` with the installed ncu."""
-    from workflows.ncu import find_ncu, import_csv_argv
-    from workflows.tools import run_tool
-
     out = workdir / (report.stem + ".csv")
-    _convert(report, "ncu", find_ncu, lambda ncu: out.write_text(
-        run_tool(import_csv_argv(ncu, report), "ncu --import", stdout_only=True)))
+    _convert(report, "ncu", tools.find_ncu, lambda ncu: out.write_text(
+        tools.run_tool(tools.import_csv_argv(ncu, report), "ncu --import", stdout_only=True)))
     return out
 
 
@@ -157,9 +151,14 @@ def write_png(out: Path, name: str, draw: Callable[[Path], Path | None]) -> str 
         return None
 
 
-def load_json_doc(path: Path, schema: str) -> dict[str, Any]:
-    """A report document (systems/1, compute/1) from a file; InputError if it is not one."""
-    doc = read_json_object(path, f"{schema} JSON report")
-    if doc.get("schema") != schema:
+def load_json_doc(path: Path, cls: type[T]) -> T:
+    """A typed report document (SystemsDoc, ComputeDoc) from its JSON file; InputError if
+    the file is not one."""
+    schema = cls.schema  # type: ignore[attr-defined]   (the dataclass default)
+    obj = read_json_object(path, f"{schema} JSON report")
+    if obj.get("schema") != schema:
         raise InputError(f"{path}: not a {schema} document")
-    return doc
+    try:
+        return from_dict(cls, obj)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{path}: not a valid {schema} document ({exc})") from exc

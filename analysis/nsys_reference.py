@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .documents import SystemsDoc
+
 
 def label(domain: str | None, path: str) -> str:
     leaf = path.split("/")[-1]
@@ -36,9 +38,9 @@ def proj_sum(csv: Path) -> pd.DataFrame:
                                    instances=("Range Instances", "sum")).sort_index()
 
 
-def ours_kern(doc: dict) -> pd.DataFrame:
-    rows = [(label(e["domain"], e["name"]), k["name"], k["count"], k["total_ns"],
-             k["min_ns"], k["max_ns"]) for e in doc["ranges"] for k in e["kernels"]]
+def ours_kern(doc: SystemsDoc) -> pd.DataFrame:
+    rows = [(label(e.domain, e.name), k.name, k.count, k.total_ns, k.min_ns, k.max_ns)
+            for e in doc.ranges for k in e.kernels]
     df = pd.DataFrame(rows, columns=["NVTX Range", "Kernel Name", "count", "total_ns",
                                      "min_ns", "max_ns"])
     return df.groupby(["NVTX Range", "Kernel Name"]).agg(
@@ -46,15 +48,14 @@ def ours_kern(doc: dict) -> pd.DataFrame:
         max_ns=("max_ns", "max")).sort_index()
 
 
-def ours_proj(doc: dict) -> pd.DataFrame:
-    rows = [(label(e["domain"], e["name"]), e["gpu_span_ns"], e["instances"])
-            for e in doc["ranges"]]
+def ours_proj(doc: SystemsDoc) -> pd.DataFrame:
+    rows = [(label(e.domain, e.name), e.gpu_span_ns, e.instances) for e in doc.ranges]
     df = pd.DataFrame(rows, columns=["Range", "gpu_span_ns", "instances"])
     return df.groupby("Range").agg(gpu_span_ns=("gpu_span_ns", "sum"),
                                    instances=("instances", "sum")).sort_index()
 
 
-def mismatches(doc: dict, kern_csv: Path, proj_csv: Path) -> list[str]:
+def mismatches(doc: SystemsDoc, kern_csv: Path, proj_csv: Path) -> list[str]:
     """Differences between a systems/1 document and nsys stats' two reports (empty: same)."""
     out = []
     for what, ours, ref in (("nvtx_kern_sum", ours_kern(doc), kern_sum(kern_csv)),

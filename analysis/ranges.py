@@ -1,4 +1,4 @@
-"""NVTX range attribution and per-range summaries: pure functions on loader frames.
+"""NVTX range attribution and per-range summaries: pure functions on frames.
 
 Attribution is by launch, exactly as `nsys stats` (nvtx_kern_sum, nvtx_gpu_proj_sum) does
 it: a GPU operation belongs to a range instance when the CUDA API call that launched it
@@ -9,13 +9,15 @@ count only in that thread's ranges. GPU timestamps are never compared with CPU r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from analysis.gaps import timeline
+if TYPE_CHECKING:
+    from .model import Trace
 
+SEQUENCE_COLUMNS = ["path", "name", "demangled_name", "duration_ns"]
 SUMMARY_COLUMNS = ["key", "domain", "path", "instances", "kernel_count", "kernel_time_ns",
                    "gpu_span_ns", "gpu_idle_ns", "graph_launches"]
 
@@ -77,93 +79,68 @@ def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(pairs, ignore_index=True)
 
 
-def instance_spans(ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """Per range instance with GPU work: first op start -> last op end, and idle time."""
-    return timeline(ops, pairs)[0]
-
-
-def keyed_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
-    """Ranges with their path and the key that groups instances: (domain, path)."""
-    out = ranges.assign(path=range_paths(ranges))
-    out["key"] = out["domain"].fillna("") + "\x00" + out["path"]
-    return out
-
-
-def kernel_table(ops: pd.DataFrame, pairs: pd.DataFrame, keyed: pd.DataFrame) -> pd.DataFrame:
+def kernel_table(trace: Trace) -> pd.DataFrame:
     """Per (range key, kernel name): count, total/avg/min/max duration in ns.
 
     A kernel is counted once per range key even if two overlapping instances of the same
     range hold it (`nsys stats` would add its time twice there; its counts agree).
+    Sorted by key, then total time (largest first).
     """
-    kern = pairs.join(keyed["key"], on="range").join(ops[["kind", "name", "duration_ns"]],
-                                                     on="call")
-    kern = kern[kern["kind"] == "kernel"].drop_duplicates(["key", "call"])
+    kern = trace.kernel_pairs().drop_duplicates(["key", "call"])
     agg = kern.groupby(["key", "name"], sort=False, observed=True)["duration_ns"].agg(
-        count="count", total_ns="sum", avg_ns="mean", min_ns="min", max_ns="max")
-    return agg.reset_index().sort_values(["key", "total_ns"], ascending=[True, False])
+        count="count", total_ns="sum", min_ns="min", max_ns="max")
+    agg["avg_ns"] = agg["total_ns"] / agg["count"]
+    agg = agg.reset_index()
+    return agg.sort_values(["key", "total_ns"], ascending=[True, False], kind="stable")
 
 
-def summarize(ranges: pd.DataFrame, ops: pd.DataFrame, graph_launches: pd.DataFrame,
-              keyed: pd.DataFrame | None = None, pairs: pd.DataFrame | None = None,
-              instances: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per range key (domain, path) with GPU work: the systems/1 numbers, in timeline order.
-
-    Returns (summary with SUMMARY_COLUMNS, kernel_table). `gpu_span_ns` sums, per
-    instance, first GPU op start -> last GPU op end over kernels, copies and sets, as
-    nvtx_gpu_proj_sum's "Total Proj Time"; `gpu_idle_ns` is that span minus the time
-    covered by the ops. `keyed`, `pairs` and `instances` (keyed_ranges, attribute,
-    gaps.timeline) may be passed when the caller already has them.
+def summarize(trace: Trace, kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per range key with GPU work: the systems/1 numbers (SUMMARY_COLUMNS), in timeline
+    order. `gpu_span_ns` sums, per instance, first GPU op start -> last GPU op end over
+    kernels, copies and sets, as nvtx_gpu_proj_sum's "Total Proj Time"; `gpu_idle_ns` is
+    that span minus the time covered by the ops. `kernels` is kernel_table(trace).
     """
-    if ranges.empty:
-        return pd.DataFrame(columns=SUMMARY_COLUMNS), kernel_table(
-            ops, attribute(ops, ranges), keyed_ranges(ranges))
-    keyed = keyed_ranges(ranges) if keyed is None else keyed
-    pairs = attribute(ops, keyed) if pairs is None else pairs
-    instances = instance_spans(ops, pairs) if instances is None else instances
-    spans = instances.join(keyed[["key", "start_ns"]], on="range")
-    kernels = kernel_table(ops, pairs, keyed)
+    if trace.instances.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    keys = trace.ranges["key"].to_numpy()
+    spans = trace.instances.assign(key=keys[trace.instances["range"].to_numpy(dtype="int64")])
     per_key = spans.groupby("key", sort=False).agg(
         instances=("range", "nunique"), gpu_span_ns=("gpu_span_ns", "sum"),
-        gpu_idle_ns=("gpu_idle_ns", "sum"), first_ns=("start_ns", "min"))
+        gpu_idle_ns=("gpu_idle_ns", "sum"))
     counts = kernels.groupby("key").agg(kernel_count=("count", "sum"),
                                         kernel_time_ns=("total_ns", "sum"))
-    graph_pairs = attribute(graph_launches, keyed).join(keyed["key"], on="range")
-    per_key = per_key.join(counts).join(graph_pairs.groupby("key").size().rename(
-        "graph_launches"))
+    graphs = pd.Series(keys[trace.graph_pairs["range"].to_numpy(dtype="int64")])
+    per_key = per_key.join(counts).join(graphs.value_counts().rename("graph_launches"))
     per_key = per_key.fillna({"kernel_count": 0, "kernel_time_ns": 0, "graph_launches": 0})
-    names = keyed.drop_duplicates("key").set_index("key")[["domain", "path"]]
-    out = per_key.join(names).sort_values("first_ns").reset_index()
+    out = per_key.join(trace.keys).sort_values("first_ns", kind="stable").reset_index()
     for col in ("instances", "kernel_count", "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns",
                 "graph_launches"):
         out[col] = out[col].astype("int64")
-    return out[SUMMARY_COLUMNS], kernels
+    return out[SUMMARY_COLUMNS]
 
 
-def kernel_facts(ops: pd.DataFrame, pairs: pd.DataFrame, keyed: pd.DataFrame,
-                 is_gemm: Callable[[str], bool], is_pointwise: Callable[[str], bool]
-                 ) -> dict[str, dict]:
-    """Per range path, what the findings need of its kernels, without listing them all.
+def kernel_sequences(trace: Trace) -> pd.DataFrame:
+    """Kernels of each range path in launch order: path, name, demangled_name, duration_ns.
 
-    names: distinct (name, demangled name) pairs; median_ns: median kernel duration;
-    gemm_then_pointwise: the first (GEMM, pointwise) kernel names launched back to back
-    in that range (predicates applied once per distinct name), or None.
+    A kernel appears once per path (also when several instances or keys share the path),
+    so rules can look at neighbours in launch order without listing ranges one by one.
     """
-    kern = pairs.join(keyed["path"], on="range").join(
-        ops[["kind", "name", "demangled_name", "duration_ns", "api_start_ns"]], on="call")
-    kern = kern[kern["kind"] == "kernel"].drop_duplicates(["path", "call"])
-    kern = kern.sort_values(["path", "api_start_ns"], kind="stable")
-    names = kern["name"].astype("category")
-    cats = names.cat.categories
-    gemm = np.array([is_gemm(c) for c in cats], dtype=bool)[names.cat.codes.to_numpy()]
-    point = np.array([is_pointwise(c) for c in cats], dtype=bool)[names.cat.codes.to_numpy()]
-    path = kern["path"].to_numpy()
-    hit = np.flatnonzero(gemm[:-1] & point[1:] & (path[:-1] == path[1:]))
-    first_hit: dict[str, tuple[str, str]] = {}
-    for i in hit:
-        first_hit.setdefault(path[i], (str(kern["name"].iat[i]), str(kern["name"].iat[i + 1])))
-    medians = kern.groupby("path")["duration_ns"].median()
-    distinct = kern.drop_duplicates(["path", "name", "demangled_name"])
-    return {p: {"names": list(zip(g["name"].astype(str), g["demangled_name"].astype(str),
-                                  strict=True)),
-                "median_ns": float(medians[p]), "gemm_then_pointwise": first_hit.get(p)}
-            for p, g in distinct.groupby("path", sort=False)}
+    kern = trace.kernel_pairs()
+    kern["path"] = trace.keys["path"].to_numpy()[kern["key"].to_numpy(dtype="int64")]
+    kern = kern.drop_duplicates(["path", "call"])
+    return kern.sort_values(["path", "api_start_ns"], kind="stable")[
+        SEQUENCE_COLUMNS].reset_index(drop=True)
+
+
+def leaf_paths(paths: list[str]) -> set[str]:
+    """Paths that no other path extends (`a/b` is not a leaf when `a/b/c` is there).
+
+    Linear in the total length: every path marks each of its "/"-prefixes as an ancestor.
+    """
+    ancestors: set[str] = set()
+    for p in paths:
+        i = p.find("/")
+        while i != -1:
+            ancestors.add(p[:i])
+            i = p.find("/", i + 1)
+    return {p for p in paths if p not in ancestors}

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .documents import Ceilings, Meta
+
 LATENCY_PCT = 60.0
 HIGH_UTILIZATION_PCT = 80.0
 
@@ -39,31 +41,30 @@ def attainable(intensity: float, peak_flops: float, peak_bw: float) -> float:
     return min(peak_flops, intensity * peak_bw)
 
 
-def ceilings(kernels: pd.DataFrame, meta: dict | None) -> dict:
+def ceilings(kernels: pd.DataFrame, meta: Meta | None) -> Ceilings:
     """Peak DRAM bandwidth and peak FLOP/s for the workload's dtype, with their sources."""
     bw = kernels["dram_peak_Bps"].dropna()
-    out: dict = {"dram_bytes_per_s": float(bw.median()) if len(bw) else None,
-                 "dram_source": "ncu: dram__bytes.sum.peak_sustained x "
-                                "dram__cycles_elapsed.avg.per_second" if len(bw) else None,
-                 "flops_per_s": None, "flops_source": None}
-    dtype = (meta or {}).get("dtype")
-    measured = ((meta or {}).get("ceilings") or {}).get(f"{dtype}_gemm_flops_per_s")
+    out = Ceilings(dram_bytes_per_s=float(bw.median()) if len(bw) else None,
+                   dram_source="ncu: dram__bytes.sum.peak_sustained x "
+                   "dram__cycles_elapsed.avg.per_second" if len(bw) else None)
+    dtype = meta.dtype if meta else None
+    measured = meta.ceilings.get(f"{dtype}_gemm_flops_per_s") if meta else None
     if measured:
-        out.update(flops_per_s=float(measured),
-                   flops_source=f"measured in this run: {dtype} GEMM through torch")
+        out.flops_per_s = float(measured)
+        out.flops_source = f"measured in this run: {dtype} GEMM through torch"
         return out
     gpu = kernels["gpu"].dropna()
     table = DATASHEET_FLOPS.get(str(gpu.iloc[0]) if len(gpu) else "", {})
     if dtype in table:
-        out.update(flops_per_s=table[dtype],
-                   flops_source=f"{gpu.iloc[0]} datasheet, dense {dtype}")
+        out.flops_per_s = table[dtype]
+        out.flops_source = f"{gpu.iloc[0]} datasheet, dense {dtype}"
     return out
 
 
-def per_range(kernels: pd.DataFrame, meta: dict | None, peaks: dict) -> pd.DataFrame:
+def per_range(kernels: pd.DataFrame, meta: Meta | None, peaks: Ceilings) -> pd.DataFrame:
     """Per NVTX range: totals per iteration and roofline placement from the cost model."""
-    iters = int((meta or {}).get("iterations") or 1)
-    cost = (meta or {}).get("cost_model") or {}
+    iters = meta.iterations if meta else 1
+    cost = meta.cost_model if meta else None
     g = kernels.groupby("range", sort=False)
     out = pd.DataFrame({
         "kernels_per_iter": g.size() / iters,
@@ -73,11 +74,12 @@ def per_range(kernels: pd.DataFrame, meta: dict | None, peaks: dict) -> pd.DataF
     })
     seconds = out["duration_ns_per_iter"] * 1e-9
     out["dram_bytes_per_s"] = out["dram_bytes_per_iter"] / seconds
-    flops, min_bytes = cost.get("flops"), cost.get("min_bytes")
+    flops = cost.flops if cost else None
+    min_bytes = cost.min_bytes if cost else None
     out["dram_vs_min_bytes"] = out["dram_bytes_per_iter"] / min_bytes if min_bytes else np.nan
     out["intensity_flop_per_byte"] = flops / out["dram_bytes_per_iter"] if flops else np.nan
     out["flops_per_s"] = flops / seconds if flops else np.nan
-    pf, pb = peaks.get("flops_per_s"), peaks.get("dram_bytes_per_s")
+    pf, pb = peaks.flops_per_s, peaks.dram_bytes_per_s
     if flops and pf and pb:
         roof = [attainable(i, pf, pb) for i in out["intensity_flop_per_byte"]]
         out["pct_of_roofline"] = 100.0 * out["flops_per_s"] / roof

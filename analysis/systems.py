@@ -1,169 +1,169 @@
-"""Build the `systems/1` report (DESIGN.md) from an Nsight Systems export.
+"""Build the `systems/1` document (documents.SystemsDoc) from an Nsight Systems export.
 
-Pure: takes the loaded export, optional meta.json dict and TORCH_LOGS events, returns a
-JSON-ready dict. Beyond DESIGN's keys it adds `variants` (per-variant numbers per
-iteration, when meta.json names the variants' ranges), `run` (what meta.json says of
-the run) and `notes` (what the trace cannot show, e.g. untraced CUDA graph kernels).
+Pure: takes the loaded export, optional meta.json and TORCH_LOGS events, attributes the
+trace once (model.attribute) and derives every part of the document from that one Trace.
+Beyond DESIGN's keys it adds `variants` (per-variant numbers per iteration, when meta.json
+names the variants' ranges), `run` (what meta.json says of the run) and `notes` (what the
+trace cannot show, e.g. untraced CUDA graph kernels).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+
 import pandas as pd
 
-from analysis import findings as rules
-from analysis import gaps
-from analysis import ranges as rng
-from analysis.load.nsys_sqlite import NsysExport
+from . import model, rules
+from . import ranges as rng
+from .documents import (
+    Gpu,
+    GpuOp,
+    KernelStat,
+    Meta,
+    RangeEntry,
+    SystemsDoc,
+    SystemsSource,
+    VariantRow,
+    from_dict,
+    to_dict,
+)
+from .gaps import first_iteration
+from .load.nsys_sqlite import NsysExport
 
-SCHEMA = "systems/1"
+RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
+              "cost_model", "ceilings", "versions", "compiled", "correctness")
 
 
-def _kernels(kernels: pd.DataFrame, key: str) -> list[dict[str, Any]]:
-    rows = kernels[kernels["key"] == key]
-    return [{"name": r.name, "count": int(r.count), "total_ns": int(r.total_ns),
-             "avg_ns": round(float(r.avg_ns), 1), "min_ns": int(r.min_ns),
-             "max_ns": int(r.max_ns)} for r in rows.itertuples(index=False)]
+def as_meta(meta: Meta | dict[str, Any] | None) -> Meta | None:
+    """meta.json as its type (a dict read from the file is converted once, here)."""
+    return from_dict(Meta, meta) if isinstance(meta, dict) else meta
 
 
-def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame) -> list[dict[str, Any]]:
-    """One `ranges` entry per range key, in timeline order."""
-    return [{"name": r.path, "domain": r.domain if isinstance(r.domain, str) else None,
-             "instances": int(r.instances), "kernel_count": int(r.kernel_count),
-             "kernel_time_ns": int(r.kernel_time_ns), "gpu_span_ns": int(r.gpu_span_ns),
-             "gpu_idle_ns": int(r.gpu_idle_ns), "kernels": _kernels(kernels, r.key)}
+def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame) -> list[RangeEntry]:
+    """One entry per range key, in timeline order; kernels grouped in one pass."""
+    per_key: dict[int, list[KernelStat]] = {}
+    cols = [kernels[c].to_numpy() for c in ("key", "count", "total_ns", "min_ns", "max_ns",
+                                             "avg_ns")]
+    for key, name, count, total, lo, hi, avg in zip(cols[0], kernels["name"].astype(str),
+                                                   *cols[1:], strict=True):
+        per_key.setdefault(int(key), []).append(KernelStat(
+            name=name, count=int(count), total_ns=int(total), avg_ns=round(float(avg), 1),
+            min_ns=int(lo), max_ns=int(hi)))
+    return [RangeEntry(name=r.path, domain=r.domain if isinstance(r.domain, str) else None,
+                       instances=int(r.instances), kernel_count=int(r.kernel_count),
+                       kernel_time_ns=int(r.kernel_time_ns), gpu_span_ns=int(r.gpu_span_ns),
+                       gpu_idle_ns=int(r.gpu_idle_ns), kernels=per_key.get(int(r.key), []))
             for r in summary.itertuples(index=False)]
 
 
-def graph_notes(export: NsysExport, keyed: pd.DataFrame) -> list[str]:
-    """Ranges (`keyed`: ranges with their paths) that replayed CUDA graphs whose kernels
-    the trace does not hold."""
-    launches = export.graph_launches
+def graph_notes(trace: model.Trace) -> list[str]:
+    """Ranges that replayed CUDA graphs whose kernels the trace does not hold."""
+    launches = trace.export.graph_launches
     if launches.empty:
         return []
-    traced = set(export.ops["correlation_id"].dropna().astype("int64"))
-    untraced = launches[~launches["correlation_id"].isin(traced)]
-    if untraced.empty:
+    traced = set(trace.ops["correlation_id"].dropna().astype("int64"))
+    untraced = ~launches["correlation_id"].isin(traced).to_numpy()
+    if not untraced.any():
         return []
-    pairs = rng.attribute(untraced, keyed).join(keyed["path"], on="range")
-    per_path = pairs.groupby("path").size()
+    gp = trace.graph_pairs
+    gp = gp[untraced[gp["call"].to_numpy(dtype="int64")]]
+    keys = trace.ranges["key"].to_numpy()[gp["range"].to_numpy(dtype="int64")]
+    per_path = pd.Series(trace.keys["path"].to_numpy()[keys]).value_counts(sort=False)
+    per_path = per_path.sort_index()
     where = ", ".join(f"{p} ({n})" for p, n in per_path.items()) or "outside every range"
-    return [f"{len(untraced)} CUDA graph launch(es) without traced kernels, in: {where}. "
-            "Their kernels are not counted; capture with `nsys profile "
+    return [f"{int(untraced.sum())} CUDA graph launch(es) without traced kernels, in: "
+            f"{where}. Their kernels are not counted; capture with `nsys profile "
             "--cuda-graph-trace=node` to see them."]
 
 
-def variant_rows(entries: list[dict[str, Any]], meta: dict[str, Any] | None,
-                 peak_bw: float | None) -> list[dict[str, Any]]:
+def _variant(variant: str, e: RangeEntry, meta: Meta, peak_bw: float | None) -> VariantRow:
+    n = meta.iterations_of(e.instances)
+    t = e.gpu_span_ns / n
+    row = VariantRow(variant=variant, range=e.name, iterations=n, time_per_iter_ns=t,
+                     kernels_per_iter=e.kernel_count / n,
+                     gpu_idle_pct=100.0 * e.gpu_idle_ns / e.gpu_span_ns if e.gpu_span_ns
+                     else 0.0)
+    cost, copy_bw = meta.cost_model, meta.ceilings.get("copy_bytes_per_s")
+    if cost and cost.min_bytes and t > 0:
+        row.achieved_Bps = cost.min_bytes / (t * 1e-9)
+        row.pct_of_peak_bw = 100.0 * row.achieved_Bps / peak_bw if peak_bw else None
+        row.pct_of_copy_bw = 100.0 * row.achieved_Bps / copy_bw if copy_bw else None
+    if cost and cost.flops and t > 0:
+        row.achieved_flops = cost.flops / (t * 1e-9)
+    return row
+
+
+def variant_rows(entries: list[RangeEntry], meta: Meta | None,
+                 peak_bw: float | None) -> list[VariantRow]:
     """Per variant of meta.json: time, kernels and idle per iteration, achieved bandwidth."""
-    if not meta or not meta.get("ranges"):
+    if not meta or not meta.ranges:
         return []
-    by_name = {e["name"]: e for e in entries}
-    iters = int(meta.get("iterations") or 1)
-    cost = meta.get("cost_model") or {}
-    copy_bw = (meta.get("ceilings") or {}).get("copy_bytes_per_s")
-    rows = []
-    for variant, path in meta["ranges"].items():
-        e = by_name.get(path)
-        if e is None:
-            rows.append({"variant": variant, "range": path, "missing": True})
-            continue
-        n = iters * e["instances"]
-        t = e["gpu_span_ns"] / n
-        row = {"variant": variant, "range": path, "iterations": n, "time_per_iter_ns": t,
-               "kernels_per_iter": e["kernel_count"] / n,
-               "gpu_idle_pct": 100.0 * e["gpu_idle_ns"] / e["gpu_span_ns"]
-               if e["gpu_span_ns"] else 0.0}
-        if cost.get("min_bytes") and t > 0:
-            row["achieved_Bps"] = cost["min_bytes"] / (t * 1e-9)
-            row["pct_of_peak_bw"] = 100.0 * row["achieved_Bps"] / peak_bw if peak_bw else None
-            row["pct_of_copy_bw"] = 100.0 * row["achieved_Bps"] / copy_bw if copy_bw else None
-        if cost.get("flops") and t > 0:
-            row["achieved_flops"] = cost["flops"] / (t * 1e-9)
-        rows.append(row)
-    base = next((r for r in rows if r["variant"] == "naive" and not r.get("missing")), None)
+    by_name = {e.name: e for e in entries}
+    rows = [_variant(v, by_name[p], meta, peak_bw) if p in by_name else
+            VariantRow(variant=v, range=p, missing=True) for v, p in meta.ranges.items()]
+    base = next((r for r in rows if r.variant == "naive" and not r.missing), None)
     for r in rows:
-        if base and not r.get("missing"):
-            r["speedup_vs_naive"] = base["time_per_iter_ns"] / r["time_per_iter_ns"]
+        if base and not r.missing:
+            r.speedup_vs_naive = base.time_per_iter_ns / r.time_per_iter_ns
     return rows
 
 
-def _add_first_iterations(variants: list[dict[str, Any]], export: NsysExport,
-                          keyed: pd.DataFrame, pairs: pd.DataFrame) -> None:
+def add_first_iterations(variants: list[VariantRow], trace: model.Trace) -> None:
     """Give each variant row the ops of its first iteration (for the timeline strip)."""
+    ranges = trace.ranges
+    first = ranges.sort_values("start_ns", kind="stable").drop_duplicates("path")
+    first_of = dict(zip(first["path"], first.index, strict=True))
     for row in variants:
-        if row.get("missing"):
-            continue
-        first = keyed[keyed["path"] == row["range"]].sort_values("start_ns").index[0]
-        row["first_iteration"] = gaps.first_iteration(
-            export.ops, pairs, first, round(row["kernels_per_iter"]))
+        if not row.missing:
+            ops = first_iteration(trace.ops, trace.pairs, int(first_of[row.range]),
+                                  round(row.kernels_per_iter))
+            row.first_iteration = [GpuOp(**o) for o in ops]
 
 
-def build(export: NsysExport, meta: dict[str, Any] | None = None,
-          torch_events: pd.DataFrame | None = None) -> dict[str, Any]:
+def _events(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str, Any]] | None:
+    if torch_events is None or isinstance(torch_events, list):
+        return torch_events
+    return torch_events.astype(object).where(torch_events.notna(), None).to_dict("records")
+
+
+def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
+          torch_events: pd.DataFrame | list[dict] | None = None) -> SystemsDoc:
     """The systems/1 document for one export, with its findings."""
-    events = None if torch_events is None else torch_events.astype(object).where(
-        torch_events.notna(), None).to_dict("records")
-    keyed = rng.keyed_ranges(export.ranges)
-    pairs = rng.attribute(export.ops, keyed)
-    instances, gap_list = gaps.timeline(export.ops, pairs)
-    summary, kernels = rng.summarize(export.ranges, export.ops, export.graph_launches,
-                                     keyed, pairs, instances)
-    entries = range_entries(summary, kernels)
+    meta, events = as_meta(meta), _events(torch_events)
+    trace = model.attribute(export)
+    kernels = rng.kernel_table(trace)
+    entries = range_entries(rng.summarize(trace, kernels), kernels)
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
     variants = variant_rows(entries, meta, peak)
-    _add_first_iterations(variants, export, keyed, pairs)
-    outside = _outside_kernels(export, pairs)
-    notes = list(export.notes) + graph_notes(export, keyed)
+    add_first_iterations(variants, trace)
+    notes = list(export.notes) + graph_notes(trace)
+    outside = model.outside_kernels(trace)
     if outside:
         notes.append(f"{outside} kernel launch(es) lie outside every NVTX range "
                      "(warm-up, compilation or unannotated code); they are in no range.")
-    return {
-        "schema": SCHEMA,
-        "source": {"path": str(export.path), "export_schema_version":
-                   export.export_schema_version, "nsys_version": export.product_version,
-                   "gpus": export.gpus},
-        "ranges": entries,
-        "variants": variants,
-        "run": _run_info(meta, events),
-        "notes": notes,
-        "findings": _findings(export, keyed, pairs, entries, meta, events or [], gap_list),
-    }
+    doc = SystemsDoc(
+        source=SystemsSource(path=str(export.path),
+                             export_schema_version=export.export_schema_version,
+                             nsys_version=export.product_version,
+                             gpus=[Gpu(**g) for g in export.gpus]),
+        ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes)
+    if len(trace.ranges):
+        doc.findings = rules.run("systems", rules.Context(
+            meta=meta, events=events or [], systems=doc, trace=trace))
+    return doc
 
 
-def _findings(export: NsysExport, keyed: pd.DataFrame, pairs: pd.DataFrame,
-              entries: list[dict[str, Any]], meta: dict[str, Any] | None,
-              events: list[dict[str, Any]], gap_list: pd.DataFrame) -> list[dict[str, Any]]:
-    """Run the systems rules with the per-range details they need."""
-    if keyed.empty:
-        return []
-    facts = rng.kernel_facts(export.ops, pairs, keyed, rules.is_gemm, rules.is_pointwise)
-    per_key = gaps.summarize_gaps(gap_list, keyed, rules.GAP_NS)
-    paths = keyed.drop_duplicates("key").set_index("key")["path"]
-    gap_rows = {paths[r["key"]]: r for r in per_key.to_dict("records")}
-    return rules.systems_findings({"ranges": entries}, meta, events, facts, gap_rows)
-
-
-def _outside_kernels(export: NsysExport, pairs: pd.DataFrame) -> int:
-    """Kernel launches that no range holds."""
-    is_kernel = (export.ops["kind"] == "kernel").to_numpy()
-    inside = np.zeros(len(export.ops), dtype=bool)
-    inside[pairs["call"].to_numpy(dtype="int64")] = True
-    return int((is_kernel & ~inside).sum())
-
-
-def _run_info(meta: dict[str, Any] | None,
-              events: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+def _run_info(meta: Meta | None, events: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     if meta is None and events is None:
         return None
     info: dict[str, Any] = {}
     if meta:
-        for k in ("workload", "description", "size", "shapes", "dtype", "iterations",
-                  "cost_model", "ceilings", "versions", "compiled", "correctness"):
-            info[k] = meta.get(k)
+        info.update({k: to_dict(getattr(meta, k)) for k in RUN_FIELDS})
     if events is not None:
         info["torch_log_events"] = events
     return info
+
+
+

@@ -86,3 +86,12 @@ def fake_tools(monkeypatch):
     monkeypatch.setattr(subprocess, "run", tools.run)
     monkeypatch.setattr(subprocess, "Popen", tools.popen)
     return tools
+
+
+def systems_json(path: Path, meta: dict | None = None, events=None) -> dict:
+    """The systems/1 document of an export in its JSON form (what users read)."""
+    from analysis import systems
+    from analysis.documents import to_dict
+    from analysis.load import nsys_sqlite
+
+    return to_dict(systems.build(nsys_sqlite.load(path), meta, events))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import gaps
+from analysis import gaps, model
 from analysis import ranges as rng
+from analysis.load.nsys_sqlite import NsysExport
 
 
 def _ranges(rows: list[tuple]) -> pd.DataFrame:
@@ -32,7 +35,16 @@ def _ops(rows: list[tuple]) -> pd.DataFrame:
                                        "correlation_id"])
 
 
-NO_GRAPHS = pd.DataFrame(columns=["global_tid", "api_start_ns", "api_end_ns"])
+NO_GRAPHS = pd.DataFrame(columns=["global_tid", "api_start_ns", "api_end_ns",
+                                  "correlation_id"], dtype="int64")
+
+
+def trace_of(ranges: pd.DataFrame, ops: pd.DataFrame) -> model.Trace:
+    """The attributed trace of inline frames (as the loader would give them)."""
+    ops = ops.assign(demangled_name=ops["name"], global_pid=0)
+    export = NsysExport(path=Path("inline"), ranges=ranges, ops=ops, graph_launches=NO_GRAPHS,
+                        gpus=[], export_schema_version=None, product_version=None)
+    return model.attribute(export)
 
 
 def test_paths_nest_per_thread_and_domain() -> None:
@@ -55,7 +67,8 @@ def test_summary_span_idle_and_kernels() -> None:
     r = _ranges([("w", 1, 0, 1000), ("v", 1, 10, 500)])
     ops = _ops([("k", 1, 20, 30, 100, 200), ("k", 1, 40, 50, 300, 350),
                 ("m", 1, 60, 70, 320, 400, "memcpy"), ("k", 1, 600, 610, 700, 800)])
-    summary, kernels = rng.summarize(r, ops, NO_GRAPHS)
+    trace = trace_of(r, ops)
+    summary = rng.summarize(trace, rng.kernel_table(trace))
     by = summary.set_index("path")
     assert by.loc["w/v", "kernel_count"] == 2 and by.loc["w", "kernel_count"] == 3
     assert by.loc["w/v", "gpu_span_ns"] == 300           # 100 -> 400 (memcpy included)

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import systems
-from analysis.load import nsys_sqlite
-from tests.conftest import DATA
+from tests.conftest import DATA, systems_json
 
 
 @pytest.fixture(scope="module")
 def edge() -> dict:
-    return {e["name"]: e for e in systems.build(
-        nsys_sqlite.load(DATA / "edge" / "trace.sqlite"))["ranges"]}
+    return {e["name"]: e for e in systems_json(DATA / "edge" / "trace.sqlite")["ranges"]}
 
 
 @pytest.fixture(scope="module")
 def edge_doc() -> dict:
-    return systems.build(nsys_sqlite.load(DATA / "edge" / "graphs_default.sqlite"))
+    return systems_json(DATA / "edge" / "graphs_default.sqlite")
 
 
 def test_nested_paths_and_counts_in_every_enclosing_range(edge: dict) -> None:

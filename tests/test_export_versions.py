@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import systems
 from analysis.__main__ import main
 from analysis.load import nsys_sqlite
-from tests.conftest import DATA
+from tests.conftest import DATA, systems_json
 from tests.data.tools.older_layouts import LAYOUTS, derive
 
 EXPORTS = [DATA / "edge" / "trace.sqlite", DATA / "matmul_relu" / "trace.sqlite"]
@@ -24,8 +23,8 @@ EXPORTS = [DATA / "edge" / "trace.sqlite", DATA / "matmul_relu" / "trace.sqlite"
 @pytest.mark.parametrize("source", EXPORTS, ids=lambda p: p.parent.name)
 def test_older_layout_gives_same_ranges(tmp_path: Path, layout: str, source: Path) -> None:
     old = derive(source, tmp_path / "old.sqlite", layout)
-    want = systems.build(nsys_sqlite.load(source))["ranges"]
-    got = systems.build(nsys_sqlite.load(old))["ranges"]
+    want = systems_json(source)["ranges"]
+    got = systems_json(old)["ranges"]
     if layout == "no_short_names":     # kernels are then named by their demangled names,
         for entries in (want, got):    # which split some base names: compare range totals
             for e in entries:
@@ -60,7 +59,7 @@ def test_missing_required_table_exits_2(tmp_path: Path, capsys, table: str, word
 
 def test_no_nvtx_still_reports_kernels_and_says_why(tmp_path: Path) -> None:
     path = _without(tmp_path, "NVTX_EVENTS")
-    doc = systems.build(nsys_sqlite.load(path))
+    doc = systems_json(path)
     assert doc["ranges"] == []
     assert any("no NVTX ranges" in n for n in doc["notes"])
     assert any("outside every NVTX range" in n for n in doc["notes"])
@@ -71,8 +70,8 @@ def test_second_process_with_same_correlation_ids(tmp_path: Path) -> None:
     """Joins must keep processes apart: every number exactly doubles, nothing crosses."""
     source = DATA / "edge" / "trace.sqlite"
     two = derive(source, tmp_path / "two.sqlite", "second_process")
-    one = {e["name"]: e for e in systems.build(nsys_sqlite.load(source))["ranges"]}
-    both = {e["name"]: e for e in systems.build(nsys_sqlite.load(two))["ranges"]}
+    one = {e["name"]: e for e in systems_json(source)["ranges"]}
+    both = {e["name"]: e for e in systems_json(two)["ranges"]}
     assert set(both) == set(one)
     for name, e in one.items():
         for key in ("instances", "kernel_count", "kernel_time_ns", "gpu_span_ns",

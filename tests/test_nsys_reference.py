@@ -50,10 +50,10 @@ def test_gpu_span_equals_nvtx_gpu_proj_sum(export_doc, version: str) -> None:
 
 def test_kernel_count_and_time_are_sums_of_kernel_rows(export_doc) -> None:
     _, doc = export_doc
-    for e in doc["ranges"]:
-        assert e["kernel_count"] == sum(k["count"] for k in e["kernels"])
-        assert e["kernel_time_ns"] == sum(k["total_ns"] for k in e["kernels"])
-        assert 0 <= e["gpu_idle_ns"] <= e["gpu_span_ns"]
+    for e in doc.ranges:
+        assert e.kernel_count == sum(k.count for k in e.kernels)
+        assert e.kernel_time_ns == sum(k.total_ns for k in e.kernels)
+        assert 0 <= e.gpu_idle_ns <= e.gpu_span_ns
 
 
 def test_mismatches_reports_a_changed_number() -> None:
@@ -62,6 +62,6 @@ def test_mismatches_reports_a_changed_number() -> None:
     kern = _stats("gelu/trace", "2023.4", "nvtx_kern_sum_base")
     proj = _stats("gelu/trace", "2023.4", "nvtx_gpu_proj_sum")
     assert mismatches(doc, kern, proj) == []
-    doc["ranges"][1]["kernels"][0]["count"] += 1
-    doc["ranges"][1]["gpu_span_ns"] -= 5
+    doc.ranges[1].kernels[0].count += 1
+    doc.ranges[1].gpu_span_ns -= 5
     assert len(mismatches(doc, kern, proj)) == 2

@@ -51,7 +51,7 @@ def test_cxx_names_survive_in_tables() -> None:
 
 def test_real_report_tables_are_consistent() -> None:
     doc = systems.build(nsys_sqlite.load(DATA / "edge" / "trace.sqlite"))
-    doc["ranges"][0]["kernels"][0]["name"] = NASTY
+    doc.ranges[0].kernels[0].name = NASTY
     md = render_systems(doc)
     tables = _tables(md)
     assert len(tables) >= 3

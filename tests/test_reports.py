@@ -93,10 +93,11 @@ _CACHE: dict = {}
 def _base_doc() -> dict:
     if not _CACHE:
         from analysis import systems
+        from analysis.documents import to_dict
         from analysis.load import nsys_sqlite
         meta = json.loads((DATA / "matmul_relu" / "meta.json").read_text())
-        _CACHE["doc"] = systems.build(nsys_sqlite.load(DATA / "matmul_relu" / "trace.sqlite"),
-                                      meta)
+        _CACHE["doc"] = to_dict(systems.build(
+            nsys_sqlite.load(DATA / "matmul_relu" / "trace.sqlite"), meta))
     return _CACHE["doc"]
 
 
@@ -126,11 +127,12 @@ def test_page_without_systems_json_exits_2(tmp_path: Path, capsys) -> None:
 
 def test_compare_kernels_added_removed() -> None:
     from analysis.diff import compare
+    from analysis.documents import KernelStat, RangeEntry, SystemsDoc, SystemsSource
 
-    def doc(names: list[str], t: float) -> dict:
-        return {"ranges": [{"name": "w/v", "instances": 1, "kernel_count": len(names),
-                            "gpu_span_ns": t, "kernels": [{"name": n} for n in names]}],
-                "findings": []}
+    def doc(names: list[str], t: float) -> SystemsDoc:
+        kernels = [KernelStat(n, 1, 1, 1.0, 1, 1) for n in names]
+        return SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[RangeEntry(
+            "w/v", None, 1, len(names), len(names), t, 0, kernels)])
     out = compare(doc(["a", "b"], 100.0), doc(["a", "c"], 90.0), 5.0)
     (row,) = out["variants"]
     assert row["kernels_added"] == ["c"] and row["kernels_removed"] == ["b"]

@@ -59,7 +59,7 @@ def test_scrub_blanks_environment_keeps_ranks_and_numbers(tmp_path: Path) -> Non
     assert out.stat().st_mode & 0o044                        # readable by others, as a plain file
     a = systems.build(nsys_sqlite.load(raw))
     b = systems.build(nsys_sqlite.load(out))
-    a["source"]["path"] = b["source"]["path"]
+    a.source.path = b.source.path
     assert a == b
 
 

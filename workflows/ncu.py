@@ -28,12 +28,11 @@ import sys
 import time
 from pathlib import Path
 
+from analysis.tools import NCU_PATTERNS, find_ncu, import_csv_argv
 from workflows import NVTX_DOMAIN
 from workflows import workloads as registry
 from workflows.nsys import runner_command
-from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool, tool_main
-
-NCU_PATTERNS = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
+from workflows.tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
             "SpeedOfLight_RooflineChart")
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "launch__waves_per_multiprocessor")
@@ -42,10 +41,6 @@ PERMISSION_HINT = (
     "root, or have an administrator set the driver option "
     "NVreg_RestrictProfilingToAdminUsers=0 (modprobe options, then reload the driver); in "
     "a container add --cap-add SYS_ADMIN.")
-
-
-def find_ncu(environ: dict[str, str] | None = None) -> Path:
-    return find_tool("ncu", "NCU", NCU_PATTERNS, environ)
 
 
 def nvtx_filter(workload: str, variant: str | None = None) -> str:
@@ -65,12 +60,6 @@ def profile_argv(ncu: Path | str, output_base: Path | str, nvtx_include: str,
     if launch_count:
         argv += ["--launch-count", str(launch_count)]
     return argv + ["--force-overwrite", "--export", str(output_base), *command]
-
-
-def import_csv_argv(ncu: Path | str, report: Path | str, base_units: bool = False) -> list[str]:
-    """Raw-page CSV of a report (units in the second row; base units when asked)."""
-    argv = [str(ncu), "--import", str(report), "--csv", "--page", "raw"]
-    return argv + (["--print-units", "base"] if base_units else [])
 
 
 def check_output(output: str, nvtx_include: str, meta_path: Path) -> None:

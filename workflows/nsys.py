@@ -14,22 +14,13 @@ import sys
 import time
 from pathlib import Path
 
+from analysis.tools import NSYS_PATTERNS, export_argv, find_nsys
 from workflows import workloads as registry
-from workflows.tools import ToolError, find_tool, gpu_present, new_run_dir, run_tool, tool_main
-
-NSYS_PATTERNS = (
-    "/usr/local/cuda/bin/nsys",
-    "/opt/nvidia/nsight-systems/*/bin/nsys",
-    "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
-)
+from workflows.tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
 
 IMPORTER_HINT = ("nsys captured but could not import the raw data (.qdstrm): its "
                  "QdstrmImporter needs libdw.so.1/libelf.so.1 on LD_LIBRARY_PATH "
                  "(on the H200 test machine: source .gpu-kit/env.sh)")
-
-
-def find_nsys(environ: dict[str, str] | None = None) -> Path:
-    return find_tool("nsys", "NSYS", NSYS_PATTERNS, environ)
 
 
 def profile_argv(nsys: Path | str, output_base: Path | str, command: list[str]) -> list[str]:
@@ -42,12 +33,6 @@ def profile_argv(nsys: Path | str, output_base: Path | str, command: list[str]) 
             "--force-overwrite=true",
             f"--output={output_base}",
             *command]
-
-
-def export_argv(nsys: Path | str, report: Path | str, sqlite: Path | str) -> list[str]:
-    """`nsys export` of a .nsys-rep to SQLite."""
-    return [str(nsys), "export", "--type=sqlite", "--force-overwrite=true",
-            f"--output={sqlite}", str(report)]
 
 
 def runner_command(workload: str, size: str, iters: int, out: Path) -> list[str]:

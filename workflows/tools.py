@@ -1,95 +1,26 @@
-"""Shared plumbing for the Nsight tool drivers: find a tool, run an argv, fail clearly.
+"""Shared plumbing of the drivers: is there a GPU, run folders, one CLI shell.
 
-Command lines are plain argv lists built by pure functions, logged with `shlex.join`
-and run without a shell; a failed tool is never swallowed.
+Finding and running the Nsight tools lives in `analysis.tools` (the analysis converts
+report files with them too), the error model in `analysis.errors`; both are re-exported
+here for the drivers.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import logging
 import os
-import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
-log = logging.getLogger("workflows")
+from analysis.errors import EXIT_BAD_INPUT, EXIT_TOOL_MISSING, ToolError
+from analysis.tools import find_tool, run_tool
 
-EXIT_BAD_INPUT = 2
-EXIT_TOOL_MISSING = 3
-
-
-class ToolError(RuntimeError):
-    """A profiling step failed; `exit_code` is what the CLI should exit with."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_TOOL_MISSING):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def find_tool(name: str, env_var: str, patterns: Iterable[str],
-              environ: dict[str, str] | None = None) -> Path:
-    """First executable `name` from $env_var, PATH, then the glob `patterns` (newest last wins).
-
-    Raises ToolError (exit 3) naming every place looked at.
-    """
-    environ = os.environ if environ is None else environ
-    explicit = environ.get(env_var)
-    if explicit:
-        if os.access(explicit, os.X_OK):
-            return Path(explicit)
-        raise ToolError(f"${env_var}={explicit} is not an executable {name}")
-    on_path = shutil.which(name, path=environ.get("PATH"))
-    if on_path:
-        return Path(on_path)
-    found = [p for pat in patterns for p in sorted(glob.glob(pat)) if os.access(p, os.X_OK)]
-    if found:
-        return Path(found[-1])
-    raise ToolError(f"{name} not found (looked at ${env_var}, PATH, {', '.join(patterns)}); "
-                    f"install Nsight tools or set {env_var}=/path/to/{name}")
-
-
-def run_tool(argv: Sequence[str], what: str, env: dict[str, str] | None = None,
-             stdout_only: bool = False, stream: bool = False) -> str:
-    """Run `argv` (no shell); return stdout+stderr (or stdout alone); raise on failure.
-
-    With `stream`, each output line is also echoed to stderr as it comes, prefixed with
-    `what`, so long steps (an nsys capture, ncu's replay passes) show their progress.
-    """
-    log.info("%s: %s", what, shlex.join(str(a) for a in argv))
-    try:
-        if stream:
-            code, output = _streamed([str(a) for a in argv], what, env)
-            stdout = output
-        else:
-            res = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
-                                 env=env, check=False)
-            code, stdout = res.returncode, res.stdout or ""
-            output = stdout + (res.stderr or "")
-    except OSError as exc:
-        raise ToolError(f"{what}: cannot start {argv[0]}: {exc}") from exc
-    if code != 0:
-        tail = "\n".join(output.strip().splitlines()[-15:])
-        raise ToolError(f"{what} failed (exit {code}): {shlex.join(map(str, argv))}\n"
-                        f"{tail}", exit_code=1)
-    return stdout if stdout_only else output
-
-
-def _streamed(argv: list[str], what: str, env: dict[str, str] | None) -> tuple[int, str]:
-    """Run with stdout and stderr merged, echoing lines live; (exit code, all output)."""
-    lines = []
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=env, bufsize=1) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            print(f"[{what}] {line}", end="", file=sys.stderr, flush=True)
-    return proc.returncode, "".join(lines)
-
+__all__ = ["EXIT_BAD_INPUT", "EXIT_TOOL_MISSING", "ToolError", "find_tool", "run_tool",
+           "gpu_present", "new_run_dir", "tool_main"]
 
 def gpu_present() -> bool:
     """True when the NVIDIA driver answers with at least one GPU (`nvidia-smi -L`)."""

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.errors import InputError
+from ..errors import InputError
 
 ID_COLUMNS = {"ID": "id", "Kernel Name": "name"}
 NVTX_PUSHPOP = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from analysis.errors import InputError
+from ..errors import InputError
 
 PUSHPOP = (59, 70)     # NvtxPushPopRange, NvtxtPushPopRange
 STARTEND = (60, 71)    # NvtxStartEndRange, NvtxtStartEndRange

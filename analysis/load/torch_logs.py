@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.errors import InputError
+from ..errors import InputError
 
 COLUMNS = ["kind", "function", "file", "line", "reason"]
 _BREAK = re.compile(r"Graph break(?: \([^)]*\))? in user code at (?P<file>\S+?):(?P<line>\d+)")

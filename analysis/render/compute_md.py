@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from analysis.render.markdown import esc, findings_section, gbps, num, pct, table, us
+from ..documents import ComputeDoc, KernelLaunch
+from .markdown import esc, findings_section, gbps, num, pct, table, us
 
 NAME_WIDTH = 60
 
@@ -18,25 +17,25 @@ def mb(value: float | None) -> str:
     return "–" if value is None else f"{value / 1e6:,.1f} MB"
 
 
-def _bound(k: dict[str, Any]) -> str:
-    if k["bound"] == "latency":
-        lean = "memory" if (k["mem_sol_pct"] or 0) > (k["sm_sol_pct"] or 0) else "compute"
+def _bound(k: KernelLaunch) -> str:
+    if k.bound == "latency":
+        lean = "memory" if (k.mem_sol_pct or 0) > (k.sm_sol_pct or 0) else "compute"
         return f"latency ({lean}-leaning)"
-    return k["bound"]
+    return str(k.bound)
 
 
-def ranges_section(doc: dict[str, Any]) -> list[str]:
+def ranges_section(doc: ComputeDoc) -> list[str]:
     body = []
-    for r in doc["ranges"]:
-        tflops = r.get("flops_per_s")
-        body.append([esc(r["range"]), num(r["kernels_per_iter"]),
-                     us(r["duration_ns_per_iter"]), mb(r["dram_bytes_per_iter"]),
-                     "–" if r.get("dram_vs_min_bytes") is None
-                     else f"{r['dram_vs_min_bytes']:.2f}x", gbps(r["dram_bytes_per_s"]),
+    for r in doc.ranges:
+        tflops = r.flops_per_s
+        body.append([esc(r.range), num(r.kernels_per_iter),
+                     us(r.duration_ns_per_iter), mb(r.dram_bytes_per_iter),
+                     "–" if r.dram_vs_min_bytes is None
+                     else f"{r.dram_vs_min_bytes:.2f}x", gbps(r.dram_bytes_per_s),
                      "–" if tflops is None else f"{tflops / 1e12:,.1f}",
-                     "–" if r.get("intensity_flop_per_byte") is None
-                     else f"{r['intensity_flop_per_byte']:,.1f}",
-                     pct(r.get("pct_of_roofline"))])
+                     "–" if r.intensity_flop_per_byte is None
+                     else f"{r.intensity_flop_per_byte:,.1f}",
+                     pct(r.pct_of_roofline)])
     lines = ["## Per range, per iteration", "",
              "Kernel durations summed (Nsight Compute replay), DRAM bytes read + written, "
              "intensity = cost-model FLOPs / measured DRAM bytes.", ""]
@@ -46,55 +45,53 @@ def ranges_section(doc: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def kernels_section(doc: dict[str, Any]) -> list[str]:
+def kernels_section(doc: ComputeDoc) -> list[str]:
     body = []
-    for i, k in enumerate(doc["kernels"]):
-        body.append([str(i), esc(k["range"]), esc(short(k["name"])), us(k["duration_ns"]),
-                     mb(k["dram_read_bytes"]), mb(k["dram_write_bytes"]),
-                     f"{pct(k['dram_throughput_pct'])} ({gbps(k['dram_bytes_per_s'])})",
-                     pct(k["sm_sol_pct"]), pct(k["mem_sol_pct"]),
-                     f"{pct(k['achieved_occupancy_pct'])} / "
-                     f"{pct(k['theoretical_occupancy_pct'])}",
-                     num(k["registers_per_thread"]), num(k["block_size"]),
-                     num(k["grid_size"]), num(k["waves_per_sm"], 2), _bound(k)])
+    for i, k in enumerate(doc.kernels):
+        body.append([str(i), esc(k.range), esc(short(k.name)), us(k.duration_ns),
+                     mb(k.dram_read_bytes), mb(k.dram_write_bytes),
+                     f"{pct(k.dram_throughput_pct)} ({gbps(k.dram_bytes_per_s)})",
+                     pct(k.sm_sol_pct), pct(k.mem_sol_pct),
+                     f"{pct(k.achieved_occupancy_pct)} / {pct(k.theoretical_occupancy_pct)}",
+                     num(k.registers_per_thread), num(k.block_size),
+                     num(k.grid_size), num(k.waves_per_sm, 2), _bound(k)])
     lines = ["## Kernels, in launch order", "",
              "SOL = speed of light (% of peak). Bound follows Nsight Compute's SOL rule: "
-             f"latency when SM and memory are both under {doc['thresholds']['latency_pct']:.0f}%, "
+             f"latency when SM and memory are both under {doc.thresholds['latency_pct']:.0f}%, "
              "else the more utilized unit.", ""]
     lines += table(["#", "range", "kernel", "duration", "DRAM read", "DRAM write",
                     "DRAM throughput", "SM SOL", "memory SOL", "occupancy achieved / theor.",
                     "regs/thread", "block", "grid", "waves/SM", "bound"], body,
                    "rllrrrrrrrrrrrl")
-    full = [f"- `{i}`: {esc(k['name'])}" for i, k in enumerate(doc["kernels"])
-            if len(k["name"]) > NAME_WIDTH]
+    full = [f"- `{i}`: {esc(k.name)}" for i, k in enumerate(doc.kernels)
+            if len(k.name) > NAME_WIDTH]
     if full:
         lines += ["", "<details><summary>Full kernel names</summary>", "", *full, "",
                   "</details>"]
     return lines + [""]
 
 
-def render_compute(doc: dict[str, Any], roofline_png: str | None = None) -> str:
+def render_compute(doc: ComputeDoc, roofline_png: str | None = None) -> str:
     """The whole compute.md page for one compute/1 document."""
-    run = doc.get("run") or {}
-    lines = [f"# Nsight Compute report: {esc(run.get('workload') or doc['source']['path'])}",
+    run = doc.run or {}
+    lines = [f"# Nsight Compute report: {esc(run.get('workload') or doc.source.path)}",
              ""]
-    for note in doc["notes"]:
+    for note in doc.notes:
         lines.append(f"> Note: {esc(note)}")
     lines.append("")
-    lines += findings_section(doc.get("findings") or [])
-    c = doc["ceilings"]
-    flops = c.get("flops_per_s")
-    peak = "–" if not flops else f"{flops / 1e12:,.0f} TFLOP/s"
+    lines += findings_section(doc.findings)
+    c = doc.ceilings
+    peak = "–" if not c.flops_per_s else f"{c.flops_per_s / 1e12:,.0f} TFLOP/s"
     lines += ["## Ceilings", "",
-              f"- DRAM: {gbps(c.get('dram_bytes_per_s'))} ({esc(c.get('dram_source'))})",
-              f"- compute: {peak} ({esc(c.get('flops_source'))})", ""]
+              f"- DRAM: {gbps(c.dram_bytes_per_s)} ({esc(c.dram_source)})",
+              f"- compute: {peak} ({esc(c.flops_source)})", ""]
     lines += ranges_section(doc)
     if roofline_png:
         lines += [f"![roofline]({roofline_png})", ""]
     lines += kernels_section(doc)
     versions = run.get("versions") or {}
-    lines += ["## Environment", "", f"- GPU: {esc(doc['source'].get('gpu'))}",
-              f"- CSV: `{doc['source']['path']}`"]
+    lines += ["## Environment", "", f"- GPU: {esc(doc.source.gpu)}",
+              f"- CSV: `{doc.source.path}`"]
     if versions:
         lines.append("- " + ", ".join(f"{k} {esc(v)}" for k, v in versions.items()
                                       if k in ("driver", "cuda", "torch", "triton")))

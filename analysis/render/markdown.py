@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..documents import Finding, SystemsDoc
+
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
 
@@ -48,22 +50,20 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]],
     return out
 
 
-def variants_section(doc: dict[str, Any]) -> list[str]:
-    rows = doc.get("variants") or []
-    if not rows:
+def variants_section(doc: SystemsDoc) -> list[str]:
+    if not doc.variants:
         return []
     body = []
-    for r in rows:
-        if r.get("missing"):
-            body.append([esc(r["variant"]), esc(r["range"])] + ["not in trace"] + ["–"] * 7)
+    for r in doc.variants:
+        if r.missing:
+            body.append([esc(r.variant), esc(r.range)] + ["not in trace"] + ["–"] * 7)
             continue
-        speed, flops = r.get("speedup_vs_naive"), r.get("achieved_flops")
-        body.append([esc(r["variant"]), esc(r["range"]), us(r["time_per_iter_ns"]),
-                     "–" if speed is None else f"{speed:.2f}x", num(r["kernels_per_iter"]),
-                     pct(r["gpu_idle_pct"]), gbps(r.get("achieved_Bps")),
-                     pct(r.get("pct_of_peak_bw")), pct(r.get("pct_of_copy_bw")),
-                     "–" if flops is None else f"{flops / 1e12:,.1f}"])
-    run = doc.get("run") or {}
+        speed, flops = r.speedup_vs_naive, r.achieved_flops
+        body.append([esc(r.variant), esc(r.range), us(r.time_per_iter_ns),
+                     "–" if speed is None else f"{speed:.2f}x", num(r.kernels_per_iter),
+                     pct(r.gpu_idle_pct), gbps(r.achieved_Bps), pct(r.pct_of_peak_bw),
+                     pct(r.pct_of_copy_bw), "–" if flops is None else f"{flops / 1e12:,.1f}"])
+    run = doc.run or {}
     cost = run.get("cost_model") or {}
     copy_bw = (run.get("ceilings") or {}).get("copy_bytes_per_s")
     lines = ["## Variants", "",
@@ -79,10 +79,10 @@ def variants_section(doc: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def ranges_section(doc: dict[str, Any]) -> list[str]:
-    body = [[esc(e["name"]), esc(e["domain"] or "(default)"), num(e["instances"]),
-             num(e["kernel_count"]), us(e["kernel_time_ns"]), us(e["gpu_span_ns"]),
-             us(e["gpu_idle_ns"])] for e in doc["ranges"]]
+def ranges_section(doc: SystemsDoc) -> list[str]:
+    body = [[esc(e.name), esc(e.domain or "(default)"), num(e.instances),
+             num(e.kernel_count), us(e.kernel_time_ns), us(e.gpu_span_ns),
+             us(e.gpu_idle_ns)] for e in doc.ranges]
     lines = ["## NVTX ranges", "",
              "Kernels are credited to a range when the CUDA call that launched them lies "
              "inside it, on the same thread (as `nsys stats` does); a kernel counts in every "
@@ -95,12 +95,12 @@ def ranges_section(doc: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def kernels_section(doc: dict[str, Any]) -> list[str]:
+def kernels_section(doc: SystemsDoc) -> list[str]:
     lines = ["## Kernels per range", ""]
-    for e in doc["ranges"]:
-        lines += [f"### {esc(e['name'])}", ""]
-        body = [[esc(k["name"]), num(k["count"]), us(k["total_ns"]), us(k["avg_ns"]),
-                 us(k["min_ns"]), us(k["max_ns"])] for k in e["kernels"]]
+    for e in doc.ranges:
+        lines += [f"### {esc(e.name)}", ""]
+        body = [[esc(k.name), num(k.count), us(k.total_ns), us(k.avg_ns),
+                 us(k.min_ns), us(k.max_ns)] for k in e.kernels]
         if not body:
             lines += ["No kernels (copies or sets only).", ""]
             continue
@@ -109,8 +109,8 @@ def kernels_section(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def compile_section(doc: dict[str, Any]) -> list[str]:
-    run = doc.get("run") or {}
+def compile_section(doc: SystemsDoc) -> list[str]:
+    run = doc.run or {}
     compiled = run.get("compiled")
     events = run.get("torch_log_events")
     if not compiled and not events:
@@ -131,16 +131,16 @@ def compile_section(doc: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def environment_section(doc: dict[str, Any]) -> list[str]:
-    src = doc["source"]
-    versions = (doc.get("run") or {}).get("versions") or {}
-    gpus = "; ".join(f"{g['name']} ({g.get('sm_count')} SMs, "
-                     f"{gbps(g.get('memory_bandwidth_Bps'))} peak memory bandwidth)"
-                     for g in src["gpus"]) or "not recorded in the trace"
+def environment_section(doc: SystemsDoc) -> list[str]:
+    src = doc.source
+    versions = (doc.run or {}).get("versions") or {}
+    gpus = "; ".join(f"{g.name} ({g.sm_count} SMs, "
+                     f"{gbps(g.memory_bandwidth_Bps)} peak memory bandwidth)"
+                     for g in src.gpus) or "not recorded in the trace"
     lines = ["## Environment", "", f"- GPU: {esc(gpus)}",
-             f"- Nsight Systems: {esc(src.get('nsys_version'))}, export schema "
-             f"{esc(src.get('export_schema_version'))}",
-             f"- trace: `{src['path']}`"]
+             f"- Nsight Systems: {esc(src.nsys_version)}, export schema "
+             f"{esc(src.export_schema_version)}",
+             f"- trace: `{src.path}`"]
     if versions:
         lines.append("- " + ", ".join(f"{k} {esc(v)}" for k, v in versions.items()
                                       if k in ("driver", "cuda", "torch", "triton", "python",
@@ -148,32 +148,32 @@ def environment_section(doc: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def findings_section(findings: list[dict[str, Any]]) -> list[str]:
+def findings_section(findings: list[Finding]) -> list[str]:
     """Findings, most severe first: one line each, then its suggestion."""
     lines = ["## Findings", ""]
     if not findings:
-        return lines + ["No rule fired (rules and thresholds: README.md, analysis/findings.py).",
+        return lines + ["No rule fired (rules and thresholds: README.md, analysis/rules/).",
                         ""]
     for f in findings:
-        where = f" `{f['range']}`" if f.get("range") else ""
-        lines.append(f"- **{f['severity']}** {f['rule']}{where}: {esc(f['message'])}  ")
-        lines.append(f"  Suggestion: {esc(f['suggestion'])}")
+        where = f" `{f.range}`" if f.range else ""
+        lines.append(f"- **{f.severity}** {f.rule}{where}: {esc(f.message)}  ")
+        lines.append(f"  Suggestion: {esc(f.suggestion)}")
     return lines + [""]
 
 
-def render_systems(doc: dict[str, Any], images: dict[str, str] | None = None) -> str:
+def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str:
     """The whole systems.md page for one systems/1 document (plots by file name)."""
-    run = doc.get("run") or {}
-    title = run.get("workload") or doc["source"]["path"]
+    run = doc.run or {}
+    title = run.get("workload") or doc.source.path
     lines = [f"# Nsight Systems report: {esc(title)}", ""]
     if run.get("description"):
         lines += [f"{esc(run['description'])}; shapes {run.get('shapes')}, "
                   f"{run.get('dtype')}.", ""]
-    for note in doc.get("notes") or []:
+    for note in doc.notes:
         lines.append(f"> Note: {esc(note)}")
-    if doc.get("notes"):
+    if doc.notes:
         lines.append("")
-    lines += findings_section(doc.get("findings") or [])
+    lines += findings_section(doc.findings)
     lines += variants_section(doc)
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration")):
         if kind in (images or {}):

@@ -9,11 +9,10 @@ exact commands that reproduce it.
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from analysis.findings import ordered
-from analysis.render.compute_md import kernels_section as compute_kernels
-from analysis.render.markdown import (
+from ..documents import ComputeDoc, SystemsDoc, ordered
+from .compute_md import kernels_section as compute_kernels
+from .markdown import (
     environment_section,
     esc,
     findings_section,
@@ -21,51 +20,51 @@ from analysis.render.markdown import (
     us,
     variants_section,
 )
-from analysis.render.markdown import kernels_section as systems_kernels
+from .markdown import kernels_section as systems_kernels
 
 TOP_FINDINGS = 5
 
 
-def _roofline_pct(compute: dict[str, Any] | None, rng: str) -> float | None:
-    for r in (compute or {}).get("ranges") or []:
-        if r["range"] == rng:
-            return r.get("pct_of_roofline")
+def _roofline_pct(compute: ComputeDoc | None, rng: str) -> float | None:
+    for r in compute.ranges if compute else []:
+        if r.range == rng:
+            return r.pct_of_roofline
     return None
 
 
-def verdict(systems: dict[str, Any], compute: dict[str, Any] | None) -> list[str]:
+def verdict(systems: SystemsDoc, compute: ComputeDoc | None) -> list[str]:
     """The first screen: fastest variant, speedup, % of roofline, top findings."""
-    rows = [r for r in systems.get("variants") or [] if not r.get("missing")]
+    rows = [r for r in systems.variants if not r.missing]
     lines = ["## Verdict", ""]
     if rows:
-        best = min(rows, key=lambda r: r["time_per_iter_ns"])
-        speed = best.get("speedup_vs_naive")
-        roof = _roofline_pct(compute, best["range"])
-        bw = best.get("pct_of_copy_bw") or best.get("pct_of_peak_bw")
-        parts = [f"Fastest: **{esc(best['variant'])}** at {us(best['time_per_iter_ns'])} per "
+        best = min(rows, key=lambda r: r.time_per_iter_ns)
+        speed = best.speedup_vs_naive
+        roof = _roofline_pct(compute, best.range)
+        bw = best.pct_of_copy_bw or best.pct_of_peak_bw
+        parts = [f"Fastest: **{esc(best.variant)}** at {us(best.time_per_iter_ns)} per "
                  "iteration"]
-        if speed and best["variant"] != "naive":
+        if speed and best.variant != "naive":
             parts.append(f"{speed:.2f}x faster than naive")
         if roof is not None:
             parts.append(f"{pct(roof)} of roofline (Nsight Compute)")
         elif bw is not None:
-            parts.append(f"{pct(bw)} of the measured copy bandwidth" if best.get(
-                "pct_of_copy_bw") else f"{pct(bw)} of peak memory bandwidth")
+            parts.append(f"{pct(bw)} of the measured copy bandwidth" if best.pct_of_copy_bw
+                         else f"{pct(bw)} of peak memory bandwidth")
         lines.append(", ".join(parts) + ".")
-    found = ordered((systems.get("findings") or []) + ((compute or {}).get("findings") or []))
-    top = [f for f in found if f["severity"] != "info"][:TOP_FINDINGS]
+    found = ordered(systems.findings + (compute.findings if compute else []))
+    top = [f for f in found if f.severity != "info"][:TOP_FINDINGS]
     if top:
         lines += ["", "Top findings:"]
-        lines += [f"- {f['rule']} `{f['range'] or '-'}`: {esc(f['message'])}" for f in top]
+        lines += [f"- {f.rule} `{f.range or '-'}`: {esc(f.message)}" for f in top]
     elif rows:
         lines += ["", "No warning from any rule."]
     return lines + [""]
 
 
-def render_page(systems: dict[str, Any], compute: dict[str, Any] | None,
+def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
                 images: dict[str, str], workload: str) -> str:
     """README.md for one workload; `images` maps plot kind -> file name beside it."""
-    run = systems.get("run") or {}
+    run = systems.run or {}
     lines = [f"# {esc(workload)}", ""]
     if run.get("description"):
         lines += [f"{esc(run['description'])}; shapes {run.get('shapes')}, {run.get('dtype')},"
@@ -76,11 +75,11 @@ def render_page(systems: dict[str, Any], compute: dict[str, Any] | None,
                         ("roofline", "roofline")):
         if kind in images:
             lines += [f"![{title}]({images[kind]})", ""]
-    found = ordered((systems.get("findings") or []) + ((compute or {}).get("findings") or []))
+    found = ordered(systems.findings + (compute.findings if compute else []))
     lines += findings_section(found)
     for f in found:
-        lines.append(f"<details><summary>{esc(f['rule'])} {esc(f['range'] or '')} evidence"
-                     f"</summary>\n\n{esc(json.dumps(f['evidence']))}\n\n</details>\n")
+        lines.append(f"<details><summary>{esc(f.rule)} {esc(f.range or '')} evidence"
+                     f"</summary>\n\n{esc(json.dumps(f.evidence))}\n\n</details>\n")
     lines += compute_kernels(compute) if compute else systems_kernels(systems)
     lines += environment_section(systems)
     lines += ["## Reproduce", "", "On a GPU machine with Nsight Systems and Nsight Compute:", "",

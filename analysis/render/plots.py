@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..documents import ComputeDoc, SystemsDoc
+
 
 def _pyplot():
     import matplotlib
@@ -28,43 +30,43 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def time_bars_png(doc: dict[str, Any], path: Path) -> Path | None:
+def time_bars_png(doc: SystemsDoc, path: Path) -> Path | None:
     """Horizontal bars of time per iteration, labelled with µs and speedup vs naive."""
-    rows = [r for r in doc.get("variants") or [] if not r.get("missing")]
+    rows = [r for r in doc.variants if not r.missing]
     if not rows:
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(rows) + 1.2), dpi=120)
-    names = [r["variant"] for r in rows][::-1]
-    times = [r["time_per_iter_ns"] / 1e3 for r in rows][::-1]
+    names = [r.variant for r in rows][::-1]
+    times = [r.time_per_iter_ns / 1e3 for r in rows][::-1]
     bars = ax.barh(names, times, color="#4c72b0")
     for bar, r in zip(bars, rows[::-1], strict=True):
-        speed = r.get("speedup_vs_naive")
+        speed = r.speedup_vs_naive
         label = f" {bar.get_width():,.1f} µs" + (f" ({speed:.2f}x)" if speed else "")
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, label, va="center",
                 fontsize=8)
     ax.set_xlabel("GPU time per iteration (µs, Nsight Systems)")
     ax.set_xlim(0, max(times) * 1.35)
-    ax.set_title(f"{(doc.get('run') or {}).get('workload', '')}: time per iteration")
+    ax.set_title(f"{(doc.run or {}).get('workload', '')}: time per iteration")
     return _save(fig, path)
 
 
-def timeline_png(doc: dict[str, Any], path: Path) -> Path | None:
+def timeline_png(doc: SystemsDoc, path: Path) -> Path | None:
     """One strip per variant: the GPU operations of its first iteration."""
-    rows = [r for r in doc.get("variants") or [] if r.get("first_iteration")]
+    rows = [r for r in doc.variants if r.first_iteration]
     if not rows:
         return None
     plt = _pyplot()
     fig, axes = plt.subplots(len(rows), 1, figsize=(8, 0.9 * len(rows) + 1.0), dpi=120,
                              squeeze=False, sharex=True)
-    longest = max(o["end_ns"] for r in rows for o in r["first_iteration"]) / 1e3
+    longest = max(o.end_ns for r in rows for o in r.first_iteration) / 1e3
     colors = {"kernel": "#4c72b0", "memcpy": "#dd8452", "memset": "#55a868"}
     for ax, r in zip(axes[:, 0], rows, strict=True):
-        ops = r["first_iteration"]
-        ax.broken_barh([(o["start_ns"] / 1e3, max(o["end_ns"] - o["start_ns"], 1) / 1e3)
-                        for o in ops], (0, 1), facecolors=[colors.get(o["kind"], "grey")
+        ops = r.first_iteration
+        ax.broken_barh([(o.start_ns / 1e3, max(o.end_ns - o.start_ns, 1) / 1e3)
+                        for o in ops], (0, 1), facecolors=[colors.get(o.kind, "grey")
                                                           for o in ops], edgecolor="white")
-        ax.set_yticks([0.5], [r["variant"]])
+        ax.set_yticks([0.5], [r.variant])
         ax.set_xlim(0, longest * 1.02)
         ax.tick_params(axis="x", labelsize=7)
     axes[-1, 0].set_xlabel("µs from the iteration's first GPU operation")
@@ -73,31 +75,31 @@ def timeline_png(doc: dict[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def roofline_png(doc: dict[str, Any], path: Path) -> Path | None:
+def roofline_png(doc: ComputeDoc, path: Path) -> Path | None:
     """Roofline with the DRAM and compute ceilings and one point per range (variant).
 
     Each point is the range's kernels together per iteration: cost-model FLOPs over
     measured DRAM bytes (x) and over summed kernel duration (y). Returns None when the
     ceilings or the cost model needed for it are missing.
     """
-    peaks = doc["ceilings"]
-    points = [r for r in doc["ranges"] if r.get("intensity_flop_per_byte")
-              and r.get("flops_per_s") and "/" in r["range"]]
-    if not (peaks.get("flops_per_s") and peaks.get("dram_bytes_per_s") and points):
+    peaks = doc.ceilings
+    points = [r for r in doc.ranges if r.intensity_flop_per_byte
+              and r.flops_per_s and "/" in r.range]
+    if not (peaks.flops_per_s and peaks.dram_bytes_per_s and points):
         return None
     import numpy as np
 
     plt = _pyplot()
-    pf, pb = peaks["flops_per_s"], peaks["dram_bytes_per_s"]
-    xs = [p["intensity_flop_per_byte"] for p in points]
+    pf, pb = peaks.flops_per_s, peaks.dram_bytes_per_s
+    xs = [p.intensity_flop_per_byte for p in points]
     x = np.logspace(np.log10(min(xs + [pf / pb]) / 10), np.log10(max(xs + [pf / pb]) * 10), 200)
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     ax.loglog(x, np.minimum(pf, x * pb) / 1e12, color="black", lw=1.5, label="roofline")
     ax.axvline(pf / pb, color="grey", ls=":", lw=1)
     for p in points:
-        ax.loglog(p["intensity_flop_per_byte"], p["flops_per_s"] / 1e12, "o", ms=7,
-                  label=f"{p['range']} ({p['pct_of_roofline']:.0f}% of roof)"
-                  if p.get("pct_of_roofline") is not None else p["range"])
+        ax.loglog(p.intensity_flop_per_byte, p.flops_per_s / 1e12, "o", ms=7,
+                  label=f"{p.range} ({p.pct_of_roofline:.0f}% of roof)"
+                  if p.pct_of_roofline is not None else p.range)
     ax.set_xlabel("arithmetic intensity (FLOP / DRAM byte, measured bytes)")
     ax.set_ylabel("TFLOP/s (cost-model FLOPs / ncu duration)")
     ax.set_title(f"Roofline: {pb / 1e12:.2f} TB/s DRAM, {pf / 1e12:.0f} TFLOP/s peak")

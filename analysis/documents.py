@@ -1,0 +1,302 @@
+"""The typed documents: meta.json, systems/1, compute/1, their entries and findings.
+
+Each document's shape lives here once, as dataclasses; defaults live in the types, not at
+the readers. `to_dict` / `to_json` write them, `from_dict(cls, obj)` reads them back (the
+JSON schemas under analysis/schemas/ are generated from these types: `python -m
+analysis.schemas`, and a test keeps the files in step). Field order is the key order of
+the JSON files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Severity = typing.Literal["info", "warning", "error"]
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+# --- meta.json (written by the runner beside a trace) ------------------------------------
+
+@dataclass
+class CostModel:
+    """Work one call must do, whatever the implementation."""
+
+    flops: int = 0
+    min_bytes: int = 0
+    ideal_kernels: int = 1
+
+
+@dataclass
+class Meta:
+    """What the runner says of a run: the ranges it opened, iterations, cost model."""
+
+    schema: str = "meta/1"
+    workload: str | None = None
+    description: str | None = None
+    size: str | None = None
+    shapes: list[list[int]] = field(default_factory=list)
+    dtype: str | None = None
+    iterations: int = 1
+    warmup_calls: int | None = None
+    domain: str | None = None
+    variants: list[str] = field(default_factory=list)
+    ranges: dict[str, str] = field(default_factory=dict)   # variant -> range path
+    cost_model: CostModel | None = None
+    correctness: dict[str, Any] | None = None
+    versions: dict[str, Any] = field(default_factory=dict)
+    compiled: dict[str, Any] | None = None
+    ceilings: dict[str, Any] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+
+    def iterations_of(self, instances: int) -> int:
+        """Iterations a range ran in all: per-instance iterations x its instances."""
+        return self.iterations * max(instances, 1)
+
+    @property
+    def ideal_kernels(self) -> int | None:
+        return self.cost_model.ideal_kernels if self.cost_model else None
+
+    @property
+    def graph_breaks(self) -> list[dict[str, Any]]:
+        return list((self.compiled or {}).get("graph_breaks") or [])
+
+
+# --- findings -----------------------------------------------------------------------------
+
+@dataclass
+class Finding:
+    """One rule's verdict on one range (or launch), with its numbers and what to do."""
+
+    rule: str
+    severity: Severity
+    range: str | None
+    kernel: str | None
+    message: str
+    evidence: dict[str, Any]
+    suggestion: str
+
+
+def ordered(findings: list[Finding]) -> list[Finding]:
+    """Most severe first, then by range name (stable otherwise)."""
+    return sorted(findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.range or ""))
+
+
+# --- systems/1 ----------------------------------------------------------------------------
+
+@dataclass
+class Gpu:
+    name: str | None
+    sm_count: int | None
+    memory_bandwidth_Bps: int | None
+
+
+@dataclass
+class SystemsSource:
+    path: str
+    export_schema_version: str | None
+    nsys_version: str | None
+    gpus: list[Gpu]
+
+
+@dataclass
+class KernelStat:
+    """One kernel name's launches inside a range (nvtx_kern_sum's row)."""
+
+    name: str
+    count: int
+    total_ns: int
+    avg_ns: float
+    min_ns: int
+    max_ns: int
+
+
+@dataclass
+class RangeEntry:
+    """One NVTX range path (push/pop path outer->inner, no domain) that launched GPU work."""
+
+    name: str
+    domain: str | None
+    instances: int
+    kernel_count: int
+    kernel_time_ns: int
+    gpu_span_ns: int
+    gpu_idle_ns: int
+    kernels: list[KernelStat]
+
+
+@dataclass
+class GpuOp:
+    """A GPU operation of one iteration, times relative to the iteration's first op."""
+
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class VariantRow:
+    """Per variant of meta.json: numbers per iteration (None where it cannot be said)."""
+
+    variant: str
+    range: str
+    missing: bool = False
+    iterations: int | None = None
+    time_per_iter_ns: float | None = None
+    kernels_per_iter: float | None = None
+    gpu_idle_pct: float | None = None
+    achieved_Bps: float | None = None
+    pct_of_peak_bw: float | None = None
+    pct_of_copy_bw: float | None = None
+    achieved_flops: float | None = None
+    speedup_vs_naive: float | None = None
+    first_iteration: list[GpuOp] = field(default_factory=list)
+
+
+@dataclass
+class SystemsDoc:
+    """The systems/1 document: per NVTX range, as `nsys stats` counts it, plus findings."""
+
+    source: SystemsSource
+    ranges: list[RangeEntry]
+    variants: list[VariantRow] = field(default_factory=list)
+    run: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    schema: str = "systems/1"
+
+
+# --- compute/1 ----------------------------------------------------------------------------
+
+@dataclass
+class KernelLaunch:
+    """One profiled kernel launch (Nsight Compute raw page row), in base units."""
+
+    range: str
+    name: str
+    duration_ns: int | None = None
+    dram_read_bytes: int | None = None
+    dram_write_bytes: int | None = None
+    dram_throughput_pct: float | None = None
+    dram_bytes_per_s: float | None = None
+    sm_sol_pct: float | None = None
+    mem_sol_pct: float | None = None
+    achieved_occupancy_pct: float | None = None
+    theoretical_occupancy_pct: float | None = None
+    registers_per_thread: int | None = None
+    block_size: int | None = None
+    grid_size: int | None = None
+    waves_per_sm: float | None = None
+    tensor_pipe_pct: float | None = None
+    bound: str | None = None
+    limit_registers: float | None = None
+    limit_shared_mem: float | None = None
+    limit_warps: float | None = None
+    limit_blocks: float | None = None
+
+
+@dataclass
+class ComputeRange:
+    """Per NVTX range, per iteration: summed kernels and roofline placement."""
+
+    range: str
+    kernels_per_iter: float
+    duration_ns_per_iter: float
+    dram_bytes_per_iter: float
+    dram_bytes_per_s: float | None = None
+    dram_vs_min_bytes: float | None = None
+    intensity_flop_per_byte: float | None = None
+    flops_per_s: float | None = None
+    pct_of_roofline: float | None = None
+
+
+@dataclass
+class Ceilings:
+    dram_bytes_per_s: float | None = None
+    dram_source: str | None = None
+    flops_per_s: float | None = None
+    flops_source: str | None = None
+
+
+@dataclass
+class ComputeSource:
+    path: str
+    gpu: str | None
+
+
+@dataclass
+class ComputeDoc:
+    """The compute/1 document: one entry per profiled launch, per-range totals, findings."""
+
+    source: ComputeSource
+    kernels: list[KernelLaunch]
+    ranges: list[ComputeRange]
+    ceilings: Ceilings
+    thresholds: dict[str, float]
+    run: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    schema: str = "compute/1"
+
+
+# --- (de)serialization --------------------------------------------------------------------
+
+FIRST_KEYS = ("schema",)
+
+
+def to_dict(obj: Any) -> Any:
+    """JSON-ready form of a document (dataclasses to dicts, `schema` first)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = [f.name for f in dataclasses.fields(obj)]
+        names = [n for n in FIRST_KEYS if n in names] + [n for n in names
+                                                          if n not in FIRST_KEYS]
+        return {n: to_dict(getattr(obj, n)) for n in names}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(to_dict(obj), indent=2) + "\n"
+
+
+def _unwrap_optional(tp: Any) -> Any:
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0] if len(rest) == 1 else Any
+    return tp
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    tp = _unwrap_optional(tp)
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value)
+    if origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_convert(item, v) for v in value]
+    if origin is dict:
+        _, item = typing.get_args(tp) or (str, Any)
+        return {k: _convert(item, v) for k, v in value.items()}
+    return value
+
+
+def from_dict(cls: type[T], obj: dict[str, Any]) -> T:
+    """A document of type `cls` from its JSON form; unknown keys are ignored, missing ones
+    take the type's defaults. TypeError when a required field is missing."""
+    if not isinstance(obj, dict):
+        raise TypeError(f"{cls.__name__} must be a JSON object")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: _convert(hints[k], v) for k, v in obj.items() if k in known})

@@ -1,0 +1,101 @@
+"""The attributed trace: ONE attribution pass over a loaded export, read by every analysis.
+
+`attribute(export) -> Trace` runs the launch attribution once (GPU operations and CUDA
+graph launches together), builds every range instance's path and key once, and merges
+each instance's GPU operations into busy blocks and idle gaps once. Range summaries,
+kernel tables, gaps, variants and the facts findings read all come from the Trace; none
+recomputes them.
+
+Everything per range key is a grouped aggregate (counts, sums, minima, maxima, first and
+last operation per instance) so that a later chunked reader can build the same Trace
+piece by piece and merge the pieces.
+
+Frames (row positions are the ids the others refer to):
+ranges     the loader's range instances plus `path` and `key` (int code of (domain, path))
+keys       one row per key, index = key: domain, path, first_ns (earliest instance start)
+pairs      (range, call): range instance row -> row of `export.ops` launched inside it
+graph_pairs  (range, call): range instance row -> row of `export.graph_launches`
+instances  per range instance with GPU work: range, gpu_span_ns, gpu_idle_ns
+gaps       per idle gap inside an instance: range, gap_start_ns, gap_ns, host_wait
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .gaps import timeline
+from .load.nsys_sqlite import NsysExport
+from .ranges import attribute as attribute_calls
+from .ranges import range_paths
+
+CALL_COLUMNS = ["global_tid", "api_start_ns", "api_end_ns"]
+
+
+@dataclass
+class Trace:
+    """An export with its launch attribution done (see the module doc for the frames)."""
+
+    export: NsysExport
+    ranges: pd.DataFrame
+    keys: pd.DataFrame
+    pairs: pd.DataFrame
+    graph_pairs: pd.DataFrame
+    instances: pd.DataFrame
+    gaps: pd.DataFrame
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        return self.export.ops
+
+    def kernel_pairs(self) -> pd.DataFrame:
+        """pairs of kernels only, with the range key, kernel name and timings attached."""
+        ops = self.ops
+        call = self.pairs["call"].to_numpy(dtype="int64")
+        is_kernel = (ops["kind"].to_numpy() == "kernel")[call]
+        sub = self.pairs[is_kernel]
+        call = sub["call"].to_numpy(dtype="int64")
+        return pd.DataFrame({
+            "range": sub["range"].to_numpy(), "call": call,
+            "key": self.ranges["key"].to_numpy()[sub["range"].to_numpy(dtype="int64")],
+            "name": ops["name"].array.take(call),
+            "demangled_name": ops["demangled_name"].array.take(call),
+            "duration_ns": ops["duration_ns"].to_numpy()[call],
+            "api_start_ns": ops["api_start_ns"].to_numpy()[call]})
+
+
+def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Ranges with `path` and an int `key` per (domain, path); the keys frame."""
+    out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
+    label = out["domain"].fillna("").astype(str) + "\x00" + out["path"]
+    out["key"] = pd.factorize(label, sort=False)[0]
+    keys = out.drop_duplicates("key").set_index("key")[["domain", "path"]].sort_index()
+    keys["first_ns"] = out.groupby("key")["start_ns"].min()
+    return out, keys
+
+
+def attribute(export: NsysExport) -> Trace:
+    """The one attribution pass: ops and graph launches together, then the timeline."""
+    ranges, keys = keyed(export.ranges)
+    ops_calls = export.ops[CALL_COLUMNS]
+    graph_calls = export.graph_launches.reindex(columns=CALL_COLUMNS)
+    calls = pd.concat([ops_calls, graph_calls], ignore_index=True)
+    both = attribute_calls(calls, ranges)
+    n_ops = len(ops_calls)
+    is_op = both["call"].to_numpy() < n_ops
+    pairs = both[is_op].reset_index(drop=True)
+    graph_pairs = both[~is_op].reset_index(drop=True)
+    graph_pairs["call"] = graph_pairs["call"] - n_ops
+    instances, gaps = timeline(export.ops, pairs)
+    return Trace(export=export, ranges=ranges, keys=keys, pairs=pairs,
+                 graph_pairs=graph_pairs, instances=instances, gaps=gaps)
+
+
+def outside_kernels(trace: Trace) -> int:
+    """Kernel launches that no range holds."""
+    ops = trace.ops
+    inside = np.zeros(len(ops), dtype=bool)
+    inside[trace.pairs["call"].to_numpy(dtype="int64")] = True
+    return int(((ops["kind"] == "kernel").to_numpy() & ~inside).sum())

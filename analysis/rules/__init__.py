@@ -1,0 +1,120 @@
+"""Findings as a registry: one rule = one function plus its declared id, source, severity,
+thresholds and one-line doc, registered with `@rule(...)` in one place.
+
+Every rule takes the same typed input, a `Context` (the document being built, meta.json,
+TORCH_LOGS events and, for systems rules, the attributed trace) and returns `Finding`s
+built with keyword fields. `run(source, ctx)` runs the rules of one source (`systems` or
+`compute`) in registration order and sorts their findings, most severe first.
+README's rules table is `markdown_table()` (a test keeps them equal), so each threshold
+is written once, in its rule's registration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import pandas as pd
+
+from ..documents import SEVERITY_ORDER, ComputeDoc, Finding, Meta, Severity, SystemsDoc
+
+
+@dataclass
+class Context:
+    """What every rule reads; derived tables are computed once, on first use."""
+
+    meta: Meta | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    systems: SystemsDoc | None = None
+    compute: ComputeDoc | None = None
+    trace: Any = None                      # model.Trace for systems rules
+    cache: dict[str, Any] = field(default_factory=dict)   # facts several rules share
+
+    @cached_property
+    def entries(self) -> dict[str, Any]:
+        """systems range entries by path."""
+        return {e.name: e for e in (self.systems.ranges if self.systems else [])}
+
+    @cached_property
+    def sequences(self) -> pd.DataFrame:
+        """Kernels per range path in launch order (ranges.kernel_sequences)."""
+        from ..ranges import SEQUENCE_COLUMNS, kernel_sequences
+
+        if self.trace is None:
+            return pd.DataFrame(columns=SEQUENCE_COLUMNS)
+        return kernel_sequences(self.trace)
+
+    @cached_property
+    def kernel_leaves(self) -> list[str]:
+        """Range paths that launched kernels and no other such path extends, sorted."""
+        from ..ranges import leaf_paths
+
+        return sorted(leaf_paths(self.sequences["path"].unique().tolist()))
+
+    @cached_property
+    def leaves(self) -> list[str]:
+        """Range paths that launched GPU work and no other path extends, sorted."""
+        from ..ranges import leaf_paths
+
+        return sorted(leaf_paths(list(self.entries)))
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    source: str                     # "systems" | "compute"
+    severity: Severity              # the usual severity (a rule may lower it, and says so)
+    doc: str                        # one line: when it fires
+    thresholds: dict[str, float]
+    fn: Callable[[Rule, Context], list[Finding]]
+
+    def finding(self, **fields: Any) -> Finding:
+        """A Finding of this rule (keyword fields; severity defaults to the rule's)."""
+        fields.setdefault("severity", self.severity)
+        fields.setdefault("kernel", None)
+        return Finding(rule=self.id, **fields)
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def rule(id: str, source: str, severity: Severity, doc: str,
+         thresholds: dict[str, float] | None = None) -> Callable:
+    """Register the decorated function as the rule `id` (ids are unique)."""
+    def register(fn: Callable[[Rule, Context], list[Finding]]) -> Callable:
+        if id in REGISTRY:
+            raise ValueError(f"rule {id!r} registered twice")
+        REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn)
+        return fn
+    return register
+
+
+def sort_key(f: Finding) -> tuple:
+    """Most severe first, then range name, then launch order (stable otherwise)."""
+    launch = f.evidence.get("launch") if isinstance(f.evidence, dict) else None
+    return (SEVERITY_ORDER[f.severity], f.range or "",
+            launch if launch is not None else float("inf"))
+
+
+def run(source: str, ctx: Context) -> list[Finding]:
+    """Every registered rule of `source`, in registration order, then sorted."""
+    _load()
+    found = [f for r in REGISTRY.values() if r.source == source for f in r.fn(r, ctx)]
+    return sorted(found, key=sort_key)
+
+
+def _load() -> None:
+    from . import systems_rules, compute_rules  # noqa: F401, I001  (registers, in order)
+
+
+def markdown_table() -> list[str]:
+    """README's rules table, generated from the registry."""
+    _load()
+    out = ["| rule | source | severity | fires when | thresholds |",
+           "| --- | --- | --- | --- | --- |"]
+    for r in REGISTRY.values():
+        th = ", ".join(f"`{k}` = {v:g}" for k, v in r.thresholds.items()) or "–"
+        out.append(f"| `{r.id}` | {r.source} | {r.severity} | {r.doc} | {th} |")
+    return out

@@ -1,0 +1,259 @@
+"""Systems rules: what the timeline shows against what the cost model says is possible."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..documents import Finding
+from ..gaps import summarize_gaps
+from . import Context, Rule, rule
+
+GAP_NS = 5_000
+IDLE_WARN_PCT = 10.0
+LAUNCH_IDLE_PCT = 20.0
+LAUNCH_KERNEL_NS = 20_000
+
+GEMM_KERNEL = re.compile(r"(^nvjet_|gemm|cutlass|cudnn|xmma|sm\d+_.*_tn|cublas)", re.I)
+INDUCTOR_POINTWISE = re.compile(r"^triton_poi_fused")
+INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per|tem)_")
+ATEN_EAGER = re.compile(r"at::native::")
+
+
+def _suggest_fusion(names: list[str]) -> str:
+    if any(GEMM_KERNEL.search(n) for n in names):
+        return ("the GEMM epilogue was not fused: use a Triton matmul that applies the "
+                "activation before its store (kernels/matmul_relu.py), or try "
+                "torch._inductor.config.max_autotune=True / epilogue fusion")
+    return ("look at what Inductor generated (TORCH_LOGS=output_code) for the ops left in "
+            "separate kernels, or fuse them in one Triton kernel")
+
+
+def _matches(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """pattern.search per row, evaluated once per distinct name."""
+    cats = pd.Categorical(names)
+    hit = np.array([bool(pattern.search(str(c))) for c in cats.categories], dtype=bool)
+    return hit[cats.codes] if len(cats) else np.zeros(0, dtype=bool)
+
+
+def gemm_then_pointwise(seq: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """Per path, the first (GEMM, Inductor pointwise) kernels launched back to back."""
+    gemm, point = _matches(seq["name"], GEMM_KERNEL), _matches(seq["name"], INDUCTOR_POINTWISE)
+    path = seq["path"].to_numpy()
+    hit = np.flatnonzero(gemm[:-1] & point[1:] & (path[:-1] == path[1:]))
+    names = seq["name"].astype(str).to_numpy()
+    out: dict[str, tuple[str, str]] = {}
+    for i in hit:
+        out.setdefault(path[i], (names[i], names[i + 1]))
+    return out
+
+
+@rule("fusion_failure", "systems", "warning",
+      "a compiled/triton range runs more kernels per iteration than the workload's ideal "
+      "count (meta.json); without meta.json, a GEMM library kernel (nvjet, gemm, CUTLASS, "
+      "cuDNN) directly followed in the same range by `triton_poi_fused_*`; never when "
+      "kernels/iteration = ideal")
+def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
+    meta = ctx.meta
+    if meta and meta.ranges:
+        out = []
+        for variant in ("compiled", "triton"):
+            e = ctx.entries.get(meta.ranges.get(variant, ""))
+            if not e or not meta.ideal_kernels:
+                continue
+            per_iter = e.kernel_count / meta.iterations_of(e.instances)
+            if per_iter > meta.ideal_kernels + 1e-9:
+                names = [k.name for k in e.kernels]
+                out.append(r.finding(
+                    range=e.name, kernel=names[0] if names else None,
+                    message=f"{e.name} launched {per_iter:g} kernels per iteration where the "
+                    f"workload needs {meta.ideal_kernels}: {', '.join(names)}.",
+                    evidence={"kernels_per_iter": per_iter,
+                              "ideal_kernels": meta.ideal_kernels, "kernels": names},
+                    suggestion=_suggest_fusion(names)))
+        return out
+    pairs = gemm_then_pointwise(ctx.sequences)
+    return [r.finding(range=path, kernel=b,
+                      message=f"in {path} the GEMM kernel {a} is followed by the separate "
+                      f"pointwise kernel {b}: the epilogue was not fused.",
+                      evidence={"gemm_kernel": a, "epilogue_kernel": b},
+                      suggestion=_suggest_fusion([a]))
+            for path in ctx.kernel_leaves if (pair := pairs.get(path)) for a, b in [pair]]
+
+
+def compiled_range(ctx: Context) -> tuple[str | None, str]:
+    """The range compile events belong to, and how it was chosen."""
+    if ctx.meta and ctx.meta.ranges.get("compiled"):
+        return ctx.meta.ranges["compiled"], "the compiled variant's range (meta.json)"
+    seq = ctx.sequences
+    inductor = set(seq["path"][_matches(seq["name"], INDUCTOR_KERNEL)])
+    found = [p for p in ctx.kernel_leaves if p in inductor]
+    if len(found) == 1:
+        return found[0], "the only range that ran Inductor kernels"
+    return None, "no single range ran Inductor kernels, so no range is named"
+
+
+def _breaks(ctx: Context) -> list[dict[str, Any]]:
+    """Graph breaks, TORCH_LOGS first (it words the reason best), one per file:line."""
+    seen, out = set(), []
+    for b in [e for e in ctx.events if e["kind"] == "graph_break"] + (
+            ctx.meta.graph_breaks if ctx.meta else []):
+        if (b.get("file"), b.get("line")) not in seen:
+            seen.add((b.get("file"), b.get("line")))
+            out.append(b)
+    return out
+
+
+@rule("graph_break", "systems", "warning",
+      "each break from meta.json (`torch._dynamo.explain`) or TORCH_LOGS, on the compiled "
+      "range (without meta: the only range that ran Inductor kernels, else none); eager "
+      "`at::native` kernels inside a compiled range")
+def graph_break(r: Rule, ctx: Context) -> list[Finding]:
+    where, how = compiled_range(ctx)
+    out = [r.finding(
+        range=where,
+        message=f"torch.compile broke the graph at {b.get('file')}:{b.get('line')}: "
+        f"{b.get('reason') or 'reason not logged'} (range: {how}).",
+        evidence={"file": b.get("file"), "line": b.get("line"), "reason": b.get("reason")},
+        suggestion="remove the data-dependent Python control flow or side effect at that "
+        "line (torch.where / torch.cond instead of `if tensor`, no print in the compiled "
+        "function), or compile only the part without it") for b in _breaks(ctx)]
+    seq = ctx.sequences
+    in_range = seq[seq["path"] == where] if where else seq.iloc[:0]
+    aten = sorted(set(in_range["name"][_matches(in_range["demangled_name"], ATEN_EAGER)]
+                      .astype(str)))
+    if aten:
+        out.append(r.finding(
+            range=where, kernel=aten[0],
+            message=f"{len(aten)} eager ATen kernel(s) ran inside the compiled range {where}: "
+            f"{', '.join(aten)}; part of the function ran outside the compiled graph.",
+            evidence={"aten_kernels": aten},
+            suggestion="find the graph break (TORCH_LOGS=graph_breaks) that leaves these "
+            "ops eager"))
+    return out
+
+
+@rule("recompile", "systems", "warning",
+      "each \"Recompiling function\" record in TORCH_LOGS")
+def recompile(r: Rule, ctx: Context) -> list[Finding]:
+    where, _ = compiled_range(ctx)
+    return [r.finding(
+        range=where,
+        message=f"{ev.get('function')} at {ev.get('file')}:{ev.get('line')} was recompiled: "
+        f"{ev.get('reason') or 'guard failure not logged'}.",
+        evidence={k: ev.get(k) for k in ("function", "file", "line", "reason")},
+        suggestion="keep shapes and dtypes stable across calls, or mark the varying "
+        "dimension dynamic (torch._dynamo.mark_dynamic / dynamic=True)")
+        for ev in ctx.events if ev["kind"] == "recompile"]
+
+
+def idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
+    """Per leaf range with idle gaps >= GAP_NS: (entry, gap summary, median kernel ns);
+    computed once for both idle rules."""
+    if "idle" not in ctx.cache:
+        ctx.cache["idle"] = _idle_facts(ctx)
+    return ctx.cache["idle"]
+
+
+def _idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
+    trace = ctx.trace
+    if trace is None:
+        return []
+    per_key = summarize_gaps(trace.gaps, trace.ranges, GAP_NS)
+    paths = trace.keys["path"]
+    gap_rows = {paths[k]: g for k, g in zip(per_key["key"], per_key.to_dict("records"),
+                                           strict=True)}
+    medians = ctx.sequences.groupby("path")["duration_ns"].median()
+    out = []
+    for path in ctx.leaves:
+        e, gaps = ctx.entries[path], gap_rows.get(path)
+        if gaps and e.gpu_span_ns:
+            out.append((e, gaps, float(medians[path]) if path in medians.index else None))
+    return out
+
+
+def _idle_evidence(e: Any, gaps: dict[str, Any], med: float | None) -> dict[str, Any]:
+    idle_pct = 100.0 * gaps["gap_ns"] / e.gpu_span_ns
+    host_pct = 100.0 * gaps["host_wait_ns"] / gaps["gap_ns"] if gaps["gap_ns"] else 0.0
+    return {"gpu_span_ns": e.gpu_span_ns, "idle_ns": int(gaps["gap_ns"]),
+            "idle_pct": round(idle_pct, 1), "gaps": int(gaps["gaps"]),
+            "largest_gap_ns": int(gaps["largest_gap_ns"]), "host_wait_pct": round(host_pct, 1),
+            "min_gap_ns": GAP_NS, "median_kernel_ns": med}
+
+
+def _is_launch_bound(ev: dict[str, Any]) -> bool:
+    med = ev["median_kernel_ns"]
+    return ev["idle_pct"] > LAUNCH_IDLE_PCT and med is not None and med < LAUNCH_KERNEL_NS
+
+
+@rule("launch_bound", "systems", "warning",
+      "idle > `idle_pct` of the span and median kernel < `median_kernel_ns`",
+      {"idle_pct": LAUNCH_IDLE_PCT, "median_kernel_ns": LAUNCH_KERNEL_NS,
+       "min_gap_ns": GAP_NS})
+def launch_bound(r: Rule, ctx: Context) -> list[Finding]:
+    out = []
+    for e, gaps, med in idle_facts(ctx):
+        ev = _idle_evidence(e, gaps, med)
+        if _is_launch_bound(ev):
+            out.append(r.finding(
+                range=e.name, evidence=ev,
+                message=f"{e.name} is launch-bound: the GPU idled {ev['idle_pct']:.1f}% of its "
+                f"span in {ev['gaps']} gaps while the median kernel ran {med / 1e3:.1f} µs "
+                f"({ev['host_wait_pct']:.0f}% of the idle time waiting for the host to "
+                "launch).",
+                suggestion="fuse the small ops (torch.compile, a Triton kernel) or capture "
+                "the sequence in a CUDA graph (torch.compile mode='reduce-overhead')"))
+    return out
+
+
+@rule("gpu_idle_gaps", "systems", "warning",
+      "gaps of at least `min_gap_ns` between GPU operations inside a range's span add up to "
+      "more than `idle_pct` of it (and it is not launch-bound); each gap is \"host wait\" "
+      "when the next launch call began after the GPU went idle",
+      {"idle_pct": IDLE_WARN_PCT, "min_gap_ns": GAP_NS})
+def gpu_idle_gaps(r: Rule, ctx: Context) -> list[Finding]:
+    out = []
+    for e, gaps, med in idle_facts(ctx):
+        ev = _idle_evidence(e, gaps, med)
+        if not _is_launch_bound(ev) and ev["idle_pct"] > IDLE_WARN_PCT:
+            out.append(r.finding(
+                range=e.name, evidence=ev,
+                message=f"the GPU sat idle {ev['idle_pct']:.1f}% of {e.name}'s span in "
+                f"{ev['gaps']} gaps of {GAP_NS / 1e3:g} µs or more (largest "
+                f"{ev['largest_gap_ns'] / 1e3:.1f} µs, {ev['host_wait_pct']:.0f}% host wait).",
+                suggestion="look at the CUDA API calls in the gaps (syncs, allocations, "
+                "copies) on the Nsight Systems timeline and move them out of the loop"))
+    return out
+
+
+@rule("compile_kernels_in_range", "systems", "warning",
+      "kernel counts in a variant's range not a multiple of the iterations and more kernels "
+      "than iterations × ideal (compilation, autotuning or benchmarking ran inside it)")
+def compile_kernels_in_range(r: Rule, ctx: Context) -> list[Finding]:
+    meta = ctx.meta
+    if not meta or not meta.ranges:
+        return []
+    ideal = meta.ideal_kernels or 1
+    out = []
+    for path in meta.ranges.values():
+        e = ctx.entries.get(path)
+        if not e:
+            continue
+        n = meta.iterations_of(e.instances)
+        odd = [k for k in e.kernels if k.count % n]
+        if odd and e.kernel_count > n * ideal:
+            out.append(r.finding(
+                range=path, kernel=odd[0].name,
+                message=f"{path} holds {e.kernel_count} kernels for {n} iterations; "
+                f"{len(odd)} kernel name(s) ran a number of times that is not a multiple of "
+                "the iterations: compilation, autotuning or benchmarking ran inside the "
+                "measured range.",
+                evidence={"iterations": n, "kernel_count": e.kernel_count,
+                          "odd_kernels": {k.name: k.count for k in odd[:10]}},
+                suggestion="move warm-up, torch.compile's first call and autotuning before "
+                "the range (the runner does: warm-up calls happen before any NVTX range "
+                "opens)"))
+    return out
