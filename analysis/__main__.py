@@ -7,6 +7,7 @@
     python -m analysis diff A B [--threshold PCT] [-o DIFF.md]
     python -m analysis demo [DATA] [-o OUT]
     python -m analysis scrub IN.sqlite OUT.sqlite
+    python -m analysis rules
 
 `systems` writes DIR/systems.json (schema systems/1), DIR/systems.md and two plots
 (time_per_iter.png, timeline.png); `compute` writes DIR/compute.json (compute/1),
@@ -145,6 +146,13 @@ def cmd_scrub(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rules(args: argparse.Namespace) -> int:
+    from .rules import markdown_table
+
+    print("\n".join(markdown_table()))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import render_all
 
@@ -183,6 +191,8 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("input", help="IN.sqlite (never modified)")
     x.add_argument("output", help="OUT.sqlite")
     x.set_defaults(func=cmd_scrub)
+    r = sub.add_parser("rules", help="the findings rules and thresholds, as a markdown table")
+    r.set_defaults(func=cmd_rules)
     m = sub.add_parser("demo", help="render every committed capture (no GPU needed)")
     m.add_argument("data", nargs="?", default="tests/data")
     m.add_argument("-o", "--output", default="runs/demo")
