@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from . import roofline, rules
-from .documents import Ceilings, ComputeDoc, ComputeRange, ComputeSource, KernelLaunch, Meta
+from .documents import ComputeDoc, ComputeRange, ComputeSource, KernelLaunch, Meta
 from .load.ncu_csv import NcuData
 from .systems import as_meta
 

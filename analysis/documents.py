@@ -250,17 +250,31 @@ class ComputeDoc:
 FIRST_KEYS = ("schema",)
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """Field names of a document class, `schema` first (cached: documents hold many)."""
+    if cls not in _FIELDS:
+        names = [f.name for f in dataclasses.fields(cls)]
+        _FIELDS[cls] = tuple([n for n in FIRST_KEYS if n in names]
+                             + [n for n in names if n not in FIRST_KEYS])
+    return _FIELDS[cls]
+
+
 def to_dict(obj: Any) -> Any:
     """JSON-ready form of a document (dataclasses to dicts, `schema` first)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        names = [f.name for f in dataclasses.fields(obj)]
-        names = [n for n in FIRST_KEYS if n in names] + [n for n in names
-                                                          if n not in FIRST_KEYS]
-        return {n: to_dict(getattr(obj, n)) for n in names}
+    if isinstance(obj, _SCALARS):
+        return obj
     if isinstance(obj, (list, tuple)):
-        return [to_dict(v) for v in obj]
+        return [v if isinstance(v, _SCALARS) else to_dict(v) for v in obj]
     if isinstance(obj, dict):
-        return {k: to_dict(v) for k, v in obj.items()}
+        return {k: v if isinstance(v, _SCALARS) else to_dict(v) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        d = obj.__dict__
+        return {n: v if isinstance(v := d[n], _SCALARS) else to_dict(v)
+                for n in _field_names(type(obj))}
     return obj
 
 

@@ -27,22 +27,30 @@ def range_paths(ranges: pd.DataFrame) -> pd.Series:
 
     Push/pop ranges nest per thread and per domain (NVTX keeps one stack for each), so
     the path is built from ranges of the same (global_tid, domain); a start/end range's
-    path is its own name.
+    path is its own name. One sort, then one pass with a stack: linear after the sort.
     """
-    paths = pd.Series(ranges["name"].fillna("").astype(str).values, index=ranges.index)
-    pushpop = ranges[ranges["style"] == "PushPop"]
-    domain_key = pushpop["domain"].fillna("")
-    for _, grp in pushpop.groupby([pushpop["global_tid"], domain_key], sort=False):
-        order = grp.sort_values(["start_ns", "end_ns"], ascending=[True, False])
+    names = ranges["name"].fillna("").astype(str).to_numpy(dtype=object)
+    paths = names.copy()
+    pushpop = np.flatnonzero((ranges["style"] == "PushPop").to_numpy())
+    if len(pushpop):
+        tid = ranges["global_tid"].to_numpy(dtype="int64")[pushpop]
+        dom = pd.factorize(ranges["domain"].fillna("").to_numpy()[pushpop])[0]
+        start = ranges["start_ns"].to_numpy(dtype="int64")[pushpop]
+        end = ranges["end_ns"].to_numpy(dtype="int64")[pushpop]
+        order = np.lexsort((-end, start, dom, tid))
+        rows, tid, dom = pushpop[order], tid[order], dom[order]
+        new_stack = np.r_[True, (tid[1:] != tid[:-1]) | (dom[1:] != dom[:-1])]
         stack: list[tuple[int, str]] = []  # (end_ns, path) of open enclosing ranges
-        for idx, start, end, name in zip(order.index, order["start_ns"], order["end_ns"],
-                                         paths[order.index], strict=True):
-            while stack and not (start <= stack[-1][0] and end <= stack[-1][0]):
+        for row, s, e, fresh in zip(rows.tolist(), start[order].tolist(), end[order].tolist(),
+                                    new_stack.tolist(), strict=True):
+            if fresh:
+                stack = []
+            while stack and not (s <= stack[-1][0] and e <= stack[-1][0]):
                 stack.pop()
-            path = f"{stack[-1][1]}/{name}" if stack else name
-            paths[idx] = path
-            stack.append((end, path))
-    return paths
+            path = f"{stack[-1][1]}/{names[row]}" if stack else names[row]
+            paths[row] = path
+            stack.append((e, path))
+    return pd.Series(paths, index=ranges.index, dtype=object)
 
 
 def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:

@@ -28,11 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-from analysis.tools import NCU_PATTERNS, find_ncu, import_csv_argv
+from analysis.tools import find_ncu, import_csv_argv
 from workflows import NVTX_DOMAIN
 from workflows import workloads as registry
 from workflows.nsys import runner_command
 from workflows.tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
+
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
             "SpeedOfLight_RooflineChart")
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "launch__waves_per_multiprocessor")

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from analysis.tools import NSYS_PATTERNS, export_argv, find_nsys
+from analysis.tools import export_argv, find_nsys
 from workflows import workloads as registry
 from workflows.tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
 

@@ -7,19 +7,19 @@ render literally inside table cells.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..documents import Finding, SystemsDoc
+from ..documents import Finding, RangeEntry, SystemsDoc
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ",
+                         **{c: "\\" + c for c in "\\`*_[]|~#"}})
 
 
 def esc(text: Any) -> str:
-    """Text safe inside a markdown table cell: HTML entities, escaped markdown marks."""
-    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", " ")
+    """Text safe inside a markdown table cell: HTML entities, escaped markdown marks,
+    newlines as spaces (one pass: str.translate)."""
+    return str(text).translate(_ESCAPES)
 
 
 def us(ns: float | None) -> str:
@@ -79,10 +79,31 @@ def variants_section(doc: SystemsDoc) -> list[str]:
     return lines + [""]
 
 
+MAX_RANGES = 40
+"""Range rows a page shows at most: a trace with more (PyTorch's emit_nvtx puts one range
+around every op) shows the ranges that hold the most kernel time and says how many more
+are in systems.json."""
+
+
+def shown_ranges(doc: SystemsDoc) -> tuple[list[RangeEntry], int]:
+    """(ranges to show, in timeline order; how many were left out)."""
+    if len(doc.ranges) <= MAX_RANGES:
+        return doc.ranges, 0
+    top = sorted(range(len(doc.ranges)), key=lambda i: -doc.ranges[i].kernel_time_ns)
+    keep = sorted(top[:MAX_RANGES])
+    return [doc.ranges[i] for i in keep], len(doc.ranges) - MAX_RANGES
+
+
+def _more(left_out: int) -> list[str]:
+    return [f"{left_out:,} more ranges with less kernel time are in systems.json.", ""] \
+        if left_out else []
+
+
 def ranges_section(doc: SystemsDoc) -> list[str]:
+    shown, left_out = shown_ranges(doc)
     body = [[esc(e.name), esc(e.domain or "(default)"), num(e.instances),
              num(e.kernel_count), us(e.kernel_time_ns), us(e.gpu_span_ns),
-             us(e.gpu_idle_ns)] for e in doc.ranges]
+             us(e.gpu_idle_ns)] for e in shown]
     lines = ["## NVTX ranges", "",
              "Kernels are credited to a range when the CUDA call that launched them lies "
              "inside it, on the same thread (as `nsys stats` does); a kernel counts in every "
@@ -92,12 +113,13 @@ def ranges_section(doc: SystemsDoc) -> list[str]:
         return lines + ["No NVTX range launched GPU work.", ""]
     lines += table(["range", "domain", "instances", "kernels", "kernel time", "GPU span",
                     "GPU idle"], body, "llrrrrr")
-    return lines + [""]
+    return lines + [""] + _more(left_out)
 
 
 def kernels_section(doc: SystemsDoc) -> list[str]:
     lines = ["## Kernels per range", ""]
-    for e in doc.ranges:
+    shown, left_out = shown_ranges(doc)
+    for e in shown:
         lines += [f"### {esc(e.name)}", ""]
         body = [[esc(k.name), num(k.count), us(k.total_ns), us(k.avg_ns),
                  us(k.min_ns), us(k.max_ns)] for k in e.kernels]
@@ -106,7 +128,7 @@ def kernels_section(doc: SystemsDoc) -> list[str]:
             continue
         lines += table(["kernel", "count", "total", "avg", "min", "max"], body, "lrrrrr")
         lines.append("")
-    return lines
+    return lines + _more(left_out)
 
 
 def compile_section(doc: SystemsDoc) -> list[str]:
