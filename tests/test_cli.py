@@ -89,7 +89,7 @@ def test_nsys_rep_without_nsys_exits_3(tmp_path: Path, monkeypatch, capsys) -> N
     rep.write_bytes(b"\x00" * 16)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("NSYS", raising=False)
-    monkeypatch.setattr("workflows.nsys.NSYS_PATTERNS", ())
+    monkeypatch.setattr("analysis.tools.NSYS_PATTERNS", ())
     assert main(["systems", str(rep), "-o", str(tmp_path / "out")]) == 3
     assert "needs nsys" in capsys.readouterr().err
 

@@ -191,7 +191,7 @@ def test_ncu_capture_without_pretune(monkeypatch, fake_tools, tmp_path: Path) ->
 
 
 def test_ncu_missing_exits_3(monkeypatch, tmp_path: Path, capsys) -> None:
-    monkeypatch.setattr(ncu, "NCU_PATTERNS", ())
+    monkeypatch.setattr("analysis.tools.NCU_PATTERNS", ())
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("NCU", raising=False)
     assert ncu.main(["gelu", "--runs", str(tmp_path)]) == 3
@@ -203,7 +203,7 @@ def test_ncu_rep_without_ncu_exits_3(tmp_path: Path, monkeypatch, capsys) -> Non
     rep.write_bytes(b"\x00" * 16)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("NCU", raising=False)
-    monkeypatch.setattr(ncu, "NCU_PATTERNS", ())
+    monkeypatch.setattr("analysis.tools.NCU_PATTERNS", ())
     assert main(["compute", str(rep), "-o", str(tmp_path / "out")]) == 3
     assert "needs ncu" in capsys.readouterr().err
 

@@ -44,7 +44,7 @@ def test_find_tool_order(tmp_path: Path) -> None:
 
 
 def test_find_tool_missing_says_where_it_looked(monkeypatch) -> None:
-    monkeypatch.setattr(nsys, "NSYS_PATTERNS", ("/nonexistent/*/nsys",))
+    monkeypatch.setattr("analysis.tools.NSYS_PATTERNS", ("/nonexistent/*/nsys",))
     with pytest.raises(tools.ToolError, match="nsys not found.*NSYS.*PATH") as err:
         nsys.find_nsys({"PATH": ""})
     assert err.value.exit_code == 3
