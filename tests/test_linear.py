@@ -1,0 +1,72 @@
+"""The analysis stays linear in what it reads: one attribution pass, no range-by-range loops."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import model, systems
+from analysis.__main__ import main
+from analysis.load.nsys_sqlite import NsysExport
+from tests.conftest import DATA
+
+
+def test_attribution_runs_once_per_analysis(monkeypatch, tmp_path: Path) -> None:
+    calls = []
+    real = model.attribute_calls
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "attribute_calls", counting)
+    cap = DATA / "graph_break"
+    assert main(["systems", str(cap / "trace.sqlite"), "--meta", str(cap / "meta.json"),
+                 "--torch-logs", str(cap / "torch_logs.txt"), "-o", str(tmp_path)]) == 0
+    assert len(calls) == 1
+
+
+def synthetic(n_ranges: int) -> NsysExport:
+    """An emit_nvtx-like trace: `step` ranges, each holding 4 op ranges of unique names
+    (as PyTorch's `seq = N` makes them), one kernel launched in each op range."""
+    steps = n_ranges // 5
+    t = np.arange(steps, dtype="int64") * 1000
+    rows = [("step", t, t + 900)] + [(None, t + 10 + 200 * j, t + 150 + 200 * j)
+                                     for j in range(4)]
+    ranges = pd.concat([pd.DataFrame({
+        "name": [f"aten::op{j}, seq = {i}" for i in range(steps)] if name is None
+        else [name] * steps, "start_ns": s, "end_ns": e})
+        for j, (name, s, e) in enumerate(rows)], ignore_index=True)
+    ranges = ranges.assign(range_id=np.arange(len(ranges)), style="PushPop", domain=None,
+                           global_tid=1)
+    op_start = np.sort(np.concatenate([t + 20 + 200 * j for j in range(4)]))
+    ops = pd.DataFrame({"kind": pd.Categorical(["kernel"] * len(op_start)),
+                        "name": pd.Categorical(["k"] * len(op_start)),
+                        "demangled_name": pd.Categorical(["k"] * len(op_start)),
+                        "start_ns": op_start + 50, "end_ns": op_start + 90,
+                        "duration_ns": 40, "correlation_id": np.arange(len(op_start)),
+                        "global_pid": 0, "global_tid": 1, "api_start_ns": op_start,
+                        "api_end_ns": op_start + 5})
+    graphs = pd.DataFrame(columns=["global_tid", "api_start_ns", "api_end_ns",
+                                   "correlation_id"], dtype="int64")
+    return NsysExport(path=Path("synthetic"), ranges=ranges, ops=ops, graph_launches=graphs,
+                      gpus=[], export_schema_version=None, product_version=None)
+
+
+def _seconds(n: int) -> float:
+    export = synthetic(n)
+    best = float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        doc = systems.build(export)
+        best = min(best, time.perf_counter() - t0)
+    assert len(doc.ranges) == n // 5 * 4 + 1            # every op range and `step`
+    return best
+
+
+def test_four_times_the_ranges_costs_about_four_times_not_sixteen() -> None:
+    small, large = _seconds(5_000), _seconds(20_000)
+    assert large < 8 * small + 0.5, (small, large)
