@@ -1,0 +1,95 @@
+"""JSON Schemas of the documents, generated from their types (analysis/documents.py).
+
+    python -m analysis.schemas [--check]
+
+writes meta.schema.json, systems.schema.json and compute.schema.json beside this file
+(`--check`: exit 1 when a committed file differs from what the types give). A test keeps
+the files in step with the types and validates every document the command line writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from ..documents import ComputeDoc, Meta, SystemsDoc
+
+HERE = Path(__file__).parent
+DOCUMENTS = {"meta": Meta, "systems": SystemsDoc, "compute": ComputeDoc}
+_SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _type(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    """The schema of one annotation; dataclasses go to $defs once and are referenced."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return {}
+    if tp is type(None):
+        return {"type": "null"}
+    if tp in _SCALARS:
+        return {"type": _SCALARS[tp]}
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_type(a, defs) for a in args]}
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if origin is list:
+        return {"type": "array", "items": _type(args[0], defs) if args else {}}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _type(args[1], defs) if args else {}}
+    if dataclasses.is_dataclass(tp):
+        if tp.__name__ not in defs:
+            defs[tp.__name__] = {}
+            defs[tp.__name__] = _object(tp, defs)
+        return {"$ref": f"#/$defs/{tp.__name__}"}
+    raise TypeError(f"no JSON Schema for {tp!r}")
+
+
+def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    return {"type": "object", "description": (cls.__doc__ or cls.__name__).strip(),
+            "properties": {f.name: _type(hints[f.name], defs) for f in fields},
+            "required": [f.name for f in fields]}
+
+
+def schema_of(name: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of document `name` (meta, systems, compute)."""
+    cls = DOCUMENTS[name]
+    defs: dict[str, Any] = {}
+    root = _object(cls, defs)
+    root.pop("description")
+    if name == "meta":              # meta.json files predate some fields: none required
+        root["required"] = []
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": f"{name}.schema.json", "title": f"{name} document",
+            "description": (cls.__doc__ or "").strip(), **root, "$defs": defs}
+
+
+def path_of(name: str) -> Path:
+    return HERE / f"{name}.schema.json"
+
+
+def render(name: str) -> str:
+    return json.dumps(schema_of(name), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    check = "--check" in (sys.argv[1:] if argv is None else argv)
+    stale = []
+    for name in DOCUMENTS:
+        text = render(name)
+        if check:
+            if not path_of(name).exists() or path_of(name).read_text() != text:
+                stale.append(name)
+        else:
+            path_of(name).write_text(text)
+            print(f"wrote {path_of(name)}")
+    if stale:
+        print(f"stale schemas: {', '.join(stale)} (run python -m analysis.schemas)")
+    return 1 if stale else 0
