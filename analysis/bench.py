@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .io import unpack_xz
+from .io import unpack_xz, write_atomic
 
 TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME")
@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
             rows.append(row)
     args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / f"{args.stem}.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (args.output / f"{args.stem}.md").write_text(render(rows, args.base, nsys))
+    write_atomic(args.output / f"{args.stem}.json", json.dumps(rows, indent=2) + "\n")
+    write_atomic(args.output / f"{args.stem}.md", render(rows, args.base, nsys))
     print(f"wrote {args.output / (args.stem + '.md')}")
     return 0 if all(r.get("same_numbers", True) for r in rows) else 1
 

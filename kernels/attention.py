@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels.tuning import launch_options
+from .tuning import launch_options
 
 LOG2E = 1.4426950408889634
 

@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tuning import launch_options, sm_count
+from .tuning import launch_options, sm_count
 
 
 def matmul_relu_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

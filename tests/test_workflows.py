@@ -114,8 +114,8 @@ from pathlib import Path
 from workflows.compile_info import route_torch_logs, torch_logs
 route_torch_logs(Path({str(log)!r}))
 import torch
-from workflows.workloads import GRAPH_BREAK
-fn = torch.compile(GRAPH_BREAK.variants["naive"](), backend="eager")
+from workflows.workloads import REGISTRY
+fn = torch.compile(REGISTRY["graph_break"].variants["naive"](), backend="eager")
 with torch_logs(Path({str(log)!r})) as info:
     fn(torch.ones(8)); fn(torch.ones(9, 2))
 print(info["recompiles"])
@@ -210,3 +210,21 @@ def test_unpack_xz_writes_once(tmp_path: Path) -> None:
     assert unpack_xz(tmp_path) == []                  # up to date: left alone
     os.utime(packed, (2e9, 2e9))                      # a newer archive is unpacked again
     assert unpack_xz(tmp_path) == [tmp_path / "s" / "trace.sqlite"]
+
+
+def test_every_registered_variant_builds_without_a_gpu() -> None:
+    """Each variant factory resolves its imports (kernels under TRITON_INTERPRET, torch
+    functions, torch.compile wrappers): a typo in a declaration fails here, not on a GPU."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    for w in registry.WORKLOADS:
+        for name, factory in [*w.variants.items(), ("reference", w.reference)]:
+            assert callable(factory()), (w.name, name)
+        for size in w.sizes:
+            cost = w.cost(w.shapes(size), w.dtype)
+            assert cost.flops > 0 and cost.min_bytes > 0 and cost.ideal_kernels >= 1
+    assert set(registry.SIZES) == {"default", "small"}
+
+
+def test_every_workload_is_registered_once() -> None:
+    assert len(registry.REGISTRY) == len(registry.WORKLOADS) == 10

@@ -22,9 +22,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workflows import ceilings as gpu_ceilings
-from workflows import workloads as registry
-from workflows.runner import rel_error
+from . import ceilings as gpu_ceilings
+from . import workloads as registry
+from .runner import rel_error
+from .siblings import sibling
+from .tools import EXIT_TOOL_MISSING
+
+table = sibling("analysis.render.markdown").table
+write_atomic = sibling("analysis.io").write_atomic
 
 log = logging.getLogger("workflows.bench")
 
@@ -85,7 +90,7 @@ def run(names: list[str], size: str, rounds: int = ROUNDS) -> dict[str, Any]:
     import torch
     import triton
 
-    from workflows.runner import driver_version
+    from .runner import driver_version
 
     peaks = gpu_ceilings.measure("float16")
     peaks = {"copy_bytes_per_s": peaks["copy_bytes_per_s"],
@@ -139,22 +144,22 @@ def render(doc: dict[str, Any]) -> str:
              "repetition); the range column shows the fastest and slowest round. "
              "Floor = the larger of minimal bytes / copy bandwidth and FLOPs / GEMM rate; "
              "% of roofline = floor / time; vs torch = time / the fastest torch variant's "
-             "(naive, builtin or compiled).", "",
-             "| workload | variant | shape | time | rounds | floor | GB/s | TFLOP/s | "
-             "% of roofline | vs torch | rel. error |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "(naive, builtin or compiled).", ""]
     best = fastest_torch(doc["results"])
-    for r in doc["results"]:
-        floor_ns = r["time_ns"] * r["pct_of_roofline"] / 100
-        spread = r.get("round_times_ns") or [r["time_ns"]]
-        vs = f"{r['time_ns'] / best[r['workload']]:.3f}x" if r["workload"] in best else "n/a"
-        lines.append(f"| {r['workload']} | {r['variant']} | {r['shape']} | "
-                     f"{r['time_ns'] / 1e3:,.1f} µs | "
-                     f"{min(spread) / 1e3:,.1f}-{max(spread) / 1e3:,.1f} | "
-                     f"{floor_ns / 1e3:,.1f} µs | "
-                     f"{r['bytes_per_s'] / 1e9:,.0f} | {r['flops_per_s'] / 1e12:,.1f} | "
-                     f"{r['pct_of_roofline']:.1f}% | {vs} | {r['rel_error']:.1e} |")
+    lines += table(["workload", "variant", "shape", "time", "rounds", "floor", "GB/s",
+                    "TFLOP/s", "% of roofline", "vs torch", "rel. error"],
+                   [_row(r, best) for r in doc["results"]], "lllrrrrrrrr")
     return "\n".join(lines) + "\n"
+
+
+def _row(r: dict[str, Any], best: dict[str, float]) -> list[str]:
+    floor_ns = r["time_ns"] * r["pct_of_roofline"] / 100
+    spread = r.get("round_times_ns") or [r["time_ns"]]
+    vs = f"{r['time_ns'] / best[r['workload']]:.3f}x" if r["workload"] in best else "n/a"
+    return [r["workload"], r["variant"], r["shape"], f"{r['time_ns'] / 1e3:,.1f} µs",
+            f"{min(spread) / 1e3:,.1f}-{max(spread) / 1e3:,.1f}", f"{floor_ns / 1e3:,.1f} µs",
+            f"{r['bytes_per_s'] / 1e9:,.0f}", f"{r['flops_per_s'] / 1e12:,.1f}",
+            f"{r['pct_of_roofline']:.1f}%", vs, f"{r['rel_error']:.1e}"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", default=",".join(
         n for n, w in registry.REGISTRY.items() if w.bench))
-    p.add_argument("--size", default="default", choices=["default", "small"])
+    p.add_argument("--size", default="default", choices=registry.SIZES)
     p.add_argument("--rounds", type=int, default=ROUNDS,
                    help=f"interleaved timing rounds per workload (default {ROUNDS})")
     p.add_argument("-o", "--output", type=Path, default=Path("reports/bench"))
@@ -172,12 +177,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if not torch.cuda.is_available():
         print("workflows.bench: no CUDA GPU visible to torch", file=sys.stderr)
-        return 3
+        return EXIT_TOOL_MISSING
     doc = run([n for n in args.workloads.split(",") if n], args.size, args.rounds)
     stem = file_stem(doc["gpu"])
     args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (args.output / f"{stem}.md").write_text(render(doc))
+    write_atomic(args.output / f"{stem}.json", json.dumps(doc, indent=2) + "\n")
+    write_atomic(args.output / f"{stem}.md", render(doc))
     print(f"wrote {args.output / (stem + '.md')}")
     return 0
 

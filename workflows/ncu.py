@@ -28,11 +28,14 @@ import sys
 import time
 from pathlib import Path
 
-from analysis.tools import find_ncu, import_csv_argv
-from workflows import NVTX_DOMAIN
-from workflows import workloads as registry
-from workflows.nsys import runner_command
-from workflows.tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
+from . import NVTX_DOMAIN
+from . import workloads as registry
+from .nsys import runner_command
+from .siblings import sibling
+from .tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
+
+find_ncu, import_csv_argv = (sibling("analysis.tools").find_ncu,
+                             sibling("analysis.tools").import_csv_argv)
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
             "SpeedOfLight_RooflineChart")
@@ -117,7 +120,7 @@ def capture(args: argparse.Namespace) -> Path:
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("workload", choices=sorted(registry.REGISTRY))
     p.add_argument("--variant", help="profile only this variant's range")
-    p.add_argument("--size", default="default", choices=["default", "small"])
+    p.add_argument("--size", default="default", choices=registry.SIZES)
     p.add_argument("--iters", type=int, default=1, help="iterations per range (each profiled)")
     p.add_argument("--clock-control", default="none", choices=["none", "base"])
     p.add_argument("--launch-count", type=int, help="stop after this many profiled kernels")

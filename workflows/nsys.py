@@ -14,9 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from analysis.tools import export_argv, find_nsys
-from workflows import workloads as registry
-from workflows.tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
+from . import workloads as registry
+from .siblings import module_name, sibling
+from .tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
+
+export_argv, find_nsys = sibling("analysis.tools").export_argv, sibling("analysis.tools").find_nsys
 
 IMPORTER_HINT = ("nsys captured but could not import the raw data (.qdstrm): its "
                  "QdstrmImporter needs libdw.so.1/libelf.so.1 on LD_LIBRARY_PATH "
@@ -37,7 +39,7 @@ def profile_argv(nsys: Path | str, output_base: Path | str, command: list[str]) 
 
 def runner_command(workload: str, size: str, iters: int, out: Path) -> list[str]:
     """The profiled program: this Python running the workload runner."""
-    return [sys.executable, "-m", "workflows.runner", workload, "--size", size,
+    return [sys.executable, "-m", module_name("workflows.runner"), workload, "--size", size,
             "--iters", str(iters), "--out", str(out)]
 
 
@@ -60,7 +62,7 @@ def capture(workload: str, size: str, iters: int, runs: Path) -> Path:
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("workload", choices=sorted(registry.REGISTRY))
-    p.add_argument("--size", default="default", choices=["default", "small"])
+    p.add_argument("--size", default="default", choices=registry.SIZES)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--runs", type=Path, default=Path("runs"))
 

@@ -18,6 +18,7 @@ Order of events (what the analysis relies on):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import json
 import logging
@@ -28,10 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workflows import NVTX_DOMAIN
-from workflows import ceilings as gpu_ceilings
-from workflows import workloads as registry
-from workflows.compile_info import explain, route_torch_logs, torch_logs
+from . import NVTX_DOMAIN
+from . import ceilings as gpu_ceilings
+from . import workloads as registry
+from .compile_info import explain, route_torch_logs, torch_logs
+from .siblings import sibling
 
 WARMUP_CALLS = 3
 
@@ -152,13 +154,13 @@ def run(args: argparse.Namespace) -> Path:
         "iterations": args.iters, "warmup_calls": WARMUP_CALLS, "domain": NVTX_DOMAIN,
         "variants": variants,
         "ranges": {v: f"{workload.name}/{v}" for v in variants},
-        "cost_model": workload.cost(shapes, workload.dtype).as_dict(),
+        "cost_model": dataclasses.asdict(workload.cost(shapes, workload.dtype)),
         "correctness": {"rel_error": errors, "tolerance": workload.tolerance},
         "versions": _versions(), "compiled": compiled, "ceilings": peaks,
         "command": [sys.executable, "-m", "workflows.runner", *sys.argv[1:]],
     }
     path = out / "meta.json"
-    path.write_text(json.dumps(meta, indent=2) + "\n")
+    sibling("analysis.io").write_atomic(path, json.dumps(meta, indent=2) + "\n")
     log.info("wrote %s", path)
     return path
 

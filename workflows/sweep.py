@@ -28,9 +28,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from workflows import workloads as registry
-from workflows.bench import file_stem
-from workflows.runner import rel_error
+from . import workloads as registry
+from .bench import file_stem
+from .runner import rel_error
+from .siblings import sibling
+from .tools import EXIT_TOOL_MISSING
+
+table = sibling("analysis.render.markdown").table
+write_atomic = sibling("analysis.io").write_atomic
 
 Point = tuple[str, str, Callable[[], Callable[..., Any]]]   # (group, label, build)
 UNCHECKED = "torch, unchecked"     # a point of another op (the GEMM alone): timed, not checked
@@ -40,7 +45,7 @@ def matmul_points() -> Iterator[Point]:
     """torch's GEMM (+ ReLU), then the persistent TMA space, then the pointer kernel's."""
     import torch
 
-    from kernels import matmul_relu as mm
+    mm = sibling("kernels.matmul_relu")
 
     yield "torch", "relu(a @ b)", lambda: mm.matmul_relu_reference
     yield UNCHECKED, "a @ b (the GEMM alone)", lambda: torch.matmul
@@ -61,7 +66,7 @@ def attention_points(causal: bool) -> Iterator[Point]:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from kernels import attention as at
+    at = sibling("kernels.attention")
 
     def sdpa(backend: SDPBackend | None) -> Callable[..., Any]:
         def run(q, k, v):
@@ -129,12 +134,12 @@ def render(doc: dict[str, Any]) -> str:
              f"{doc['shape']}, {doc['dtype']}. Driver {doc['driver']}, torch {doc['torch']}, "
              f"triton {doc['triton']}. Median of `triton.testing.do_bench` (L2 cleared before "
              "each repetition); ratio = time / the fastest torch or SDPA entry. "
-             "Written by `python -m workflows.sweep`.", "",
-             "| group | config | time | TFLOP/s | ratio |", "| --- | --- | ---: | ---: | ---: |"]
-    for r in sorted(timed, key=lambda r: r["time_ns"]):
-        ratio = f"{r['time_ns'] / base:.3f}" if base else "n/a"
-        lines.append(f"| {r['group']} | {r['label']} | {r['time_ns'] / 1e3:,.1f} µs | "
-                     f"{doc['flops'] / r['time_ns'] / 1e3:,.0f} | {ratio} |")
+             "Written by `python -m workflows.sweep`.", ""]
+    lines += table(["group", "config", "time", "TFLOP/s", "ratio"], [
+        [r["group"], r["label"], f"{r['time_ns'] / 1e3:,.1f} µs",
+         f"{doc['flops'] / r['time_ns'] / 1e3:,.0f}",
+         f"{r['time_ns'] / base:.3f}" if base else "n/a"]
+        for r in sorted(timed, key=lambda r: r["time_ns"])], "llrrr")
     failed = [r for r in doc["points"] if "error" in r]
     if failed:
         lines += ["", "Points that did not run:", ""]
@@ -165,7 +170,7 @@ def sweep(kernel: str, limit: int | None, output: Path,
     import torch
     import triton
 
-    from workflows.runner import driver_version
+    from .runner import driver_version
 
     workload = registry.get(kernel)
     shapes = workload.shapes("default")
@@ -187,8 +192,8 @@ def sweep(kernel: str, limit: int | None, output: Path,
         shown = f"{row['time_ns'] / 1e3:,.1f} us" if "time_ns" in row else row["error"]
         print(f"[{i}/{len(points)}] {group} {label}: {shown} ({time.perf_counter() - t0:.1f} s)",
               flush=True)
-        (output / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
-        (output / f"{stem}.md").write_text(render(doc))
+        write_atomic(output / f"{stem}.json", json.dumps(doc, indent=2) + "\n")
+        write_atomic(output / f"{stem}.md", render(doc))
     return doc
 
 
@@ -205,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not torch.cuda.is_available():
         print("workflows.sweep: no CUDA GPU visible to torch", file=sys.stderr)
-        return 3
+        return EXIT_TOOL_MISSING
     args.output.mkdir(parents=True, exist_ok=True)
     doc = sweep(args.kernel, args.limit, args.output, args.warmup_s)
     print(render(doc))

@@ -16,8 +16,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from analysis.errors import EXIT_BAD_INPUT, EXIT_TOOL_MISSING, ToolError
-from analysis.tools import find_tool, run_tool
+from .siblings import sibling
+
+_errors, _tools = sibling("analysis.errors"), sibling("analysis.tools")
+EXIT_BAD_INPUT, EXIT_TOOL_MISSING = _errors.EXIT_BAD_INPUT, _errors.EXIT_TOOL_MISSING
+ToolError = _errors.ToolError
+find_tool, run_tool = _tools.find_tool, _tools.run_tool
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_TOOL_MISSING", "ToolError", "find_tool", "run_tool",
            "gpu_present", "new_run_dir", "tool_main"]

@@ -1,36 +1,32 @@
 """Workload registry: inputs, variants and the cost model of each op chain.
 
 A workload is a small dataclass in a plain dict (no base class): how to make its inputs
-for a size, which variants exist (naive eager, builtin, `torch.compile`, Triton), a
-reference to check them against, and its cost model per call: FLOPs, the fewest HBM
-bytes (each input read once, each output written once) and the ideal kernel count.
+for each size it owns, which variants exist (naive eager, builtin, `torch.compile`,
+Triton), a reference to check them against, and its cost model per call: FLOPs, the
+fewest HBM bytes (each input read once, each output written once) and the ideal kernel
+count.
 
-torch is imported inside the functions, so the registry (names, sizes, costs) can be
-read on a machine without torch.
+Every variant is declared one way, `impl(target, *bound)`: `target` is either
+"module:attr" of the toolkit's kernels/ (imported when the variant is built, so the
+registry reads without torch or a GPU) or a plain callable; `compiled(impl(...))` wraps a
+variant in torch.compile. torch is imported inside the functions.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .siblings import sibling
+
 Shape = tuple[int, ...]
 Variant = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class CostModel:
-    """Work one call must do, whatever the implementation."""
-
-    flops: int
-    min_bytes: int
-    ideal_kernels: int
-
-    def as_dict(self) -> dict[str, int]:
-        return {"flops": self.flops, "min_bytes": self.min_bytes,
-                "ideal_kernels": self.ideal_kernels}
+Factory = Callable[[], Variant]
+CostModel = sibling("analysis.documents").CostModel
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 @dataclass(frozen=True)
@@ -42,9 +38,9 @@ class Workload:
     dtype: str
     sizes: dict[str, list[Shape]]
     make_inputs: Callable[[list[Shape], str, str], tuple]
-    variants: dict[str, Callable[[], Variant]]
-    reference: Callable[[], Variant]
-    cost: Callable[[list[Shape], str], CostModel]
+    variants: dict[str, Factory]
+    reference: Factory
+    cost: Callable[[list[Shape], str], Any]          # -> CostModel
     tolerance: dict[str, float] = field(default_factory=lambda: {"rtol": 1e-5, "atol": 1e-5})
     bench: bool = True   # part of `make bench` (the rule-exercising workloads are not)
     compiled_from: str = "naive"   # the variant `compiled` wraps in torch.compile
@@ -56,10 +52,31 @@ class Workload:
         return self.sizes[size]
 
 
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+def impl(target: str | Variant, *bound: Any) -> Factory:
+    """The one way to declare a variant: "module:attr" of kernels/ or a callable, with
+    leading arguments bound (functools.partial). Building it imports what it needs."""
+    def build() -> Variant:
+        if isinstance(target, str):
+            module, _, attr = target.partition(":")
+            fn = getattr(sibling(f"kernels.{module}"), attr)
+        else:
+            fn = target
+        return functools.partial(fn, *bound) if bound else fn
+    build.target = target            # type: ignore[attr-defined]  (for messages and tests)
+    return build
 
 
-def _randn(shapes: list[Shape], dtype: str, device: str) -> tuple:
+def compiled(factory: Factory) -> Factory:
+    """The variant `factory` builds, wrapped in torch.compile."""
+    def build() -> Variant:
+        import torch
+
+        return torch.compile(factory())
+    return build
+
+
+def randn(shapes: list[Shape], dtype: str, device: str) -> tuple:
+    """Seeded normal inputs of the given shapes (made in fp32 on the CPU, then moved)."""
     import torch
 
     gen = torch.Generator(device="cpu").manual_seed(0)
@@ -67,167 +84,18 @@ def _randn(shapes: list[Shape], dtype: str, device: str) -> tuple:
                  dtype=getattr(torch, dtype)) for s in shapes)
 
 
-def _compiled(fn_factory: Callable[[], Variant]) -> Callable[[], Variant]:
-    def build() -> Variant:
-        import torch
-
-        return torch.compile(fn_factory())
-    return build
-
-
-# --- gelu -------------------------------------------------------------------------------
-
-def _gelu_naive() -> Variant:
-    from kernels.gelu import gelu_reference
-
-    return gelu_reference
-
-
-def _gelu_builtin() -> Variant:
-    import torch.nn.functional as F
-
-    return lambda x: F.gelu(x, approximate="tanh")
-
-
-def _gelu_triton() -> Variant:
-    from kernels.gelu import gelu
-
-    return gelu
-
-
-def _gelu_cost(shapes: list[Shape], dtype: str) -> CostModel:
-    n = math.prod(shapes[0])
-    # 4 mul + 1 add for the cubic term's argument, tanh counted as 1, 1 add, 2 mul.
-    return CostModel(flops=9 * n, min_bytes=2 * n * DTYPE_BYTES[dtype], ideal_kernels=1)
-
-
-GELU = Workload(
-    name="gelu",
-    description="tanh-approximation GeLU, 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))",
-    dtype="float32",
-    sizes={"default": [(8192, 8192)], "small": [(1024, 1024)]},
-    make_inputs=_randn,
-    variants={"naive": _gelu_naive, "builtin": _gelu_builtin,
-              "compiled": _compiled(_gelu_naive), "triton": _gelu_triton},
-    reference=_gelu_naive,
-    cost=_gelu_cost,
-)
-
-
-# --- matmul_relu ------------------------------------------------------------------------
-
-def _matmul_relu_naive() -> Variant:
-    from kernels.matmul_relu import matmul_relu_reference
-
-    return matmul_relu_reference
-
-
-def _matmul_relu_triton() -> Variant:
-    from kernels.matmul_relu import matmul_relu
-
-    return matmul_relu
-
-
-def _matmul_relu_cost(shapes: list[Shape], dtype: str) -> CostModel:
-    (m, k), (_, n) = shapes
-    nbytes = (m * k + k * n + m * n) * DTYPE_BYTES[dtype]
-    return CostModel(flops=2 * m * n * k, min_bytes=nbytes, ideal_kernels=1)
-
-
-MATMUL_RELU = Workload(
-    name="matmul_relu",
-    description="relu(A @ B), fp16 with fp32 accumulation",
-    dtype="float16",
-    sizes={"default": [(4096, 4096), (4096, 4096)], "small": [(1024, 1024), (1024, 1024)]},
-    make_inputs=_randn,
-    variants={"naive": _matmul_relu_naive, "compiled": _compiled(_matmul_relu_naive),
-              "triton": _matmul_relu_triton},
-    reference=_matmul_relu_naive,
-    cost=_matmul_relu_cost,
-    tolerance={"rtol": 1e-2, "atol": 1e-2},
-)
-
-
-
-
-# --- graph_break: exists to exercise the graph_break finding ----------------------------
-
-def _graph_break_naive() -> Variant:
-    def block(x):
-        y = x.sin()
-        if y.sum() > 0:          # data-dependent branch: torch.compile breaks the graph here
-            y = y * 2
-        print(end="")            # a side effect: a second graph break
-        return y.cos()
-    return block
-
-
-def _elementwise_cost(n_inputs: int, flops_per_elem: int) -> Callable[[list[Shape], str],
-                                                                        CostModel]:
-    def cost(shapes: list[Shape], dtype: str) -> CostModel:
+def elementwise_cost(n_inputs: int, flops_per_elem: int) -> Callable[[list[Shape], str], Any]:
+    """Cost of an elementwise op over n_inputs same-shaped tensors, one output."""
+    def cost(shapes: list[Shape], dtype: str) -> Any:
         n = math.prod(shapes[0])
         return CostModel(flops=flops_per_elem * n,
                          min_bytes=(n_inputs + 1) * n * DTYPE_BYTES[dtype], ideal_kernels=1)
     return cost
 
 
-GRAPH_BREAK = Workload(
-    name="graph_break",
-    description="sin -> data-dependent `if y.sum() > 0` -> print -> cos (breaks torch.compile)",
-    dtype="float32",
-    sizes={"default": [(4096, 4096)], "small": [(1024, 1024)]},
-    make_inputs=_randn,
-    variants={"naive": _graph_break_naive, "compiled": _compiled(_graph_break_naive)},
-    reference=_graph_break_naive,
-    cost=_elementwise_cost(1, 3),
-    bench=False,
-)
-
-
-# --- launch_bound: many tiny kernels ----------------------------------------------------
-
-LAUNCH_CHAIN = 32
-
-
-def _launch_chain_naive() -> Variant:
-    def chain(x):
-        for i in range(LAUNCH_CHAIN):
-            x = x * 1.0001 + 0.001 * (i % 3)
-        return x
-    return chain
-
-
-LAUNCH_BOUND = Workload(
-    name="launch_bound",
-    description=f"{LAUNCH_CHAIN} x (x * 1.0001 + c) on a tiny tensor: launch overhead dominates",
-    dtype="float32",
-    sizes={"default": [(64, 64)], "small": [(64, 64)]},
-    make_inputs=_randn,
-    variants={"naive": _launch_chain_naive, "compiled": _compiled(_launch_chain_naive)},
-    reference=_launch_chain_naive,
-    cost=_elementwise_cost(1, 2 * LAUNCH_CHAIN),
-    bench=False,
-)
-
-
-# --- the lecture's other memory-bound ops ------------------------------------------------
-
-def _kernel(module: str, name: str) -> Callable[[], Variant]:
-    """A factory importing kernels.<module>.<name> when the variant is built."""
-    def build() -> Variant:
-        import importlib
-
-        return getattr(importlib.import_module(f"kernels.{module}"), name)
-    return build
-
-
-def _torch_fn(expr: Callable[..., Any]) -> Callable[[], Variant]:
-    return lambda: expr
-
-
-def _row_cost(flops_per_elem: int, outputs: str) -> Callable[[list[Shape], str], CostModel]:
+def row_cost(flops_per_elem: int, outputs: str) -> Callable[[list[Shape], str], Any]:
     """Cost of a row-wise op on an M x N input (plus N-sized params for layernorm)."""
-    def cost(shapes: list[Shape], dtype: str) -> CostModel:
+    def cost(shapes: list[Shape], dtype: str) -> Any:
         (m, n), extra = shapes[0], sum(math.prod(s) for s in shapes[1:])
         out = m * n if outputs == "matrix" else m
         return CostModel(flops=flops_per_elem * m * n,
@@ -235,72 +103,181 @@ def _row_cost(flops_per_elem: int, outputs: str) -> Callable[[list[Shape], str],
     return cost
 
 
-def _add_relu_naive(x, y):
+# --- plain torch callables the variants name ----------------------------------------------
+
+def gelu_builtin(x):
+    import torch.nn.functional as F
+
+    return F.gelu(x, approximate="tanh")
+
+
+def add_relu_naive(x, y):
     import torch
 
     return torch.relu(x + y)
 
 
-def _softmax_builtin(x):
+def softmax_builtin(x):
     import torch
 
     return torch.softmax(x, dim=1)
 
 
-def _row_sum_builtin(x):
+def row_sum_builtin(x):
     return x.sum(dim=1)
 
 
-def _layernorm_builtin(x, w, b):
+def layernorm_builtin(x, w, b):
     import torch.nn.functional as F
 
     return F.layer_norm(x, (x.shape[1],), w, b)
 
 
-ADD_RELU = Workload(
-    name="add_relu", description="relu(x + y): add and ReLU fused (3 passes over HBM, not 5)",
-    dtype="float32", sizes={"default": [(8192, 8192)] * 2, "small": [(1023, 1025)] * 2},
-    make_inputs=_randn,
-    variants={"naive": _torch_fn(_add_relu_naive), "compiled": _compiled(_torch_fn(
-        _add_relu_naive)), "triton": _kernel("add_relu", "add_relu")},
-    reference=_torch_fn(_add_relu_naive), cost=_elementwise_cost(2, 2))
-
-SOFTMAX = Workload(
-    name="softmax", description="row softmax, each row fits one block",
-    dtype="float32", sizes={"default": [(65536, 1024)], "small": [(1023, 1000)]},
-    make_inputs=_randn,
-    variants={"naive": _kernel("softmax", "softmax_naive"),
-              "builtin": _torch_fn(_softmax_builtin),
-              "compiled": _compiled(_kernel("softmax", "softmax_naive")),
-              "triton": _kernel("softmax", "softmax")},
-    reference=_torch_fn(_softmax_builtin), cost=_row_cost(5, "matrix"))
-
-ROW_SUM = Workload(
-    name="row_sum", description="sum of each row, rows longer than a block",
-    dtype="float32", sizes={"default": [(4096, 65536)], "small": [(64, 10000)]},
-    make_inputs=_randn,
-    variants={"builtin": _torch_fn(_row_sum_builtin),
-              "compiled": _compiled(_torch_fn(_row_sum_builtin)),
-              "triton": _kernel("row_sum", "row_sum")},
-    reference=_torch_fn(_row_sum_builtin), cost=_row_cost(1, "vector"),
-    tolerance={"rtol": 1e-4, "atol": 1e-3}, compiled_from="builtin")
-
-LAYERNORM = Workload(
-    name="layernorm", description="LayerNorm forward with weight and bias, statistics in fp32",
-    dtype="float32",
-    sizes={"default": [(65536, 1024), (1024,), (1024,)],
-           "small": [(1023, 1000), (1000,), (1000,)]},
-    make_inputs=_randn,
-    variants={"naive": _kernel("layernorm", "layernorm_naive"),
-              "builtin": _torch_fn(_layernorm_builtin),
-              "compiled": _compiled(_kernel("layernorm", "layernorm_naive")),
-              "triton": _kernel("layernorm", "layernorm")},
-    reference=_torch_fn(_layernorm_builtin), cost=_row_cost(8, "matrix"),
-    tolerance={"rtol": 1e-4, "atol": 1e-4})
+def graph_break_block(x):
+    """sin, a data-dependent branch and a print: torch.compile breaks the graph twice."""
+    y = x.sin()
+    if y.sum() > 0:          # data-dependent branch: torch.compile breaks the graph here
+        y = y * 2
+    print(end="")            # a side effect: a second graph break
+    return y.cos()
 
 
-REGISTRY: dict[str, Workload] = {w.name: w for w in (
-    GELU, ADD_RELU, SOFTMAX, ROW_SUM, LAYERNORM, MATMUL_RELU, GRAPH_BREAK, LAUNCH_BOUND)}
+LAUNCH_CHAIN = 32
+
+
+def launch_chain(x):
+    for i in range(LAUNCH_CHAIN):
+        x = x * 1.0001 + 0.001 * (i % 3)
+    return x
+
+
+def sdpa(causal: bool, q, k, v):
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+# --- cost models --------------------------------------------------------------------------
+
+def gelu_cost(shapes: list[Shape], dtype: str) -> Any:
+    n = math.prod(shapes[0])
+    # 4 mul + 1 add for the cubic term's argument, tanh counted as 1, 1 add, 2 mul.
+    return CostModel(flops=9 * n, min_bytes=2 * n * DTYPE_BYTES[dtype], ideal_kernels=1)
+
+
+def matmul_relu_cost(shapes: list[Shape], dtype: str) -> Any:
+    (m, k), (_, n) = shapes
+    nbytes = (m * k + k * n + m * n) * DTYPE_BYTES[dtype]
+    return CostModel(flops=2 * m * n * k, min_bytes=nbytes, ideal_kernels=1)
+
+
+def attention_cost(causal: bool) -> Callable[[list[Shape], str], Any]:
+    def cost(shapes: list[Shape], dtype: str) -> Any:
+        b, h, s, d = shapes[0]
+        flops = 4 * b * h * s * s * d // (2 if causal else 1)
+        return CostModel(flops=flops, min_bytes=4 * b * h * s * d * DTYPE_BYTES[dtype],
+                         ideal_kernels=1)
+    return cost
+
+
+# --- the workloads ------------------------------------------------------------------------
+
+def _attention(causal: bool) -> Workload:
+    name = "attention_causal" if causal else "attention"
+    return Workload(
+        name=name, description=f"{'causal' if causal else 'non-causal'} attention forward, "
+        "fp16: naive materializes QK^T and softmax; triton is flash attention",
+        dtype="float16",
+        sizes={"default": [(4, 16, 4096, 128)] * 3, "small": [(1, 2, 257, 64)] * 3},
+        make_inputs=randn,
+        variants={"naive": impl(_naive_attention, causal), "builtin": impl(sdpa, causal),
+                  "compiled": compiled(impl(_naive_attention, causal)),
+                  "triton": impl(f"attention:{name}")},
+        reference=impl(sdpa, causal), cost=attention_cost(causal),
+        tolerance={"rtol": 1e-2, "atol": 1e-2})
+
+
+def _naive_attention(causal: bool, q, k, v):
+    return sibling("kernels.attention").attention_naive(q, k, v, causal)
+
+
+WORKLOADS = [
+    Workload(
+        name="gelu",
+        description="tanh-approximation GeLU, 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))",
+        dtype="float32", sizes={"default": [(8192, 8192)], "small": [(1024, 1024)]},
+        make_inputs=randn,
+        variants={"naive": impl("gelu:gelu_reference"), "builtin": impl(gelu_builtin),
+                  "compiled": compiled(impl("gelu:gelu_reference")),
+                  "triton": impl("gelu:gelu")},
+        reference=impl("gelu:gelu_reference"), cost=gelu_cost),
+    Workload(
+        name="add_relu", description="relu(x + y): add and ReLU fused (3 passes over HBM, "
+        "not 5)", dtype="float32",
+        sizes={"default": [(8192, 8192)] * 2, "small": [(1023, 1025)] * 2},
+        make_inputs=randn,
+        variants={"naive": impl(add_relu_naive), "compiled": compiled(impl(add_relu_naive)),
+                  "triton": impl("add_relu:add_relu")},
+        reference=impl(add_relu_naive), cost=elementwise_cost(2, 2)),
+    Workload(
+        name="softmax", description="row softmax, each row fits one block", dtype="float32",
+        sizes={"default": [(65536, 1024)], "small": [(1023, 1000)]}, make_inputs=randn,
+        variants={"naive": impl("softmax:softmax_naive"), "builtin": impl(softmax_builtin),
+                  "compiled": compiled(impl("softmax:softmax_naive")),
+                  "triton": impl("softmax:softmax")},
+        reference=impl(softmax_builtin), cost=row_cost(5, "matrix")),
+    Workload(
+        name="row_sum", description="sum of each row, rows longer than a block",
+        dtype="float32", sizes={"default": [(4096, 65536)], "small": [(64, 10000)]},
+        make_inputs=randn,
+        variants={"builtin": impl(row_sum_builtin), "compiled": compiled(impl(row_sum_builtin)),
+                  "triton": impl("row_sum:row_sum")},
+        reference=impl(row_sum_builtin), cost=row_cost(1, "vector"),
+        tolerance={"rtol": 1e-4, "atol": 1e-3}, compiled_from="builtin"),
+    Workload(
+        name="layernorm", description="LayerNorm forward with weight and bias, statistics in "
+        "fp32", dtype="float32",
+        sizes={"default": [(65536, 1024), (1024,), (1024,)],
+               "small": [(1023, 1000), (1000,), (1000,)]},
+        make_inputs=randn,
+        variants={"naive": impl("layernorm:layernorm_naive"),
+                  "builtin": impl(layernorm_builtin),
+                  "compiled": compiled(impl("layernorm:layernorm_naive")),
+                  "triton": impl("layernorm:layernorm")},
+        reference=impl(layernorm_builtin), cost=row_cost(8, "matrix"),
+        tolerance={"rtol": 1e-4, "atol": 1e-4}),
+    Workload(
+        name="matmul_relu", description="relu(A @ B), fp16 with fp32 accumulation",
+        dtype="float16",
+        sizes={"default": [(4096, 4096), (4096, 4096)], "small": [(1024, 1024), (1024, 1024)]},
+        make_inputs=randn,
+        variants={"naive": impl("matmul_relu:matmul_relu_reference"),
+                  "compiled": compiled(impl("matmul_relu:matmul_relu_reference")),
+                  "triton": impl("matmul_relu:matmul_relu")},
+        reference=impl("matmul_relu:matmul_relu_reference"), cost=matmul_relu_cost,
+        tolerance={"rtol": 1e-2, "atol": 1e-2}),
+    _attention(False),
+    _attention(True),
+    Workload(
+        name="graph_break",
+        description="sin -> data-dependent `if y.sum() > 0` -> print -> cos (breaks "
+        "torch.compile)", dtype="float32",
+        sizes={"default": [(4096, 4096)], "small": [(1024, 1024)]}, make_inputs=randn,
+        variants={"naive": impl(graph_break_block),
+                  "compiled": compiled(impl(graph_break_block))},
+        reference=impl(graph_break_block), cost=elementwise_cost(1, 3), bench=False),
+    Workload(
+        name="launch_bound",
+        description=f"{LAUNCH_CHAIN} x (x * 1.0001 + c) on a tiny tensor: launch overhead "
+        "dominates", dtype="float32", sizes={"default": [(64, 64)], "small": [(64, 64)]},
+        make_inputs=randn,
+        variants={"naive": impl(launch_chain), "compiled": compiled(impl(launch_chain))},
+        reference=impl(launch_chain), cost=elementwise_cost(1, 2 * LAUNCH_CHAIN), bench=False),
+]
+
+REGISTRY: dict[str, Workload] = {w.name: w for w in WORKLOADS}
+SIZES: list[str] = sorted({s for w in WORKLOADS for s in w.sizes})
+"""Size names any registered workload owns: the drivers' --size choices."""
 
 
 def get(name: str) -> Workload:
@@ -310,50 +287,3 @@ def get(name: str) -> Workload:
     except KeyError:
         raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(REGISTRY))})")\
             from None
-
-
-# --- attention ---------------------------------------------------------------------------
-
-def _sdpa(causal: bool) -> Callable[[], Variant]:
-    def build() -> Variant:
-        import torch.nn.functional as F
-
-        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return build
-
-
-def _attention_naive(causal: bool) -> Callable[[], Variant]:
-    def build() -> Variant:
-        from kernels.attention import attention_naive
-
-        return lambda q, k, v: attention_naive(q, k, v, causal)
-    return build
-
-
-def _attention_cost(causal: bool) -> Callable[[list[Shape], str], CostModel]:
-    def cost(shapes: list[Shape], dtype: str) -> CostModel:
-        b, h, s, d = shapes[0]
-        flops = 4 * b * h * s * s * d // (2 if causal else 1)
-        return CostModel(flops=flops, min_bytes=4 * b * h * s * d * DTYPE_BYTES[dtype],
-                         ideal_kernels=1)
-    return cost
-
-
-def _attention(causal: bool) -> Workload:
-    name = "attention_causal" if causal else "attention"
-    return Workload(
-        name=name, description=f"{'causal' if causal else 'non-causal'} attention forward, "
-        "fp16: naive materializes QK^T and softmax; triton is flash attention",
-        dtype="float16",
-        sizes={"default": [(4, 16, 4096, 128)] * 3, "small": [(1, 2, 257, 64)] * 3},
-        make_inputs=_randn,
-        variants={"naive": _attention_naive(causal), "builtin": _sdpa(causal),
-                  "compiled": _compiled(_attention_naive(causal)),
-                  "triton": _kernel("attention",
-                                    "attention_causal" if causal else "attention")},
-        reference=_sdpa(causal), cost=_attention_cost(causal),
-        tolerance={"rtol": 1e-2, "atol": 1e-2})
-
-
-ATTENTION, ATTENTION_CAUSAL = _attention(False), _attention(True)
-REGISTRY.update({w.name: w for w in (ATTENTION, ATTENTION_CAUSAL)})
