@@ -160,8 +160,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__,
+def parser(prog: str = "python -m analysis", epilog: str | None = None
+           ) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, epilog=epilog,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("systems", help="Nsight Systems export -> systems.{json,md}, plots")
@@ -200,8 +201,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m analysis",
+         epilog: str | None = None) -> int:
+    args = parser(prog, epilog).parse_args(argv)
     try:
         return args.func(args)
     except ToolkitError as exc:

@@ -1,0 +1,75 @@
+"""The analyses as a small Python API, for notebooks and scripts.
+
+    from nsight_workflows.analysis import api     # installed (in a checkout: analysis.api)
+    doc = api.systems_report("trace.sqlite", meta="meta.json")
+    api.ranges_frame(doc).sort_values("kernel_time_ns", ascending=False).head()
+    api.kernels_frame(doc)          # one row per (range, kernel), as nsys stats' nvtx_kern_sum
+    api.findings_frame(doc)
+    trace = api.open_trace("trace.sqlite")   # the attributed trace: ops, ranges, pairs, gaps
+
+Documents are the typed SystemsDoc / ComputeDoc of analysis/documents.py (the same the
+command line writes as JSON); the *_frame functions turn their tables into DataFrames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import compute, model, systems
+from .documents import ComputeDoc, Finding, SystemsDoc
+from .io import read_json_object
+from .load import ncu_csv, nsys_sqlite, torch_logs
+
+__all__ = ["open_trace", "systems_report", "compute_report", "ranges_frame",
+           "kernels_frame", "findings_frame", "launches_frame"]
+
+
+def _meta(meta: str | Path | dict[str, Any] | None) -> dict[str, Any] | None:
+    if meta is None or isinstance(meta, dict):
+        return meta
+    return read_json_object(Path(meta), "meta.json")
+
+
+def open_trace(path: str | Path) -> model.Trace:
+    """An Nsight Systems SQLite export, loaded and attributed (analysis/model.py)."""
+    return model.attribute(nsys_sqlite.load(path))
+
+
+def systems_report(path: str | Path, meta: str | Path | dict[str, Any] | None = None,
+                   torch_logs_path: str | Path | None = None) -> SystemsDoc:
+    """The systems/1 document of an export (what `analysis systems` writes as JSON)."""
+    events = torch_logs.load(torch_logs_path) if torch_logs_path else None
+    return systems.build(nsys_sqlite.load(path), _meta(meta), events)
+
+
+def compute_report(csv: str | Path, meta: str | Path | dict[str, Any] | None = None
+                   ) -> ComputeDoc:
+    """The compute/1 document of an Nsight Compute raw CSV."""
+    return compute.build(ncu_csv.load(csv), _meta(meta))
+
+
+def ranges_frame(doc: SystemsDoc) -> pd.DataFrame:
+    """One row per NVTX range entry (its kernels in kernels_frame)."""
+    return pd.DataFrame([{k: v for k, v in dataclasses.asdict(e).items() if k != "kernels"}
+                         for e in doc.ranges])
+
+
+def kernels_frame(doc: SystemsDoc) -> pd.DataFrame:
+    """One row per (range, kernel name): count, total, avg, min, max in ns."""
+    return pd.DataFrame([{"range": e.name, "domain": e.domain, **dataclasses.asdict(k)}
+                         for e in doc.ranges for k in e.kernels])
+
+
+def findings_frame(doc: SystemsDoc | ComputeDoc) -> pd.DataFrame:
+    """One row per finding (evidence kept as a dict column)."""
+    cols = [f.name for f in dataclasses.fields(Finding)]
+    return pd.DataFrame([dataclasses.asdict(f) for f in doc.findings], columns=cols)
+
+
+def launches_frame(doc: ComputeDoc) -> pd.DataFrame:
+    """One row per profiled kernel launch, in launch order."""
+    return pd.DataFrame([dataclasses.asdict(k) for k in doc.kernels])

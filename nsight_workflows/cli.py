@@ -1,0 +1,44 @@
+"""`nsight-workflows`: the toolkit's one command.
+
+    nsight-workflows systems|compute|page|diff|scrub|rules|demo ...   (the analysis, no GPU)
+    nsight-workflows nsys|ncu|runner|bench|sweep ...                  (the GPU drivers)
+
+The analysis subcommands are those of `python -m analysis`; the drivers are those of
+`python -m workflows.<driver>` (they need torch, and a GPU with the Nsight tools).
+Exit codes as everywhere in the toolkit (analysis/errors.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+DRIVERS = {"nsys": "Nsight Systems capture of a workload or a command",
+           "ncu": "Nsight Compute capture of a workload's kernels",
+           "runner": "run a workload's variants inside NVTX ranges",
+           "bench": "time every variant against the measured ceilings",
+           "sweep": "time every config of a Triton kernel"}
+
+
+def _driver_help() -> str:
+    lines = ["", "GPU drivers (need torch, a GPU and the Nsight tools):"]
+    lines += [f"  {name:<8} {what}" for name, what in DRIVERS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in DRIVERS:
+        try:
+            driver = importlib.import_module(f"{__package__}.workflows.{argv[0]}")
+        except ImportError as exc:
+            print(f"nsight-workflows {argv[0]}: needs the GPU extras ({exc}); "
+                  "pip install 'nsight-workflows[gpu]'", file=sys.stderr)
+            return 3
+        return driver.main(argv[1:])
+    analysis_main = importlib.import_module(f"{__package__}.analysis.__main__").main
+    return analysis_main(argv, prog="nsight-workflows", epilog=_driver_help())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""An installed copy claims only import names of its own and works with the core
+dependencies alone (pandas, sqlite-utils): no torch, no matplotlib, no `workflows`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(argv: list, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new virtual environment: a stand-in package owning `kernels`, the core
+    dependencies, then this toolkit's wheel."""
+    tmp = tmp_path_factory.mktemp("install")
+    env = tmp / "venv"
+    assert _run([sys.executable, "-m", "venv", env]).returncode == 0
+    py = env / "bin" / "python"
+    deps = _run([py, "-m", "pip", "install", "-q", "pandas>=2.0", "sqlite-utils>=3.35"])
+    if deps.returncode != 0:
+        pytest.skip(f"no package index reachable for the core dependencies: {deps.stderr[-300:]}")
+    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+                .stdout.strip())
+    (site / "kernels").mkdir()
+    (site / "kernels" / "__init__.py").write_text('OWNER = "the kernel hub stand-in"\n')
+    wheel = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                  "--no-build-isolation", "-w", tmp / "dist", ROOT])
+    assert wheel.returncode == 0, wheel.stderr[-2000:]
+    (whl,) = (tmp / "dist").glob("nsight_workflows-*.whl")
+    inst = _run([py, "-m", "pip", "install", "-q", "--no-deps", whl])
+    assert inst.returncode == 0, inst.stderr[-2000:]
+    return env
+
+
+def test_installed_copy_shadows_no_other_package(fresh: Path, tmp_path: Path) -> None:
+    py = fresh / "bin" / "python"
+    probe = ("import importlib.util as u, kernels, nsight_workflows.analysis as a; "
+             "print(kernels.OWNER); print(a.__name__); "
+             "print([n for n in ('analysis', 'workflows') if u.find_spec(n)])")
+    out = _run([py, "-c", probe], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["the kernel hub stand-in", "nsight_workflows.analysis",
+                                       "[]"]
+
+
+def test_console_command_with_core_dependencies_only(fresh: Path, tmp_path: Path) -> None:
+    cmd = fresh / "bin" / "nsight-workflows"
+    assert _run([cmd, "--help"]).returncode == 0
+    out = _run([cmd, "systems", DATA / "gelu" / "trace.sqlite", "--meta",
+                DATA / "gelu" / "meta.json", "-o", tmp_path / "r"], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "matplotlib is not installed" in out.stderr            # plots skipped, said
+    doc = json.loads((tmp_path / "r" / "systems.json").read_text())
+    assert [e["kernel_count"] for e in doc["ranges"]][:2] == [240, 180]
+    schema = Path(_run([fresh / "bin" / "python", "-c",
+                        "import nsight_workflows.analysis.schemas as s; "
+                        "print(s.path_of('systems'))"]).stdout.strip())
+    assert schema.is_file()                                      # schemas ship with it
+    drivers = _run([cmd, "nsys", "--help"])                      # the registry reads
+    assert drivers.returncode == 0 and "gelu" in drivers.stdout  # without torch
+
+
+def test_python_m_analysis_in_the_checkout_with_core_dependencies_only(fresh: Path) -> None:
+    out = _run([fresh / "bin" / "python", "-m", "analysis", "--help"], cwd=ROOT)
+    assert out.returncode == 0 and "systems" in out.stdout, out.stderr
+    assert sysconfig.get_paths()  # the test's own interpreter is untouched
