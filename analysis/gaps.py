@@ -49,14 +49,18 @@ def timeline(ops: pd.DataFrame, pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
 
 
 def summarize_gaps(gaps: pd.DataFrame, keyed: pd.DataFrame, min_gap_ns: int) -> pd.DataFrame:
-    """Per range key: gaps at least `min_gap_ns` long, their total, largest, host-wait share."""
-    g = gaps[gaps["gap_ns"] >= min_gap_ns].join(keyed["key"], on="range")
+    """Per range key: gaps whose truly idle part (`idle_ns`: no GPU operation of the
+    process ran; the whole gap where that column is absent) is at least `min_gap_ns`,
+    their idle total, largest, host-wait share."""
+    idle = gaps["idle_ns"] if "idle_ns" in gaps else gaps["gap_ns"]
+    g = gaps.assign(idle=idle)
+    g = g[g["idle"] >= min_gap_ns].join(keyed["key"], on="range")
     if g.empty:
         return pd.DataFrame(columns=["key", "gaps", "gap_ns", "largest_gap_ns",
                                      "host_wait_ns"])
-    g["host_wait_ns"] = g["gap_ns"].where(g["host_wait"], 0)
-    out = g.groupby("key").agg(gaps=("gap_ns", "size"), gap_ns=("gap_ns", "sum"),
-                               largest_gap_ns=("gap_ns", "max"),
+    g["host_wait_ns"] = g["idle"].where(g["host_wait"], 0)
+    out = g.groupby("key").agg(gaps=("idle", "size"), gap_ns=("idle", "sum"),
+                               largest_gap_ns=("idle", "max"),
                                host_wait_ns=("host_wait_ns", "sum"))
     return out.reset_index()
 

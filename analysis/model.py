@@ -16,7 +16,9 @@ keys       one row per key, index = key: domain, path, first_ns (earliest instan
 pairs      (range, call): range instance row -> row of `export.ops` launched inside it
 graph_pairs  (range, call): range instance row -> row of `export.graph_launches`
 instances  per range instance with GPU work: range, gpu_span_ns, gpu_idle_ns
-gaps       per idle gap inside an instance: range, gap_start_ns, gap_ns, host_wait
+gaps       per idle gap inside an instance: range, gap_start_ns, gap_ns, host_wait, and
+           idle_ns: the part when no GPU operation of the process ran (busy.truly_idle)
+blocks     per process (global pid): the union of its GPU operations (disjoint, sorted)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .busy import process_blocks, truly_idle
 from .gaps import timeline
 from .load.nsys_sqlite import NsysExport
 from .ranges import attribute as attribute_calls
@@ -45,6 +48,7 @@ class Trace:
     graph_pairs: pd.DataFrame
     instances: pd.DataFrame
     gaps: pd.DataFrame
+    blocks: dict[int, tuple[np.ndarray, np.ndarray]]
 
     @property
     def ops(self) -> pd.DataFrame:
@@ -89,8 +93,10 @@ def attribute(export: NsysExport) -> Trace:
     graph_pairs = both[~is_op].reset_index(drop=True)
     graph_pairs["call"] = graph_pairs["call"] - n_ops
     instances, gaps = timeline(export.ops, pairs)
+    blocks = process_blocks(export.ops)
+    gaps["idle_ns"] = truly_idle(gaps, ranges, blocks)
     return Trace(export=export, ranges=ranges, keys=keys, pairs=pairs,
-                 graph_pairs=graph_pairs, instances=instances, gaps=gaps)
+                 graph_pairs=graph_pairs, instances=instances, gaps=gaps, blocks=blocks)
 
 
 def outside_kernels(trace: Trace) -> int:

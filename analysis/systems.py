@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import model, rules
+from . import busy, model, rules
 from . import ranges as rng
 from .documents import (
     Gpu,
@@ -23,6 +23,7 @@ from .documents import (
     RangeEntry,
     SystemsDoc,
     SystemsSource,
+    ThreadLaunches,
     VariantRow,
     from_dict,
     to_dict,
@@ -39,8 +40,11 @@ def as_meta(meta: Meta | dict[str, Any] | None) -> Meta | None:
     return from_dict(Meta, meta) if isinstance(meta, dict) else meta
 
 
-def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame) -> list[RangeEntry]:
-    """One entry per range key, in timeline order; kernels grouped in one pass."""
+def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
+                  threads: tuple[pd.DataFrame, dict[int, list[dict]]] | None = None
+                  ) -> list[RangeEntry]:
+    """One entry per range key, in timeline order; kernels grouped in one pass;
+    `threads` (busy.per_key) adds busy time and other threads' launches."""
     per_key: dict[int, list[KernelStat]] = {}
     cols = [kernels[c].to_numpy() for c in ("key", "count", "total_ns", "min_ns", "max_ns",
                                              "avg_ns")]
@@ -49,11 +53,20 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame) -> list[RangeEnt
         per_key.setdefault(int(key), []).append(KernelStat(
             name=name, count=int(count), total_ns=int(total), avg_ns=round(float(avg), 1),
             min_ns=int(lo), max_ns=int(hi)))
-    return [RangeEntry(name=r.path, domain=r.domain if isinstance(r.domain, str) else None,
-                       instances=int(r.instances), kernel_count=int(r.kernel_count),
-                       kernel_time_ns=int(r.kernel_time_ns), gpu_span_ns=int(r.gpu_span_ns),
-                       gpu_idle_ns=int(r.gpu_idle_ns), kernels=per_key.get(int(r.key), []))
-            for r in summary.itertuples(index=False)]
+    entries = [RangeEntry(name=r.path, domain=r.domain if isinstance(r.domain, str) else None,
+                          instances=int(r.instances), kernel_count=int(r.kernel_count),
+                          kernel_time_ns=int(r.kernel_time_ns),
+                          gpu_span_ns=int(r.gpu_span_ns), gpu_idle_ns=int(r.gpu_idle_ns),
+                          kernels=per_key.get(int(r.key), []))
+               for r in summary.itertuples(index=False)]
+    if threads is not None:
+        extra, launches = threads
+        cols = {c: extra[c].to_dict() for c in extra.columns}
+        for e, key in zip(entries, summary["key"].tolist(), strict=True):
+            for c, values in cols.items():
+                setattr(e, c, int(values.get(key, 0)))
+            e.other_threads = [ThreadLaunches(**t) for t in launches.get(key, [])]
+    return entries
 
 
 def graph_notes(trace: model.Trace) -> list[str]:
@@ -132,7 +145,7 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     meta, events = as_meta(meta), _events(torch_events)
     trace = model.attribute(export)
     kernels = rng.kernel_table(trace)
-    entries = range_entries(rng.summarize(trace, kernels), kernels)
+    entries = range_entries(rng.summarize(trace, kernels), kernels, busy.per_key(trace))
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
     variants = variant_rows(entries, meta, peak)

@@ -132,7 +132,7 @@ def test_compare_kernels_added_removed() -> None:
     def doc(names: list[str], t: float) -> SystemsDoc:
         kernels = [KernelStat(n, 1, 1, 1.0, 1, 1) for n in names]
         return SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[RangeEntry(
-            "w/v", None, 1, len(names), len(names), t, 0, kernels)])
+            "w/v", None, 1, len(names), len(names), t, 0, kernels=kernels)])
     out = compare(doc(["a", "b"], 100.0), doc(["a", "c"], 90.0), 5.0)
     (row,) = out["variants"]
     assert row["kernels_added"] == ["c"] and row["kernels_removed"] == ["b"]

@@ -16,6 +16,7 @@ ops     one row per GPU operation (RangeIndex = row position): kind ("kernel"|"m
         (all -1 when no API call was traced)
 graph_launches  one row per cudaGraphLaunch / cuGraphLaunch call: global_tid,
         api_start_ns, api_end_ns, correlation_id
+thread_names    global_tid -> name (ThreadNames), e.g. PyTorch's `pt_autograd_0`
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class NsysExport:
     export_schema_version: str | None
     product_version: str | None
     notes: list[str] = field(default_factory=list)
+    thread_names: dict[int, str] = field(default_factory=dict)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -276,6 +278,15 @@ def load_gpus(db: sqlite_utils.Database) -> list[dict]:
     return out
 
 
+def load_thread_names(conn: sqlite3.Connection, db: sqlite_utils.Database) -> dict[int, str]:
+    """global_tid -> thread name (ThreadNames; the highest-priority name where several)."""
+    if not {"nameId", "globalTid"} <= _columns(db, "ThreadNames"):
+        return {}
+    rows = conn.execute("SELECT t.globalTid, s.value FROM ThreadNames t "
+                        "JOIN StringIds s ON s.id = t.nameId ORDER BY t.priority").fetchall()
+    return {int(tid): str(name) for tid, name in rows}
+
+
 def _export_meta(db: sqlite_utils.Database) -> dict[str, str]:
     if not db["META_DATA_EXPORT"].exists():
         return {}
@@ -304,6 +315,7 @@ def load(path: str | Path) -> NsysExport:
         return NsysExport(path=path, ranges=ranges, ops=ops, graph_launches=launches,
                           gpus=load_gpus(db),
                           export_schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
-                          product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes)
+                          product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes,
+                          thread_names=load_thread_names(conn, db))
     finally:
         conn.close()

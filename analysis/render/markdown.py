@@ -103,24 +103,52 @@ def ranges_section(doc: SystemsDoc) -> list[str]:
     shown, left_out = shown_ranges(doc)
     body = [[esc(e.name), esc(e.domain or "(default)"), num(e.instances),
              num(e.kernel_count), us(e.kernel_time_ns), us(e.gpu_span_ns),
-             us(e.gpu_idle_ns)] for e in shown]
+             us(e.gpu_idle_ns), _other(e), _busy(e)] for e in shown]
     lines = ["## NVTX ranges", "",
              "Kernels are credited to a range when the CUDA call that launched them lies "
              "inside it, on the same thread (as `nsys stats` does); a kernel counts in every "
              "enclosing range. GPU span: first GPU operation start to last end, summed over "
-             "instances; idle: span not covered by any GPU operation.", ""]
+             "instances; idle: span not covered by any GPU operation. Other threads: "
+             "kernels that other threads of the process launched while the range was open "
+             "(PyTorch's backward runs on its autograd thread); GPU busy: share of the "
+             "range's wall time during which any GPU operation of the process ran.", ""]
     if not body:
         return lines + ["No NVTX range launched GPU work.", ""]
     lines += table(["range", "domain", "instances", "kernels", "kernel time", "GPU span",
-                    "GPU idle"], body, "llrrrrr")
+                    "GPU idle", "other threads' kernels", "GPU busy"], body, "llrrrrrrr")
     return lines + [""] + _more(left_out)
+
+
+def _other(e: RangeEntry) -> str:
+    if not e.other_threads_kernel_count:
+        return "–"
+    return f"{num(e.other_threads_kernel_count)} ({us(e.other_threads_kernel_time_ns)})"
+
+
+def _busy(e: RangeEntry) -> str:
+    return pct(100.0 * e.busy_ns / e.window_ns) if e.window_ns else "–"
+
+
+def other_threads_line(e: RangeEntry) -> list[str]:
+    """Who else launched kernels while the range was open (thread names from the export)."""
+    if not e.other_threads:
+        return []
+    from ..busy import thread_role
+
+    who = "; ".join(f"{esc(t.name or t.tid)}"
+                    + (f" ({thread_role(t.name)})" if thread_role(t.name) else "")
+                    + f": {num(t.kernel_count)} kernels, {us(t.kernel_time_ns)}"
+                    for t in e.other_threads[:3])
+    more = f"; {len(e.other_threads) - 3} more" if len(e.other_threads) > 3 else ""
+    return [f"Other threads launched {num(e.other_threads_kernel_count)} kernels "
+            f"({us(e.other_threads_kernel_time_ns)}) while it was open: {who}{more}.", ""]
 
 
 def kernels_section(doc: SystemsDoc) -> list[str]:
     lines = ["## Kernels per range", ""]
     shown, left_out = shown_ranges(doc)
     for e in shown:
-        lines += [f"### {esc(e.name)}", ""]
+        lines += [f"### {esc(e.name)}", ""] + other_threads_line(e)
         body = [[esc(k.name), num(k.count), us(k.total_ns), us(k.avg_ns),
                  us(k.min_ns), us(k.max_ns)] for k in e.kernels]
         if not body:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..documents import Finding
+from ..busy import thread_role
 from ..gaps import summarize_gaps
 from . import Context, Rule, rule
 
@@ -256,4 +257,37 @@ def compile_kernels_in_range(r: Rule, ctx: Context) -> list[Finding]:
                 suggestion="move warm-up, torch.compile's first call and autotuning before "
                 "the range (the runner does: warm-up calls happen before any NVTX range "
                 "opens)"))
+    return out
+
+
+@rule("other_thread_kernels", "systems", "warning",
+      "other threads of the process launched more kernel time while a range was open than "
+      "the range's own thread (launch attribution, like `nsys stats`, leaves them out)")
+def other_thread_kernels(r: Rule, ctx: Context) -> list[Finding]:
+    out = []
+    for e in ctx.systems.ranges if ctx.systems else []:
+        if not e.other_threads or e.other_threads_kernel_time_ns <= e.kernel_time_ns:
+            continue
+        top = e.other_threads[0]
+        role = thread_role(top.name)
+        who = f"{top.name or top.tid}" + (f", {role}" if role else "")
+        total = e.kernel_time_ns + e.other_threads_kernel_time_ns
+        busy = f"{100.0 * e.busy_ns / e.window_ns:.1f}%" if e.window_ns else "–"
+        out.append(r.finding(
+            range=e.name, kernel=None,
+            message=f"while {e.name} was open, other threads launched "
+            f"{e.other_threads_kernel_count} kernels ({e.other_threads_kernel_time_ns / 1e3:,.1f}"
+            f" µs), more than its own thread's {e.kernel_count} "
+            f"({e.kernel_time_ns / 1e3:,.1f} µs); most came from {who}. The range's GPU work "
+            f"was {total / 1e3:,.1f} µs of kernels, and the GPU was busy {busy} of its wall "
+            "time.",
+            evidence={"own_kernel_count": e.kernel_count, "own_kernel_time_ns":
+                      e.kernel_time_ns, "other_threads_kernel_count":
+                      e.other_threads_kernel_count, "other_threads_kernel_time_ns":
+                      e.other_threads_kernel_time_ns, "window_ns": e.window_ns,
+                      "busy_ns": e.busy_ns, "threads": [t.__dict__ for t in e.other_threads]},
+            suggestion="read this range with its other threads' kernels (`other_threads_*`, "
+            "`busy_ns` in systems.json): the kernel count `nsys stats` gives it leaves them "
+            "out; to see backward per op, profile under "
+            "torch.autograd.profiler.emit_nvtx()"))
     return out

@@ -1,0 +1,176 @@
+"""What launch attribution leaves out: other threads' kernels and the real GPU busy time.
+
+`nsys stats` credits a range only with kernels its own thread launched. PyTorch runs
+backward on its autograd engine thread and DDP's collectives on their own threads, so a
+`step` range credits only the forward. Per range instance [start, end) this module adds,
+for the same process:
+
+- other-thread kernels: kernels whose launching CUDA call starts in [start, end) on
+  another thread of the process (count, summed duration, and per thread);
+- busy time: how much of [start, end] at least one GPU operation (kernel, copy, set) of
+  the process was running: the union of the process's operations, measured inside the
+  window (`window_ns` = end - start);
+- per idle gap of the range's own operations, the part during which no operation of the
+  process ran: a range whose GPU runs another thread's kernels is not idle.
+
+All grouped and vectorized: sorted launch times and prefix sums per process and per
+thread, one interval union per process, then binary searches per range instance.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from .load.nsys_sqlite import PID_MASK
+
+if TYPE_CHECKING:
+    from .model import Trace
+
+
+def _window_counts(times: np.ndarray, weights: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Count and weight sum of sorted `times` in [lo, hi) for each (lo, hi)."""
+    a = np.searchsorted(times, lo, side="left")
+    b = np.searchsorted(times, hi, side="left")
+    cum = np.r_[0, np.cumsum(weights)]
+    return b - a, cum[b] - cum[a]
+
+
+def other_thread_kernels(trace: Trace) -> pd.DataFrame:
+    """Kernels launched by other threads of the range's process while it was open:
+    one row per (range instance, launching thread) with any: range, global_tid,
+    kernel_count, kernel_time_ns."""
+    ranges, ops = trace.ranges, trace.ops
+    kern = ops[(ops["kind"] == "kernel").to_numpy() & (ops["global_tid"] >= 0).to_numpy()]
+    kern = kern.sort_values("api_start_ns", kind="stable")
+    tid_all = kern["global_tid"].to_numpy(dtype="int64")
+    start_all = kern["api_start_ns"].to_numpy(dtype="int64")
+    dur_all = kern["duration_ns"].to_numpy(dtype="int64")
+    r_tid = ranges["global_tid"].to_numpy(dtype="int64")
+    r_pid = r_tid & PID_MASK
+    lo = ranges["start_ns"].to_numpy(dtype="int64")
+    hi = ranges["end_ns"].to_numpy(dtype="int64")
+    parts = []
+    for tid in np.unique(tid_all):
+        who = np.flatnonzero((r_pid == (tid & PID_MASK)) & (r_tid != tid))
+        if not len(who):
+            continue
+        mine = tid_all == tid
+        n, t = _window_counts(start_all[mine], dur_all[mine], lo[who], hi[who])
+        nz = np.flatnonzero(n)
+        parts.append(pd.DataFrame({"range": who[nz], "global_tid": tid,
+                                   "kernel_count": n[nz], "kernel_time_ns": t[nz]}))
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in
+                             ("range", "global_tid", "kernel_count", "kernel_time_ns")})
+    return pd.concat(parts, ignore_index=True)
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted blocks covering the intervals [starts, ends)."""
+    if not len(starts):
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > run_end[:-1]]
+    heads = np.flatnonzero(new)
+    tails = np.r_[heads[1:], len(s)] - 1
+    return s[heads], run_end[tails]
+
+
+def covered(block_s: np.ndarray, block_e: np.ndarray, lo: np.ndarray,
+            hi: np.ndarray) -> np.ndarray:
+    """Length of [lo, hi] covered by the disjoint sorted blocks, for each (lo, hi)."""
+    if not len(block_s):
+        return np.zeros(len(lo), dtype="int64")
+    before = np.r_[0, np.cumsum(block_e - block_s)]
+
+    def upto(t: np.ndarray) -> np.ndarray:          # covered length of (-inf, t]
+        i = np.searchsorted(block_s, t, side="right") - 1
+        j = np.maximum(i, 0)
+        part = np.clip(np.minimum(t, block_e[j]) - block_s[j], 0, None)
+        return np.where(i >= 0, before[j] + part, 0)
+
+    return np.maximum(upto(hi) - upto(lo), 0)
+
+
+def process_blocks(ops: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per process (global pid): the union of its GPU operations."""
+    pid = ops["global_pid"].to_numpy(dtype="int64")
+    s, e = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
+    return {int(p): union(s[pid == p], e[pid == p]) for p in np.unique(pid)}
+
+
+def _per_process(blocks: dict[int, tuple[np.ndarray, np.ndarray]], pids: np.ndarray,
+                 lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """covered() of each (lo, hi) by its own process's blocks."""
+    out = np.zeros(len(lo), dtype="int64")
+    for p, (bs, be) in blocks.items():
+        mine = np.flatnonzero(pids == p)
+        if len(mine):
+            out[mine] = covered(bs, be, lo[mine], hi[mine])
+    return out
+
+
+def busy_time(trace: Trace) -> pd.DataFrame:
+    """Per range instance: range, window_ns, busy_ns (process GPU busy inside it)."""
+    r = trace.ranges
+    lo, hi = r["start_ns"].to_numpy(dtype="int64"), r["end_ns"].to_numpy(dtype="int64")
+    pids = r["global_tid"].to_numpy(dtype="int64") & PID_MASK
+    return pd.DataFrame({"range": np.arange(len(r)), "window_ns": hi - lo,
+                         "busy_ns": _per_process(trace.blocks, pids, lo, hi)})
+
+
+def truly_idle(gaps: pd.DataFrame, ranges: pd.DataFrame,
+               blocks: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Per idle gap of a range's own operations: the part of it when no operation of the
+    process ran (another thread's kernels fill gaps of the thread that opened the range)."""
+    if gaps.empty:
+        return np.zeros(0, dtype="int64")
+    rows = gaps["range"].to_numpy(dtype="int64")
+    pids = ranges["global_tid"].to_numpy(dtype="int64")[rows] & PID_MASK
+    lo = gaps["gap_start_ns"].to_numpy(dtype="int64")
+    hi = lo + gaps["gap_ns"].to_numpy(dtype="int64")
+    return np.maximum(hi - lo - _per_process(blocks, pids, lo, hi), 0)
+
+
+THREAD_ROLES = (("pt_autograd", "PyTorch's autograd engine thread (backward)"),
+                ("pt_nccl", "a PyTorch NCCL process-group thread"),
+                ("pt_", "a PyTorch worker thread"))
+
+
+def thread_role(name: str | None) -> str | None:
+    """What a launching thread is, from its name (PyTorch names its own threads)."""
+    for prefix, role in THREAD_ROLES:
+        if name and name.startswith(prefix):
+            return role
+    return None
+
+
+def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
+    """Per range key, summed over its instances: window_ns, busy_ns,
+    other_threads_kernel_count, other_threads_kernel_time_ns; and per key the other
+    launching threads (tid, name, kernel_count, kernel_time_ns), most time first."""
+    keys = trace.ranges["key"].to_numpy()
+    busy = busy_time(trace).assign(key=keys)
+    out = busy.groupby("key")[["window_ns", "busy_ns"]].sum()
+    other = other_thread_kernels(trace)
+    other["key"] = keys[other["range"].to_numpy(dtype="int64")]
+    per_thread = other.groupby(["key", "global_tid"], as_index=False)[
+        ["kernel_count", "kernel_time_ns"]].sum()
+    totals = per_thread.groupby("key")[["kernel_count", "kernel_time_ns"]].sum()
+    out["other_threads_kernel_count"] = totals["kernel_count"].reindex(out.index, fill_value=0)
+    out["other_threads_kernel_time_ns"] = totals["kernel_time_ns"].reindex(out.index,
+                                                                           fill_value=0)
+    names = trace.export.thread_names
+    threads: dict[int, list[dict]] = {}
+    for k, tid, n, t in per_thread.sort_values(["key", "kernel_time_ns"],
+                                               ascending=[True, False]).itertuples(index=False):
+        threads.setdefault(int(k), []).append({"tid": int(tid), "name": names.get(int(tid)),
+                                               "kernel_count": int(n),
+                                               "kernel_time_ns": int(t)})
+    return out.astype("int64"), threads
