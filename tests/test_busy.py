@@ -104,4 +104,4 @@ def test_union_and_coverage_match_brute_force(ivs, wins) -> None:
     lo = np.array([a for a, _ in wins], dtype="int64")
     hi = lo + np.array([d for _, d in wins], dtype="int64")
     got = busy.covered(bs, be, lo, hi)
-    assert got.tolist() == [len([t for t in points if a <= t < b]) for a, b in zip(lo, hi)]
+    assert got.tolist() == [len([t for t in points if a <= t < b]) for a, b in zip(lo, hi, strict=True)]

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..documents import Finding
 from ..busy import thread_role
+from ..documents import Finding
 from ..gaps import summarize_gaps
 from . import Context, Rule, rule
 
