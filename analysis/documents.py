@@ -309,18 +309,25 @@ _CONST = {True: "true", False: "false", None: "null"}
 
 
 def _scalar(v: Any) -> str:
+    t = type(v)
+    if t is str:
+        return _STR(v)
+    if t is int:
+        return int.__repr__(v)
     if v is None or v is True or v is False:
         return _CONST[v]
-    if isinstance(v, str):
-        return _STR(v)
-    if isinstance(v, int):
-        return int.__repr__(v)
-    if isinstance(v, float):
+    if t is float:
         if v != v:
             return "NaN"
         if v in (float("inf"), float("-inf")):
             return "Infinity" if v > 0 else "-Infinity"
         return float.__repr__(v)
+    if isinstance(v, str):
+        return _STR(v)
+    if isinstance(v, int):
+        return int.__repr__(v)
+    if isinstance(v, float):
+        return _scalar(float(v))
     raise TypeError(f"Object of type {type(v).__name__} is not JSON serializable")
 
 
@@ -328,24 +335,52 @@ def _key(k: Any) -> str:
     return _STR(k) if isinstance(k, str) else '"' + _scalar(k).strip('"') + '"'
 
 
+_KEYS: dict[tuple[type, str], tuple[tuple[str, str], ...]] = {}
+
+
+def _keys(cls: type, inner: str) -> tuple[tuple[str, str], ...]:
+    """(field name, text before its value) of a dataclass at one indent level (cached)."""
+    if (cls, inner) not in _KEYS:
+        _KEYS[cls, inner] = tuple((n, (inner if i == 0 else "," + inner) + _key(n) + ": ")
+                                  for i, n in enumerate(_field_names(cls)))
+    return _KEYS[cls, inner]
+
+
 def _encode(o: Any, nl: str, out: list[str]) -> None:
     """Append o's JSON (indent 2) to out; `nl` is the newline plus the current indent."""
     if isinstance(o, _SCALARS):
         out.append(_scalar(o))
         return
+    inner = nl + "  "
     if dataclasses.is_dataclass(o) and not isinstance(o, type):
         d = o.__dict__
-        items: Any = ((n, d[n]) for n in _field_names(type(o)))
-    elif isinstance(o, dict):
+        out.append("{")
+        for name, head in _keys(type(o), inner):
+            out.append(head)
+            v = d[name]
+            if isinstance(v, _SCALARS):
+                out.append(_scalar(v))
+            else:
+                _encode(v, inner, out)
+        out.append(nl + "}")
+        return
+    if isinstance(o, dict):
         if not o:
             out.append("{}")
             return
-        items = o.items()
-    elif isinstance(o, (list, tuple)):
+        out.append("{")
+        for i, (k, v) in enumerate(o.items()):
+            out.append((inner if i == 0 else "," + inner) + _key(k) + ": ")
+            if isinstance(v, _SCALARS):
+                out.append(_scalar(v))
+            else:
+                _encode(v, inner, out)
+        out.append(nl + "}")
+        return
+    if isinstance(o, (list, tuple)):
         if not o:
             out.append("[]")
             return
-        inner = nl + "  "
         out.append("[")
         for i, v in enumerate(o):
             out.append(inner if i == 0 else "," + inner)
@@ -355,17 +390,7 @@ def _encode(o: Any, nl: str, out: list[str]) -> None:
                 _encode(v, inner, out)
         out.append(nl + "]")
         return
-    else:
-        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
-    inner = nl + "  "
-    out.append("{")
-    for i, (k, v) in enumerate(items):
-        out.append((inner if i == 0 else "," + inner) + _key(k) + ": ")
-        if isinstance(v, _SCALARS):
-            out.append(_scalar(v))
-        else:
-            _encode(v, inner, out)
-    out.append(nl + "}")
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
 
 def _unwrap_optional(tp: Any) -> Any:
