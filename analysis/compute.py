@@ -17,6 +17,7 @@ import pandas as pd
 
 from . import roofline, rules
 from .documents import ComputeDoc, ComputeRange, ComputeSource, KernelLaunch, Meta
+from .load import ncu_csv
 from .load.ncu_csv import NcuData
 from .systems import as_meta
 
@@ -51,8 +52,9 @@ def build(data: NcuData, meta: Meta | dict[str, Any] | None = None) -> ComputeDo
     notes = ["Durations are from Nsight Compute's replay (caches flushed before each "
              "kernel, kernels serialized); use the Nsight Systems report for time."]
     if data.missing:
-        notes.append("optional metrics missing from the export (shown as –): "
-                     + ", ".join(data.missing))
+        notes.append("not collected in this export (shown as –): " + ", ".join(data.missing)
+                     + "; profile with " + " ".join(ncu_csv.collect_flags(data.missing))
+                     + " to add them")
     if not peaks.flops_per_s:
         notes.append("no peak FLOP/s known for this GPU and dtype: no % of roofline")
     gpu = kernels["gpu"].dropna()

@@ -30,10 +30,12 @@ DATASHEET_FLOPS = {
 
 
 def classify(sm_pct: pd.Series, mem_pct: pd.Series) -> pd.Series:
-    """'latency' | 'compute' | 'memory' per kernel, as described in the module doc."""
-    out = np.where(sm_pct >= mem_pct, "compute", "memory")
+    """'latency' | 'compute' | 'memory' per kernel, as described in the module doc; None
+    where the export lacks the SOL metrics."""
+    out = np.where(sm_pct >= mem_pct, "compute", "memory").astype(object)
     out = np.where((sm_pct < LATENCY_PCT) & (mem_pct < LATENCY_PCT), "latency", out)
-    return pd.Series(out, index=sm_pct.index)
+    out = np.where(sm_pct.isna() | mem_pct.isna(), None, out)      # SOL not collected
+    return pd.Series(out, index=sm_pct.index, dtype=object)
 
 
 def attainable(intensity: float, peak_flops: float, peak_bw: float) -> float:
@@ -69,8 +71,8 @@ def per_range(kernels: pd.DataFrame, meta: Meta | None, peaks: Ceilings) -> pd.D
     out = pd.DataFrame({
         "kernels_per_iter": g.size() / iters,
         "duration_ns_per_iter": g["duration_ns"].sum() / iters,
-        "dram_bytes_per_iter": (g["dram_read_bytes"].sum() + g["dram_write_bytes"].sum())
-        / iters,
+        "dram_bytes_per_iter": (g["dram_read_bytes"].sum(min_count=1)
+                                + g["dram_write_bytes"].sum(min_count=1)) / iters,
     })
     seconds = out["duration_ns_per_iter"] * 1e-9
     out["dram_bytes_per_s"] = out["dram_bytes_per_iter"] / seconds

@@ -15,7 +15,10 @@ as they are; thousands separators are removed.
   per cycle x DRAM clock), sm_count, limit_registers, limit_shared_mem, limit_warps,
   limit_blocks (occupancy limits, blocks per SM)
 `NcuData.metrics` holds every metric column in base units; `units` their base units;
-`missing` the optional metrics the file lacks (those columns are NaN).
+`missing` the optional metrics the file lacks (those columns are NaN; the report marks
+them not collected and names the flags that collect them, `collect_flags`). Only the
+duration is required: Nsight Compute's default section set, for one, has no
+`dram__bytes_*`.
 """
 
 from __future__ import annotations
@@ -38,14 +41,14 @@ DEFAULT_DOMAIN = "<default domain>"
 
 REQUIRED = {
     "duration_ns": ["gpu__time_duration.sum"],
+}
+OPTIONAL = {
     "dram_read_bytes": ["dram__bytes_read.sum"],
     "dram_write_bytes": ["dram__bytes_write.sum"],
     "sm_sol_pct": ["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
     "mem_sol_pct": ["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"],
     "block_size": ["launch__block_size"],
     "grid_size": ["launch__grid_size"],
-}
-OPTIONAL = {
     "dram_bytes_per_s": ["dram__bytes.sum.per_second"],
     "dram_throughput_pct": ["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
                             "dram__throughput.avg.pct_of_peak_sustained_elapsed"],
@@ -62,6 +65,31 @@ OPTIONAL = {
     "limit_warps": ["launch__occupancy_limit_warps"],
     "limit_blocks": ["launch__occupancy_limit_blocks"],
 }
+COLLECTED_BY = {
+    "dram__bytes_read.sum": "--metrics dram__bytes_read.sum,dram__bytes_write.sum",
+    "dram__bytes_write.sum": "--metrics dram__bytes_read.sum,dram__bytes_write.sum",
+    "dram__bytes.sum.per_second": "--section MemoryWorkloadAnalysis",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed":
+        "--section ComputeWorkloadAnalysis",
+    "dram__bytes.sum.peak_sustained": "--section SpeedOfLight_RooflineChart",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "--section SpeedOfLight",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "--section SpeedOfLight",
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": "--section SpeedOfLight",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "--section Occupancy",
+    "sm__maximum_warps_per_active_cycle_pct": "--section Occupancy",
+    "launch__occupancy_limit_registers": "--section Occupancy",
+    "launch__occupancy_limit_shared_mem": "--section Occupancy",
+    "launch__occupancy_limit_warps": "--section Occupancy",
+    "launch__occupancy_limit_blocks": "--section Occupancy",
+    "launch__waves_per_multiprocessor": "--metrics launch__waves_per_multiprocessor",
+}
+"""The ncu flag that collects each optional metric (default: the LaunchStats section)."""
+
+
+def collect_flags(missing: list[str]) -> list[str]:
+    """The distinct `--section` / `--metrics` flags that would collect `missing` metrics."""
+    return list(dict.fromkeys(COLLECTED_BY.get(m, "--section LaunchStats") for m in missing))
+
 
 # numerator unit -> (base unit, factor); denominator unit -> (base unit, factor)
 _NUM = {**{u: ("ns", f) for u, f in [("ns", 1), ("nsecond", 1), ("us", 1e3), ("usecond", 1e3),
@@ -164,9 +192,8 @@ def load(path: str | Path) -> NcuData:
     metrics = pd.DataFrame(values)
     missing_req = [n[0] for n in REQUIRED.values() if _pick(metrics, n) is None]
     if missing_req:
-        raise InputError(f"{path}: missing metric column(s) {', '.join(missing_req)}; "
-                         "profile with the SpeedOfLight, LaunchStats, Occupancy sections and "
-                         "--metrics dram__bytes_read.sum,dram__bytes_write.sum")
+        raise InputError(f"{path}: no kernel duration ({', '.join(missing_req)}); profile "
+                         "with ncu's default sections or --section SpeedOfLight")
     kernels = pd.DataFrame({"id": frame["ID"].map(parse_number).astype("int64"),
                             "name": frame["Kernel Name"]})
     nvtx = frame[NVTX_PUSHPOP] if NVTX_PUSHPOP in frame else pd.Series([""] * len(frame))

@@ -18,6 +18,8 @@ def mb(value: float | None) -> str:
 
 
 def _bound(k: KernelLaunch) -> str:
+    if k.bound is None:
+        return "–"
     if k.bound == "latency":
         lean = "memory" if (k.mem_sol_pct or 0) > (k.sm_sol_pct or 0) else "compute"
         return f"latency ({lean}-leaning)"
