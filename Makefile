@@ -6,8 +6,16 @@ SIZE ?= default
 ITERS ?= 20
 RUNS ?= runs
 TORCH_SPEC ?= torch==2.13.0
-RUN = $(RUNS)/$(WORKLOAD)/latest
-NCU_RUN = $(RUNS)/$(KERNEL)/latest-ncu
+SCRIPT ?=
+NVTX_INCLUDE ?=
+# the run and report folder: NAME=..., else the workload's name (a workload file's stem)
+spec_name = $(if $(filter %.py,$(1)),$(basename $(notdir $(1))),$(1))
+NAME ?= $(if $(SCRIPT),,$(call spec_name,$(WORKLOAD)))
+KNAME = $(if $(SCRIPT),$(NAME),$(if $(filter command line,$(origin NAME)),$(NAME),$(call spec_name,$(KERNEL))))
+RUN = $(RUNS)/$(NAME)/latest
+NCU_RUN = $(RUNS)/$(KNAME)/latest-ncu
+need_name = $(if $(SCRIPT),$(if $(NAME),,$(error SCRIPT needs NAME=..., the run and report folder)))
+TARGET = $(if $(SCRIPT),--name $(NAME) --runs $(RUNS) -- $(SCRIPT),$(WORKLOAD) --name $(NAME) --runs $(RUNS))
 NCU_ITERS ?= 1
 CLOCK_CONTROL ?= none
 VARIANT ?=
@@ -17,11 +25,14 @@ THRESHOLD ?= 5
 BASE ?=
 NEW ?=
 
-.PHONY: help setup test test-gpu lint demo systems report compute diff bench sweep bench-analysis
+.PHONY: help setup test test-gpu lint demo systems report compute profile profile-all diff bench \
+        sweep bench-analysis
 
 help: ## list targets and their variables
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "variables: WORKLOAD=$(WORKLOAD) KERNEL=$(KERNEL) VARIANT=$(VARIANT) SIZE=$(SIZE) (default|small)"
+	@echo "variables: WORKLOAD=$(WORKLOAD) (name, file.py or file.py:NAME) KERNEL=$(KERNEL) VARIANT=$(VARIANT)"
+	@echo "           SCRIPT=\"python train.py ...\" NAME=run-and-report-name NVTX_INCLUDE=step/fwd/"
+	@echo "           SIZE=$(SIZE) (default|small)"
 	@echo "           ITERS=$(ITERS) NCU_ITERS=$(NCU_ITERS) CLOCK_CONTROL=$(CLOCK_CONTROL) (none|base)"
 	@echo "           LAUNCH_COUNT=$(LAUNCH_COUNT) RUNS=$(RUNS) PY=$(PY)"
 	@echo "           BASE=$(BASE) NEW=$(NEW) THRESHOLD=$(THRESHOLD) COPIES=$(COPIES)"
@@ -44,30 +55,42 @@ lint: ## ruff over the code
 demo: ## render every committed H200 capture (tests/data) into runs/demo/ (no GPU needed)
 	$(PY) -m analysis demo tests/data -o $(RUNS)/demo
 
-systems: ## WORKLOAD=name: nsys timeline of every variant -> reports/WORKLOAD/README.md, systems.md
-	$(PY) -m workflows.nsys $(WORKLOAD) --size $(SIZE) --iters $(ITERS) --runs $(RUNS)
-	$(MAKE) --no-print-directory report WORKLOAD=$(WORKLOAD)
+systems: ## WORKLOAD=name|file.py or SCRIPT="cmd" NAME=n: nsys timeline -> reports/NAME/README.md
+	$(need_name)
+	$(PY) -m workflows.nsys $(if $(SCRIPT),,--size $(SIZE) --iters $(ITERS)) $(TARGET)
+	$(MAKE) --no-print-directory report NAME=$(NAME)
 
-report: ## WORKLOAD=name: latest systems (+ compute) run -> reports/WORKLOAD/README.md
-	@test -e $(RUN)/trace.sqlite || { echo "no run of $(WORKLOAD) under $(RUNS)/:" \
-	    "run make systems WORKLOAD=$(WORKLOAD) first" >&2; exit 2; }
+report: ## NAME=name (or WORKLOAD=...): latest systems (+ compute) run -> reports/NAME/README.md
+	@test -e $(RUN)/trace.sqlite || { echo "no complete run of $(NAME) under $(RUNS)/:" \
+	    "run make systems first" >&2; exit 2; }
 	$(PY) -m analysis systems $(RUN)/trace.sqlite --meta $(RUN)/meta.json \
-	    --torch-logs $(RUN)/torch_logs.txt -o reports/$(WORKLOAD)
-	$(if $(wildcard $(RUNS)/$(WORKLOAD)/latest-ncu/ncu_raw.csv),$(PY) -m analysis compute \
-	    $(RUNS)/$(WORKLOAD)/latest-ncu/ncu_raw.csv --meta $(RUNS)/$(WORKLOAD)/latest-ncu/meta.json \
-	    -o reports/$(WORKLOAD))
-	$(PY) -m analysis page reports/$(WORKLOAD)
+	    $(if $(wildcard $(RUN)/torch_logs.txt),--torch-logs $(RUN)/torch_logs.txt) -o reports/$(NAME)
+	$(if $(wildcard $(RUNS)/$(NAME)/latest-ncu/ncu_raw.csv),$(PY) -m analysis compute \
+	    $(RUNS)/$(NAME)/latest-ncu/ncu_raw.csv --meta $(RUNS)/$(NAME)/latest-ncu/meta.json \
+	    -o reports/$(NAME))
+	$(PY) -m analysis page reports/$(NAME)
 
 diff: ## BASE=runs/w/a NEW=runs/w/b [THRESHOLD=5]: per-variant change; fails on a regression
 	$(PY) -m analysis diff $(BASE) $(NEW) --threshold $(THRESHOLD)
 
-compute: ## KERNEL=name [VARIANT=v]: ncu counters per kernel -> reports/KERNEL/compute.md
-	$(PY) -m workflows.ncu $(KERNEL) --size $(SIZE) --iters $(NCU_ITERS) \
+compute: ## KERNEL=name|file.py [VARIANT=v] or SCRIPT="cmd" NAME=n [NVTX_INCLUDE=f]: ncu -> reports/NAME/compute.md
+	$(need_name)
+	$(PY) -m workflows.ncu $(if $(SCRIPT),,--size $(SIZE) --iters $(NCU_ITERS)) \
 	    --clock-control $(CLOCK_CONTROL) $(if $(VARIANT),--variant $(VARIANT)) \
-	    $(if $(LAUNCH_COUNT),--launch-count $(LAUNCH_COUNT)) --runs $(RUNS)
-	$(PY) -m analysis compute $(NCU_RUN)/ncu_raw.csv --meta $(NCU_RUN)/meta.json -o reports/$(KERNEL)
-	$(if $(wildcard reports/$(KERNEL)/systems.json),$(PY) -m analysis page reports/$(KERNEL),\
-	    @echo "reports/$(KERNEL)/README.md needs the timeline too: make systems WORKLOAD=$(KERNEL)")
+	    $(if $(NVTX_INCLUDE),--nvtx-include "$(NVTX_INCLUDE)") \
+	    $(if $(LAUNCH_COUNT),--launch-count $(LAUNCH_COUNT)) \
+	    $(if $(SCRIPT),--name $(KNAME) --runs $(RUNS) -- $(SCRIPT),$(KERNEL) --name $(KNAME) --runs $(RUNS))
+	$(PY) -m analysis compute $(NCU_RUN)/ncu_raw.csv --meta $(NCU_RUN)/meta.json -o reports/$(KNAME)
+	$(if $(wildcard reports/$(KNAME)/systems.json),$(PY) -m analysis page reports/$(KNAME),\
+	    @echo "reports/$(KNAME)/README.md needs the timeline too: make systems")
+
+profile: ## WORKLOAD=... or SCRIPT=... NAME=...: Nsight Systems, then Nsight Compute, then the page
+	$(MAKE) --no-print-directory systems
+	$(MAKE) --no-print-directory compute $(if $(SCRIPT),,KERNEL=$(WORKLOAD))
+
+profile-all: ## make profile for every registered workload
+	@for w in $$($(PY) -c "from workflows.workloads import REGISTRY; print(' '.join(REGISTRY))"); do \
+	    $(MAKE) --no-print-directory profile WORKLOAD=$$w NAME=$$w || exit 1; done
 
 bench: ## [WORKLOAD=a,b]: median times vs measured ceilings -> reports/bench/<gpu>.md
 	$(PY) -m workflows.bench $(if $(filter command line,$(origin WORKLOAD)),--workloads $(WORKLOAD)) \

@@ -55,6 +55,7 @@ def build(data: NcuData, meta: Meta | dict[str, Any] | None = None) -> ComputeDo
         notes.append("not collected in this export (shown as –): " + ", ".join(data.missing)
                      + "; profile with " + " ".join(ncu_csv.collect_flags(data.missing))
                      + " to add them")
+    notes += meta.notes if meta else []
     if not peaks.flops_per_s:
         notes.append("no peak FLOP/s known for this GPU and dtype: no % of roofline")
     gpu = kernels["gpu"].dropna()

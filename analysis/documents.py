@@ -53,6 +53,7 @@ class Meta:
     compiled: dict[str, Any] | None = None
     ceilings: dict[str, Any] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)      # what the capture could not show
 
     def iterations_of(self, instances: int) -> int:
         """Iterations a range ran in all: per-instance iterations x its instances."""

@@ -150,7 +150,7 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                  if g.get("memory_bandwidth_Bps")), None)
     variants = variant_rows(entries, meta, peak)
     add_first_iterations(variants, trace)
-    notes = list(export.notes) + graph_notes(trace)
+    notes = list(export.notes) + (meta.notes if meta else []) + graph_notes(trace)
     outside = model.outside_kernels(trace)
     if outside:
         notes.append(f"{outside} kernel launch(es) lie outside every NVTX range "

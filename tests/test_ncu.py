@@ -15,7 +15,7 @@ from analysis.__main__ import main
 from analysis.errors import InputError
 from analysis.load import ncu_csv
 from analysis.roofline import classify
-from tests.conftest import DATA
+from tests.conftest import DATA, simulated_tools
 from workflows import ncu, tools
 
 NCU = DATA / "ncu"
@@ -185,8 +185,7 @@ def test_permission_and_empty_filter_errors(tmp_path: Path) -> None:
 
 
 def test_ncu_capture_with_mocked_tool(monkeypatch, fake_tools, tmp_path: Path) -> None:
-    fake_tools.handler = lambda argv: (0, "==PROF== Report: profile.ncu-rep\n"
-                                       if "--import" not in argv else '"ID"\n')
+    fake_tools.handler = simulated_tools
     calls = fake_tools.calls
     monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
     monkeypatch.setattr(ncu, "gpu_present", lambda: True)
@@ -204,8 +203,7 @@ def test_ncu_capture_with_mocked_tool(monkeypatch, fake_tools, tmp_path: Path) -
 
 
 def test_ncu_capture_without_pretune(monkeypatch, fake_tools, tmp_path: Path) -> None:
-    fake_tools.handler = lambda argv: (0, "==PROF== Report: profile.ncu-rep\n"
-                                       if "--import" not in argv else '"ID"\n')
+    fake_tools.handler = simulated_tools
     monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
     monkeypatch.setattr(ncu, "gpu_present", lambda: True)
     assert ncu.main(["gelu", "--no-pretune", "--runs", str(tmp_path)]) == 0
@@ -279,3 +277,21 @@ def test_ncu_filter_that_profiled_nothing_exits_2(monkeypatch, fake_tools, tmp_p
     monkeypatch.setattr(ncu, "gpu_present", lambda: True)
     assert ncu.main(["gelu", "--variant", "nope", "--runs", str(tmp_path)]) == 2
     assert "profkit@gelu/nope/" in capsys.readouterr().err
+
+
+def test_ncu_on_any_command(monkeypatch, fake_tools, tmp_path: Path) -> None:
+    fake_tools.handler = simulated_tools
+    monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/opt/ncu"))
+    monkeypatch.setattr(ncu, "gpu_present", lambda: True)
+    assert ncu.main(["--name", "train", "--runs", str(tmp_path), "--", "python", "t.py"]) == 0
+    (prof, _imp) = fake_tools.calls                          # no pretune for a command
+    assert "--nvtx-include" not in prof and prof[prof.index("--launch-count") + 1] == "100"
+    assert prof[-2:] == ["python", "t.py"]
+    meta = json.loads((tmp_path / "train" / "latest-ncu" / "meta.json").read_text())
+    assert "first 100 kernel launches" in meta["notes"][0]
+    fake_tools.calls.clear()
+    assert ncu.main(["--name", "train", "--nvtx-include", "step/fwd/", "--runs",
+                     str(tmp_path), "--", "python", "t.py"]) == 0
+    prof = fake_tools.calls[0]
+    assert prof[prof.index("--nvtx-include") + 1] == "step/fwd/"
+    assert "--launch-count" not in prof

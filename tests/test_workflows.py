@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import simulated_tools
 from workflows import nsys, tools
 from workflows import workloads as registry
 
@@ -64,27 +67,64 @@ def test_streamed_output_is_echoed_and_returned(fake_tools, capsys) -> None:
     assert "[ncu profile] ==PROF== pass 2" in capsys.readouterr().err
 
 
-def test_capture_runs_profile_then_export(monkeypatch, fake_tools, tmp_path: Path) -> None:
-    def handler(argv):
-        if argv[1] == "profile":
-            Path(argv[[a.startswith("--output=") for a in argv].index(True)][9:]
-                 + ".nsys-rep").write_bytes(b"x")
-        return 0, ""
-    fake_tools.handler = handler
+def _mocked(monkeypatch, fake_tools) -> None:
+    fake_tools.handler = simulated_tools
     monkeypatch.setattr(nsys, "find_nsys", lambda: Path("/opt/nsys"))
     monkeypatch.setattr(nsys, "gpu_present", lambda: True)
-    sqlite = nsys.capture("gelu", "small", 3, tmp_path)
+
+
+def test_capture_runs_profile_then_export(monkeypatch, fake_tools, tmp_path: Path) -> None:
+    _mocked(monkeypatch, fake_tools)
+    assert nsys.main(["gelu", "--size", "small", "--iters", "3", "--runs", str(tmp_path)]) == 0
     assert [a[1] for a in fake_tools.calls] == ["profile", "export"]
-    assert sqlite.name == "trace.sqlite" and (tmp_path / "gelu" / "latest").is_symlink()
+    latest = tmp_path / "gelu" / "latest"
+    assert latest.is_symlink() and (latest / "trace.sqlite").is_file()
+    assert oct((latest / "meta.json").stat().st_mode)[-3:] != "600"
 
 
 def test_capture_without_report_blames_importer(monkeypatch, fake_tools,
                                                tmp_path: Path) -> None:
-    monkeypatch.setattr(nsys, "find_nsys", lambda: Path("/opt/nsys"))
-    monkeypatch.setattr(nsys, "gpu_present", lambda: True)
+    _mocked(monkeypatch, fake_tools)
+    fake_tools.handler = lambda argv: (0, "")           # nsys wrote no report
     with pytest.raises(tools.ToolError, match="libdw") as err:
-        nsys.capture("gelu", "small", 3, tmp_path)
+        nsys.capture(nsys.parse_target(_parser(), ["gelu", "--runs", str(tmp_path)]))
     assert err.value.exit_code == 3
+
+
+def _parser():
+    import argparse
+    p = argparse.ArgumentParser()
+    nsys._arguments(p)
+    return p
+
+
+def test_failed_run_leaves_latest_on_the_last_complete_one(monkeypatch, fake_tools,
+                                                         tmp_path: Path, capsys) -> None:
+    _mocked(monkeypatch, fake_tools)
+    assert nsys.main(["gelu", "--runs", str(tmp_path)]) == 0
+    good = (tmp_path / "gelu" / "latest").resolve()
+    fake_tools.handler = lambda argv: (1, "nsys: something broke")
+    assert nsys.main(["gelu", "--runs", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "marked FAILED" in err and "still points at the last complete run" in err
+    assert (tmp_path / "gelu" / "latest").resolve() == good
+    runs = sorted(p for p in (tmp_path / "gelu").iterdir() if not p.is_symlink())
+    assert len(runs) == 2 and (runs[-1] / "FAILED").is_file()     # same second: -2 suffix
+
+
+def test_any_command_is_profiled_as_given(monkeypatch, fake_tools, tmp_path: Path) -> None:
+    _mocked(monkeypatch, fake_tools)
+    assert nsys.main(["--name", "train", "--runs", str(tmp_path), "--", "python",
+                      "train.py", "--steps", "5"]) == 0
+    prof = fake_tools.calls[0]
+    assert prof[-4:] == ["python", "train.py", "--steps", "5"]
+    assert fake_tools.envs[0]["TORCH_LOGS_OUT"].endswith("torch_logs.txt")
+    meta = json.loads((tmp_path / "train" / "latest" / "meta.json").read_text())
+    assert meta["workload"] == "train" and meta["command"][-1] == "5"
+    with pytest.raises(SystemExit):
+        nsys.main(["--runs", str(tmp_path), "--", "python", "x.py"])      # needs --name
+    with pytest.raises(SystemExit):
+        nsys.main(["nope"])                                            # unknown workload
 
 
 def test_capture_without_gpu_exits_3(monkeypatch, tmp_path: Path, capsys) -> None:

@@ -98,7 +98,7 @@ def run(names: list[str], size: str, rounds: int = ROUNDS) -> dict[str, Any]:
              "method": peaks["method"]}
     results = []
     for name in names:
-        workload = registry.get(name)
+        workload = registry.resolve(name)
         inputs = workload.make_inputs(workload.shapes(size), workload.dtype, "cuda")
         ref = workload.reference()(*inputs)
         built = {v: build_variant(workload, v, inputs, ref) for v in workload.variants}

@@ -1,13 +1,18 @@
-"""Nsight Compute driver: profile the kernels inside a workload's NVTX ranges.
+"""Nsight Compute driver: profile the kernels inside a workload's NVTX ranges, or any
+command's kernels.
 
     python -m workflows.ncu WORKLOAD [--variant V] [--size S] [--iters N]
                             [--clock-control none|base] [--launch-count N] [--runs DIR]
+    python -m workflows.ncu --name NAME [--nvtx-include FILTER] [--launch-count N] -- COMMAND
 
-writes `DIR/<workload>/<timestamp>-ncu/{profile.ncu-rep, ncu_raw.csv, meta.json}` and
-points `DIR/<workload>/latest-ncu` at it. The NVTX filter is `profkit@<workload>/` (or
-`profkit@<workload>/<variant>/`): ranges are nested push/pop ranges in the toolkit
-domain, and ncu reads `/` as nesting and needs the domain named (checked on the H200,
-tests/data/ncu/nvtx_filter_probe.txt). Exit 3 when ncu or counter permission is missing.
+WORKLOAD is a registered name, a workload file or `FILE.py:NAME`. Writes
+`DIR/<name>/<timestamp>-ncu/{profile.ncu-rep, ncu_raw.csv, meta.json}` and moves
+`DIR/<name>/latest-ncu` to it once complete. A workload's NVTX filter is
+`profkit@<workload>/` (or `profkit@<workload>/<variant>/`): ranges are nested push/pop
+ranges in the toolkit domain, and ncu reads `/` as nesting and needs the domain named
+(checked on the H200, tests/data/ncu/nvtx_filter_probe.txt). A command is profiled with
+the `--nvtx-include` filter you give (e.g. `step/fwd/`), else its first SCRIPT_LAUNCH_CAP
+launches, and the report says which. Exit 3 when ncu or counter permission is missing.
 
 Triton autotuning is done before profiling, in one plain run of the workload with
 TRITON_CACHE_AUTOTUNING=1, and the profiled run reads the cached choices: tuned under
@@ -24,18 +29,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
-import time
 from pathlib import Path
 
 from . import NVTX_DOMAIN
 from . import workloads as registry
-from .nsys import runner_command
+from .nsys import add_target_arguments, parse_target, runner_command
 from .siblings import sibling
-from .tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
+from .tools import ToolError, gpu_present, run_folder, run_tool, tool_main
 
 find_ncu, import_csv_argv = (sibling("analysis.tools").find_ncu,
                              sibling("analysis.tools").import_csv_argv)
+Meta, to_json = sibling("analysis.documents").Meta, sibling("analysis.documents").to_json
+write_atomic = sibling("analysis.io").write_atomic
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
             "SpeedOfLight_RooflineChart")
@@ -52,12 +59,14 @@ def nvtx_filter(workload: str, variant: str | None = None) -> str:
     return f"{NVTX_DOMAIN}@{workload}/{variant}/" if variant else f"{NVTX_DOMAIN}@{workload}/"
 
 
-def profile_argv(ncu: Path | str, output_base: Path | str, nvtx_include: str,
+def profile_argv(ncu: Path | str, output_base: Path | str, nvtx_include: str | None,
                  command: list[str], clock_control: str = "none",
                  launch_count: int | None = None) -> list[str]:
-    """`ncu` with the NVTX filter, the report's sections and metrics, exporting a report."""
-    argv = [str(ncu), "--clock-control", clock_control, "--nvtx", "--nvtx-include",
-            nvtx_include]
+    """`ncu` with the NVTX filter (if any), the report's sections and metrics, exporting a
+    report."""
+    argv = [str(ncu), "--clock-control", clock_control, "--nvtx"]
+    if nvtx_include:
+        argv += ["--nvtx-include", nvtx_include]
     for section in SECTIONS:
         argv += ["--section", section]
     argv += ["--metrics", ",".join(METRICS)]
@@ -89,48 +98,74 @@ def pretune(command: list[str]) -> dict[str, str]:
     return env
 
 
+SCRIPT_LAUNCH_CAP = 100
+"""Kernel launches profiled in a command run without an NVTX filter (each costs ncu
+replay passes); the report says so."""
+
+
+def _plan(args: argparse.Namespace, run_dir: Path) -> tuple[list[str], str | None, list[str]]:
+    """(command to profile, NVTX filter or None, notes for the report)."""
+    if args.command:
+        if args.nvtx_include:
+            return args.command, args.nvtx_include, [
+                f"kernels inside NVTX ranges matching --nvtx-include {args.nvtx_include!r}"]
+        args.launch_count = args.launch_count or SCRIPT_LAUNCH_CAP
+        return args.command, None, [
+            f"no NVTX filter: the first {args.launch_count} kernel launches of the command "
+            "were profiled (NVTX_INCLUDE=\"range/\" selects a range; LAUNCH_COUNT=N more)"]
+    workload = registry.resolve(args.workload)
+    only = ["--variants", args.variant] if args.variant else []
+    command = runner_command(args.workload, args.size, args.iters, run_dir) + only
+    return command, args.nvtx_include or nvtx_filter(workload.name, args.variant), []
+
+
 def capture(args: argparse.Namespace) -> Path:
     """Profile, check, export the raw CSV; return its path."""
     ncu = find_ncu()
     if not gpu_present():
         raise ToolError("no NVIDIA GPU found (nvidia-smi -L lists none); run on a GPU machine")
-    run_dir = new_run_dir(args.runs, args.workload, time.strftime("%Y%m%d-%H%M%S") + "-ncu",
-                          link="latest-ncu")
-    flt = nvtx_filter(args.workload, args.variant)
-    only = ["--variants", args.variant] if args.variant else []
-    command = runner_command(args.workload, args.size, args.iters, run_dir) + only
-    env = None
-    if args.pretune:
-        env = pretune(runner_command(args.workload, args.size, 1, run_dir / "pretune") + only)
-    argv = profile_argv(ncu, run_dir / "profile", flt, command, args.clock_control,
-                        args.launch_count)
-    try:
-        output = run_tool(argv, "ncu profile", env=env, stream=True)
-    except ToolError as exc:
-        check_output(str(exc), flt, run_dir / "meta.json")
-        raise
-    (run_dir / "ncu_log.txt").write_text(output)
-    check_output(output, flt, run_dir / "meta.json")
-    csv = run_dir / "ncu_raw.csv"
-    csv.write_text(run_tool(import_csv_argv(ncu, run_dir / "profile.ncu-rep"), "ncu --import",
-                            stdout_only=True))
+    with run_folder(args.runs, args.name, "latest-ncu", ["ncu_raw.csv", "meta.json"],
+                    suffix="-ncu") as run_dir:
+        command, flt, notes = _plan(args, run_dir)
+        env = None
+        if args.pretune and not args.command:
+            pre = runner_command(args.workload, args.size, 1, run_dir / "pretune")
+            env = pretune(pre + (["--variants", args.variant] if args.variant else []))
+        argv = profile_argv(ncu, run_dir / "profile", flt, command, args.clock_control,
+                            args.launch_count)
+        try:
+            output = run_tool(argv, "ncu profile", env=env, stream=True)
+        except ToolError as exc:
+            check_output(str(exc), flt or "", run_dir / "meta.json")
+            raise
+        write_atomic(run_dir / "ncu_log.txt", output)
+        check_output(output, flt or "", run_dir / "meta.json")
+        if args.command:
+            meta = Meta(workload=args.name, description=f"command: {shlex.join(command)}",
+                        command=command, notes=notes)
+            write_atomic(run_dir / "meta.json", to_json(meta))
+        csv = run_dir / "ncu_raw.csv"
+        write_atomic(csv, run_tool(import_csv_argv(ncu, run_dir / "profile.ncu-rep"),
+                                   "ncu --import", stdout_only=True))
     return csv
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("workload", choices=sorted(registry.REGISTRY))
+    add_target_arguments(p)
     p.add_argument("--variant", help="profile only this variant's range")
-    p.add_argument("--size", default="default", choices=registry.SIZES)
+    p.add_argument("--nvtx-include", help="ncu NVTX filter (default for a workload: "
+                   f"{NVTX_DOMAIN}@<workload>/[<variant>/]; for a command: none, and at most "
+                   f"{SCRIPT_LAUNCH_CAP} launches)")
     p.add_argument("--iters", type=int, default=1, help="iterations per range (each profiled)")
     p.add_argument("--clock-control", default="none", choices=["none", "base"])
     p.add_argument("--launch-count", type=int, help="stop after this many profiled kernels")
     p.add_argument("--no-pretune", dest="pretune", action="store_false",
                    help="let the profiled run autotune Triton kernels itself (under ncu)")
-    p.add_argument("--runs", type=Path, default=Path("runs"))
 
 
 def main(argv: list[str] | None = None) -> int:
-    return tool_main("workflows.ncu", argv, _arguments, capture, "ncu csv", __doc__)
+    return tool_main("workflows.ncu", argv, _arguments, capture, "ncu csv", __doc__,
+                     parse=parse_target)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,33 @@
-"""Nsight Systems driver: run a workload under `nsys profile`, export SQLite.
+"""Nsight Systems driver: profile a workload or any command, export SQLite.
 
-    python -m workflows.nsys WORKLOAD [--size S] [--iters N] [--runs DIR]
+    python -m workflows.nsys WORKLOAD [--size S] [--iters N] [--runs DIR] [--name NAME]
+    python -m workflows.nsys --name NAME [--runs DIR] -- COMMAND [ARG ...]
 
-writes `DIR/<workload>/<timestamp>/{trace.nsys-rep, trace.sqlite, meta.json,
-torch_logs.txt}` and points `DIR/<workload>/latest` at it. Exit 3 when nsys, a GPU or
-the nsys importer is missing, with what to do.
+WORKLOAD is a registered name, a workload file (`examples/rmsnorm.py`) or `FILE.py:NAME`;
+it runs under the toolkit's runner, which writes meta.json. A COMMAND (after `--`, run as
+an argv list, no shell) is any program, e.g. `python train.py --steps 5`; its meta.json
+records the command, and its TORCH_LOGS (graph breaks, recompiles) go to torch_logs.txt.
+Writes `DIR/<name>/<timestamp>/{trace.nsys-rep, trace.sqlite, meta.json,
+torch_logs.txt}` and moves `DIR/<name>/latest` to it only when the capture completed; a
+failed run stays under its timestamp, marked FAILED. Exit 3 when nsys, a GPU or the nsys
+importer is missing, with what to do.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
+import shlex
 import sys
-import time
 from pathlib import Path
 
 from . import workloads as registry
 from .siblings import module_name, sibling
-from .tools import ToolError, gpu_present, new_run_dir, run_tool, tool_main
+from .tools import ToolError, gpu_present, run_folder, run_tool, tool_main
+
+Meta, to_json = sibling("analysis.documents").Meta, sibling("analysis.documents").to_json
+write_atomic = sibling("analysis.io").write_atomic
 
 export_argv, find_nsys = sibling("analysis.tools").export_argv, sibling("analysis.tools").find_nsys
 
@@ -43,33 +54,84 @@ def runner_command(workload: str, size: str, iters: int, out: Path) -> list[str]
             "--iters", str(iters), "--out", str(out)]
 
 
-def capture(workload: str, size: str, iters: int, runs: Path) -> Path:
+def script_meta(name: str, command: list[str]) -> str:
+    """meta.json of a profiled command: what ran (no ranges, no cost model)."""
+    meta = Meta(workload=name, description=f"command: {shlex.join(command)}",
+                command=command, versions={"python": platform.python_version()})
+    return to_json(meta)
+
+
+def capture(args: argparse.Namespace) -> Path:
     """Profile, export, and return the path of trace.sqlite."""
     nsys = find_nsys()
     if not gpu_present():
         raise ToolError("no NVIDIA GPU found (nvidia-smi -L lists none); run on a GPU machine")
-    run_dir = new_run_dir(runs, workload, time.strftime("%Y%m%d-%H%M%S"))
-    base = run_dir / "trace"
-    run_tool(profile_argv(nsys, base, runner_command(workload, size, iters, run_dir)),
-             "nsys profile", stream=True)
-    report = base.with_suffix(".nsys-rep")
-    if not report.exists():
-        raise ToolError(IMPORTER_HINT)
-    sqlite = base.with_suffix(".sqlite")
-    run_tool(export_argv(nsys, report, sqlite), "nsys export")
+    with run_folder(args.runs, args.name, "latest", ["trace.sqlite", "meta.json"]) as run_dir:
+        base = run_dir / "trace"
+        env = None
+        if args.command:
+            command = args.command
+            env = {**os.environ, **torch_logs_env(run_dir / "torch_logs.txt")}
+        else:
+            command = runner_command(args.workload, args.size, args.iters, run_dir)
+        run_tool(profile_argv(nsys, base, command), "nsys profile", env=env, stream=True)
+        report = base.with_suffix(".nsys-rep")
+        if not report.exists():
+            raise ToolError(IMPORTER_HINT)
+        sqlite = base.with_suffix(".sqlite")
+        run_tool(export_argv(nsys, report, sqlite), "nsys export")
+        if args.command:
+            write_atomic(run_dir / "meta.json", script_meta(args.name, args.command))
     return sqlite
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("workload", choices=sorted(registry.REGISTRY))
+def torch_logs_env(path: Path) -> dict[str, str]:
+    """Have a profiled PyTorch program log its graph breaks and recompiles to `path`."""
+    wanted = [a for a in os.environ.get("TORCH_LOGS", "").split(",") if a]
+    return {"TORCH_LOGS": ",".join(dict.fromkeys(wanted + ["graph_breaks", "recompiles"])),
+            "TORCH_LOGS_OUT": str(path)}
+
+
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    """WORKLOAD or `--name NAME -- COMMAND`, shared by the nsys and ncu drivers."""
+    p.add_argument("workload", nargs="?",
+                   help="registered workload, workload file (x.py) or x.py:NAME")
+    p.add_argument("--name", help="run and report name (default: the workload's; "
+                   "required with a COMMAND)")
     p.add_argument("--size", default="default", choices=registry.SIZES)
-    p.add_argument("--iters", type=int, default=20)
     p.add_argument("--runs", type=Path, default=Path("runs"))
 
 
+def parse_target(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse driver arguments; everything after `--` is the command to profile."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.command = command
+    if command:
+        if args.workload:
+            p.error("give a WORKLOAD or a COMMAND after --, not both")
+        if not args.name:
+            p.error("a COMMAND needs --name NAME (the run and report folder)")
+    elif not args.workload:
+        p.error("give a WORKLOAD (name or file) or --name NAME -- COMMAND")
+    else:
+        try:
+            registry.resolve(args.workload)
+        except KeyError as exc:
+            p.error(str(exc.args[0]))
+        args.name = args.name or registry.run_name(args.workload)
+    return args
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    add_target_arguments(p)
+    p.add_argument("--iters", type=int, default=20, help="timed iterations per variant")
+
+
 def main(argv: list[str] | None = None) -> int:
-    return tool_main("workflows.nsys", argv, _arguments,
-                     lambda a: capture(a.workload, a.size, a.iters, a.runs), "trace", __doc__)
+    return tool_main("workflows.nsys", argv, _arguments, capture, "trace", __doc__,
+                     parse=parse_target)
 
 
 if __name__ == "__main__":

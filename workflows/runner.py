@@ -1,6 +1,6 @@
 """Run a workload's variants inside NVTX ranges and write `meta.json` beside the trace.
 
-    python -m workflows.runner WORKLOAD [--size default|small] [--iters N]
+    python -m workflows.runner WORKLOAD|FILE.py[:NAME] [--size default|small] [--iters N]
                                [--variants a,b] [--out DIR]
 
 Order of events (what the analysis relies on):
@@ -126,7 +126,10 @@ def run(args: argparse.Namespace) -> Path:
     import torch
 
     log = logging.getLogger("workflows.runner")
-    workload = registry.get(args.workload)
+    try:
+        workload = registry.resolve(args.workload)
+    except KeyError as exc:
+        raise SystemExit(f"runner: {exc.args[0]}") from None
     variants = args.variants or list(workload.variants)
     unknown = sorted(set(variants) - set(workload.variants))
     if unknown:
@@ -168,7 +171,7 @@ def run(args: argparse.Namespace) -> Path:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m workflows.runner", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=sorted(registry.REGISTRY))
+    p.add_argument("workload", help="registered workload, workload file (x.py) or x.py:NAME")
     p.add_argument("--size", default="default", help="size preset (default, small)")
     p.add_argument("--iters", type=int, default=20, help="timed iterations per variant")
     p.add_argument("--variants", type=lambda s: [v for v in s.split(",") if v],

@@ -15,9 +15,12 @@ variant in torch.compile. torch is imported inside the functions.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .siblings import sibling
@@ -287,3 +290,55 @@ def get(name: str) -> Workload:
     except KeyError:
         raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(REGISTRY))})")\
             from None
+
+
+def load_file(path: str | Path) -> list[Workload]:
+    """The workloads a workload file declares (module-level `Workload` objects, in order).
+
+    A workload file is plain Python that builds `Workload(...)` values with this module's
+    public API (Workload, CostModel, impl, compiled, randn and the cost helpers); see
+    examples/ and README.md. It is imported under a private module name.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise KeyError(f"workload file {path} does not exist")
+    name = f"_workload_file_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise KeyError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    found: list[Workload] = []
+    for w in [*vars(module).values(), *getattr(module, "WORKLOADS", [])]:
+        if isinstance(w, Workload) and all(w is not f for f in found):
+            found.append(w)
+    if not found:
+        raise KeyError(f"{path} declares no Workload")
+    return found
+
+
+def resolve(spec: str) -> Workload:
+    """A registered name, a workload file (`path.py`, when it declares one workload) or
+    `path.py:name`. KeyError with what is known otherwise."""
+    file, _, name = spec.partition(":") if ".py" in spec else (spec, "", "")
+    if not file.endswith(".py"):
+        return get(spec)
+    found = load_file(file)
+    if name:
+        match = [w for w in found if w.name == name]
+        if not match:
+            raise KeyError(f"{file} declares no workload {name!r} "
+                           f"(it declares: {', '.join(w.name for w in found)})")
+        return match[0]
+    if len(found) > 1:
+        raise KeyError(f"{file} declares {len(found)} workloads; pick one as "
+                       f"{file}:NAME ({', '.join(w.name for w in found)})")
+    return found[0]
+
+
+def run_name(spec: str) -> str:
+    """The folder name a workload spec's runs and reports go to: the registered name, or
+    the file's stem (`examples/rmsnorm.py` -> rmsnorm; `x.py:name` -> name)."""
+    file, _, name = spec.partition(":")
+    return name or Path(file).stem if file.endswith(".py") else spec
