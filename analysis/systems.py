@@ -31,6 +31,8 @@ from .documents import (
 from .gaps import first_iteration
 from .load.nsys_sqlite import NsysExport
 
+BASELINES = ("naive", "eager")
+"""The variant others are compared with ("speedup vs naive")."""
 RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
               "cost_model", "ceilings", "versions", "compiled", "correctness")
 
@@ -114,7 +116,7 @@ def variant_rows(entries: list[RangeEntry], meta: Meta | None,
     by_name = {e.name: e for e in entries}
     rows = [_variant(v, by_name[p], meta, peak_bw) if p in by_name else
             VariantRow(variant=v, range=p, missing=True) for v, p in meta.ranges.items()]
-    base = next((r for r in rows if r.variant == "naive" and not r.missing), None)
+    base = next((r for r in rows if r.variant in BASELINES and not r.missing), None)
     for r in rows:
         if base and not r.missing:
             r.speedup_vs_naive = base.time_per_iter_ns / r.time_per_iter_ns

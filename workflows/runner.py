@@ -18,6 +18,7 @@ Order of events (what the analysis relies on):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.metadata
 import json
@@ -26,6 +27,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,18 @@ def _nvtx():
     domain = nvtx.get_domain(NVTX_DOMAIN)
     return (lambda name: domain.push_range(domain.get_event_attributes(message=name)),
             domain.pop_range)
+
+
+@contextlib.contextmanager
+def nvtx_range(name: str) -> Iterator[None]:
+    """A sub-range in the toolkit domain, for a variant's own phases (fwd / bwd / opt):
+    inside the runner's `<workload>/<variant>` range its path is `<workload>/<variant>/<name>`."""
+    push, pop = _nvtx()
+    push(name)
+    try:
+        yield
+    finally:
+        pop()
 
 
 def prepare(workload: registry.Workload, variants: list[str], inputs: tuple,
@@ -141,7 +155,7 @@ def run(args: argparse.Namespace) -> Path:
     shapes = workload.shapes(args.size)
     inputs = workload.make_inputs(shapes, workload.dtype, "cuda")
     compiled = None
-    if "compiled" in variants:
+    if "compiled" in variants and workload.explain_compiled:
         compiled = explain(workload.variants[workload.compiled_from](), inputs)
     peaks = gpu_ceilings.measure(workload.dtype)
     log.info("ceilings: copy %.0f GB/s, %s GEMM %.0f TFLOP/s", peaks["copy_bytes_per_s"] / 1e9,

@@ -47,6 +47,7 @@ class Workload:
     tolerance: dict[str, float] = field(default_factory=lambda: {"rtol": 1e-5, "atol": 1e-5})
     bench: bool = True   # part of `make bench` (the rule-exercising workloads are not)
     compiled_from: str = "naive"   # the variant `compiled` wraps in torch.compile
+    explain_compiled: bool = True  # run torch._dynamo.explain on it before the ranges
 
     def shapes(self, size: str) -> list[Shape]:
         if size not in self.sizes:
@@ -204,6 +205,79 @@ def _naive_attention(causal: bool, q, k, v):
     return sibling("kernels.attention").attention_naive(q, k, v, causal)
 
 
+# --- train_step: a transformer block's forward, backward and optimizer step -------------
+
+def _block(d: int, heads: int) -> Any:
+    """A pre-norm transformer block: causal attention (SDPA) and a GeLU MLP."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(self.norm1(x)).view(b, s, 3, heads, d // heads).permute(
+                2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+            return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+    return Block()
+
+
+TRAIN_HEADS = 16
+
+
+def train_step(mode: str | None) -> Factory:
+    """One training step in bf16 autocast with fused AdamW, `fwd` / `bwd` / `opt` in NVTX
+    sub-ranges; mode None is eager, else torch.compile(model, mode=mode) ("default", or
+    "reduce-overhead": CUDA graphs). Backward runs on PyTorch's autograd thread."""
+    def build() -> Variant:
+        import torch
+        import torch.nn.functional as F
+
+        from .runner import nvtx_range
+
+        state: dict[str, Any] = {}
+
+        def step(x, target):
+            if not state:                       # the model is made for the inputs' width
+                torch.manual_seed(0)
+                model = _block(x.shape[-1], TRAIN_HEADS).to(x.device)
+                state["opt"] = torch.optim.AdamW(model.parameters(), lr=1e-4,
+                                                 fused=x.is_cuda)
+                state["fwd"] = model if mode is None else torch.compile(model, mode=mode)
+            if mode == "reduce-overhead":
+                torch.compiler.cudagraph_mark_step_begin()
+            with nvtx_range("fwd"), torch.autocast(x.device.type, dtype=torch.bfloat16):
+                loss = F.mse_loss(state["fwd"](x).float(), target.float())
+            with nvtx_range("bwd"):
+                loss.backward()
+            with nvtx_range("opt"):
+                state["opt"].step()
+                state["opt"].zero_grad(set_to_none=True)
+            return loss.detach().clone()
+        return step
+    return build
+
+
+def train_step_cost(shapes: list[Shape], dtype: str) -> Any:
+    """Approximate: the block's matrix products forward (2 FLOP per MAC) and backward
+    (twice that), causal attention; bytes: fp32 weights read forward and backward, their
+    gradients written, AdamW's read of weight, grad and two moments and write of three,
+    plus the inputs. No ideal kernel count (0): a training step is many ops by nature."""
+    (b, s, d), _ = shapes
+    params = 12 * d * d + 13 * d
+    flops = 6 * b * s * 12 * d * d + 3 * 2 * b * s * s * d
+    return CostModel(flops=flops, min_bytes=10 * 4 * params + 2 * b * s * d * 2,
+                     ideal_kernels=0)
+
+
 WORKLOADS = [
     Workload(
         name="gelu",
@@ -261,6 +335,17 @@ WORKLOADS = [
         tolerance={"rtol": 1e-2, "atol": 1e-2}),
     _attention(False),
     _attention(True),
+    Workload(
+        name="train_step",
+        description="transformer block (causal attention + GeLU MLP + LayerNorms) forward, "
+        "backward and fused AdamW step in bf16 autocast; fwd / bwd / opt sub-ranges",
+        dtype="bfloat16", sizes={"default": [(8, 1024, 1024)] * 2, "small": [(2, 128, 256)] * 2},
+        make_inputs=randn,
+        variants={"eager": train_step(None), "compiled": train_step("default"),
+                  "cudagraphs": train_step("reduce-overhead")},
+        reference=train_step(None), cost=train_step_cost,
+        tolerance={"rtol": 5e-2, "atol": 5e-2}, bench=False, compiled_from="eager",
+        explain_compiled=False),
     Workload(
         name="graph_break",
         description="sin -> data-dependent `if y.sum() > 0` -> print -> cos (breaks "
