@@ -148,6 +148,20 @@ class RangeEntry:
 
 
 @dataclass
+class OpRow:
+    """A PyTorch op of emit_nvtx ranges, its name stripped of seq/op_id/sizes (ops.py)."""
+
+    name: str
+    direction: str                     # "forward" | "backward"
+    calls: int
+    kernel_count: int                  # kernels launched inside its ranges (inclusive)
+    kernel_time_ns: int
+    backward_kernel_count: int = 0     # forward rows: its backward ops' kernels (same seq)
+    backward_kernel_time_ns: int = 0
+    forward_op: str | None = None      # backward rows: the forward op of the same seq
+
+
+@dataclass
 class GpuOp:
     """A GPU operation of one iteration, times relative to the iteration's first op."""
 
@@ -186,6 +200,7 @@ class SystemsDoc:
     run: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    ops: list[OpRow] = field(default_factory=list)     # emit_nvtx op ranges, per op
     schema: str = "systems/1"
 
 

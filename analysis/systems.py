@@ -30,6 +30,7 @@ from .documents import (
 )
 from .gaps import first_iteration
 from .load.nsys_sqlite import NsysExport
+from .ops import op_table
 
 BASELINES = ("naive", "eager")
 """The variant others are compared with ("speedup vs naive")."""
@@ -162,7 +163,8 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                              export_schema_version=export.export_schema_version,
                              nsys_version=export.product_version,
                              gpus=[Gpu(**g) for g in export.gpus]),
-        ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes)
+        ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes,
+        ops=op_table(trace))
     if len(trace.ranges):
         doc.findings = rules.run("systems", rules.Context(
             meta=meta, events=events or [], systems=doc, trace=trace))

@@ -159,6 +159,30 @@ def kernels_section(doc: SystemsDoc) -> list[str]:
     return lines + _more(left_out)
 
 
+TOP_OPS = 15
+
+
+def ops_section(doc: SystemsDoc) -> list[str]:
+    """PyTorch's emit_nvtx op ranges, one row per op, most forward + backward time first."""
+    fwd = [o for o in doc.ops if o.direction == "forward"]
+    if not fwd:
+        return []
+    top = sorted(fwd, key=lambda o: -(o.kernel_time_ns + o.backward_kernel_time_ns))[:TOP_OPS]
+    body = [[esc(o.name), num(o.calls), num(o.kernel_count), us(o.kernel_time_ns),
+             num(o.backward_kernel_count), us(o.backward_kernel_time_ns),
+             us(o.kernel_time_ns + o.backward_kernel_time_ns)] for o in top]
+    lines = ["## PyTorch ops (emit_nvtx)", "",
+             "Op ranges with the `seq`, `op_id` and `sizes` parts stripped; kernels counted "
+             "inclusively (an op's kernels include those of the ops it calls); backward: "
+             "the kernels of the backward nodes with the op's `seq`, on the autograd thread.",
+             ""]
+    lines += table(["op", "calls", "kernels", "kernel time", "backward kernels",
+                    "backward time", "forward + backward"], body, "lrrrrrr")
+    more = len(doc.ops) - len(top)
+    return lines + [""] + ([f"{more} more op rows (backward ops among them) are in "
+                            "systems.json `ops`.", ""] if more > 0 else [])
+
+
 def compile_section(doc: SystemsDoc) -> list[str]:
     run = doc.run or {}
     compiled = run.get("compiled")
@@ -228,6 +252,7 @@ def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration")):
         if kind in (images or {}):
             lines += [f"![{title}]({images[kind]})", ""]
-    for section in (ranges_section, compile_section, kernels_section, environment_section):
+    for section in (ops_section, ranges_section, compile_section, kernels_section,
+                    environment_section):
         lines += section(doc)
     return "\n".join(lines).rstrip() + "\n"

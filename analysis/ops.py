@@ -1,0 +1,96 @@
+"""PyTorch's own op ranges (`torch.autograd.profiler.emit_nvtx`) as one row per op.
+
+Under emit_nvtx every op opens an NVTX range named like
+`aten::linear, seq = 474, op_id = 11, sizes = [[...]], input_op_ids = [...]`, and every
+backward node one like `AddmmBackward0, seq = 506, op_id = 9, ...` on the autograd thread.
+The `seq`, `op_id`, `sizes` and `input_op_ids` parts make almost every name unique, so
+range by range the trace says little. Here the names are stripped to the op
+(`aten::linear`, `AddmmBackward0`), kernels are counted per op the way ranges count them
+(inclusive: a kernel counts in every enclosing op range, once per op name), and each
+backward op is linked to the forward op that recorded the same `seq` (the outermost
+forward op range carrying it), so a forward row also carries the GPU time its backward
+cost. The `autograd::engine::evaluate_function: ...` wrappers around backward nodes are
+left out (their node's own range holds the same kernels).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from .documents import OpRow
+
+if TYPE_CHECKING:
+    from .model import Trace
+
+OP_RANGE = r"^(?P<op>[^,]+?)(?:, seq = (?P<seq>\d+))?, op_id = \d+"
+WRAPPER = "autograd::engine::evaluate_function"
+BACKWARD = r"Backward\d*$"
+
+
+def op_ranges(trace: Trace) -> pd.DataFrame:
+    """Range instances that are emit_nvtx op ranges: range, op, seq (or -1), backward
+    (the op runs in backward: a backward node, or an op inside one), node (a backward node
+    itself, `XBackward0`: the range the forward op's seq links to)."""
+    names = trace.ranges["name"].fillna("").astype(str)
+    parsed = names.str.extract(OP_RANGE)
+    keep = parsed["op"].notna() & ~parsed["op"].str.startswith(WRAPPER, na=False)
+    out = parsed[keep]
+    node = out["op"].str.contains(BACKWARD).to_numpy()
+    inside = trace.ranges["path"][keep].str.contains(WRAPPER, regex=False).to_numpy()
+    return pd.DataFrame({"range": np.flatnonzero(keep.to_numpy()),
+                         "op": out["op"].to_numpy(dtype=object),
+                         "seq": out["seq"].fillna(-1).astype("int64").to_numpy(),
+                         "backward": node | inside, "node": node})
+
+
+def _per_instance(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame:
+    """Kernels launched inside each op range instance (own thread, inclusive)."""
+    kern = trace.kernel_pairs()[["range", "call", "duration_ns"]]
+    kern = kern.merge(ops[["range", "op"]], on="range")
+    kern = kern.drop_duplicates(["op", "call"])          # nested same-name ops count once
+    per = kern.groupby("range").agg(kernel_count=("call", "size"),
+                                    kernel_time_ns=("duration_ns", "sum"))
+    return ops.join(per, on="range").fillna({"kernel_count": 0, "kernel_time_ns": 0})
+
+
+def _forward_of_seq(trace: Trace, ops: pd.DataFrame) -> pd.Series:
+    """seq -> the forward op that recorded it (its outermost range: earliest start)."""
+    fwd = ops[~ops["backward"] & (ops["seq"] >= 0)]
+    starts = trace.ranges["start_ns"].to_numpy()[fwd["range"].to_numpy(dtype="int64")]
+    ends = trace.ranges["end_ns"].to_numpy()[fwd["range"].to_numpy(dtype="int64")]
+    fwd = fwd.assign(start=starts, neg_end=-ends).sort_values(["seq", "start", "neg_end"])
+    return fwd.drop_duplicates("seq").set_index("seq")["op"]
+
+
+def op_table(trace: Trace) -> list[OpRow]:
+    """One row per op name (forward rows first by forward + backward kernel time)."""
+    ops = op_ranges(trace)
+    if ops.empty:
+        return []
+    ops = _per_instance(trace, ops)
+    forward_of = _forward_of_seq(trace, ops)
+    ops["forward_op"] = ops["seq"].map(forward_of).where(ops["node"], None)
+    rows = ops.groupby(["op", "backward"], sort=False).agg(
+        calls=("range", "size"), kernel_count=("kernel_count", "sum"),
+        kernel_time_ns=("kernel_time_ns", "sum"),
+        forward_op=("forward_op", lambda s: s.mode().iat[0] if s.notna().any() else None))
+    bwd = ops[ops["node"] & ops["forward_op"].notna()].groupby("forward_op").agg(
+        backward_kernel_count=("kernel_count", "sum"),
+        backward_kernel_time_ns=("kernel_time_ns", "sum"))
+    bwd.index = pd.MultiIndex.from_arrays([bwd.index, np.zeros(len(bwd), dtype=bool)],
+                                          names=["op", "backward"])
+    rows = rows.join(bwd).fillna({"backward_kernel_count": 0, "backward_kernel_time_ns": 0})
+    rows["total"] = rows["kernel_time_ns"] + rows["backward_kernel_time_ns"]
+    rows = rows.reset_index().sort_values(["backward", "total"], ascending=[True, False],
+                                          kind="stable")
+    return [OpRow(name=str(r.op), direction="backward" if r.backward else "forward",
+                  calls=int(r.calls), kernel_count=int(r.kernel_count),
+                  kernel_time_ns=int(r.kernel_time_ns),
+                  backward_kernel_count=0 if r.backward else int(r.backward_kernel_count),
+                  backward_kernel_time_ns=0 if r.backward else int(r.backward_kernel_time_ns),
+                  forward_op=r.forward_op if r.backward and isinstance(r.forward_op, str)
+                  else None)
+            for r in rows.itertuples(index=False)]
