@@ -42,7 +42,7 @@ def op_ranges(trace: Trace) -> pd.DataFrame:
     inside = trace.ranges["path"][keep].str.contains(WRAPPER, regex=False).to_numpy()
     return pd.DataFrame({"range": np.flatnonzero(keep.to_numpy()),
                          "op": out["op"].to_numpy(dtype=object),
-                         "seq": out["seq"].fillna(-1).astype("int64").to_numpy(),
+                         "seq": pd.to_numeric(out["seq"]).fillna(-1).astype("int64").to_numpy(),
                          "backward": node | inside, "node": node})
 
 
