@@ -20,15 +20,22 @@ one write of y, which one Triton program per row reaches.
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
-try:                                      # in a checkout of the toolkit
+try:                                      # run by the toolkit from its checkout
     from workflows.workloads import CostModel, Workload, compiled, impl, randn
-except ImportError:                       # the installed package
-    from nsight_workflows.workflows.workloads import CostModel, Workload, compiled, impl, randn
+except ImportError:
+    try:                                  # the installed package
+        from nsight_workflows.workflows.workloads import (
+            CostModel, Workload, compiled, impl, randn)
+    except ImportError:                   # run as a script from the checkout's examples/
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from workflows.workloads import CostModel, Workload, compiled, impl, randn
 
 EPS = 1e-6
 
