@@ -31,8 +31,7 @@ try:                                      # run by the toolkit from its checkout
     from workflows.workloads import CostModel, Workload, compiled, impl, randn
 except ImportError:
     try:                                  # the installed package
-        from nsight_workflows.workflows.workloads import (
-            CostModel, Workload, compiled, impl, randn)
+        from nsight_workflows.workflows.workloads import CostModel, Workload, compiled, impl, randn
     except ImportError:                   # run as a script from the checkout's examples/
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from workflows.workloads import CostModel, Workload, compiled, impl, randn

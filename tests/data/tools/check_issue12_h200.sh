@@ -5,16 +5,16 @@
 # train_step workload; wall time of each, reports and the train_step export to $OUT.
 set -u
 export PY=python3
-T() { local what=$1; shift; local t0=$(date +%s.%N); "$@" > "/tmp/log_$what.txt" 2>&1; local rc=$?
-      printf '%s: rc=%s %.1f s\n' "$what" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a /tmp/times.txt
-      tail -3 "/tmp/log_$what.txt"; }
+T() { local what=$1; shift
+      /usr/bin/time -f "$what: rc=%x wall %e s" -a -o /tmp/times.txt "$@" > "/tmp/log_$what.txt" 2>&1
+      tail -1 /tmp/times.txt; tail -3 "/tmp/log_$what.txt"; }
 : > /tmp/times.txt
 T kernels_gpu python3 -m pytest -q -m gpu tests/test_kernels.py -x
 T profile_gelu make profile WORKLOAD=gelu
 T profile_rmsnorm_file make profile WORKLOAD=examples/rmsnorm.py
 T systems_train_step make systems WORKLOAD=train_step ITERS=5
 T profile_script make profile SCRIPT="python3 examples/rmsnorm.py" NAME=rmsnorm_script
-T profile_user_train make profile SCRIPT="python3 tests/data/tools/user_train.py --steps 3 --emit-nvtx-steps 1" NAME=user_train NVTX_INCLUDE="fwd/"
+T profile_user_train make profile SCRIPT="python3 tests/data/tools/user_train.py --steps 2 --emit-nvtx-steps 1" NAME=user_train NVTX_INCLUDE="train/step/fwd/"
 R=runs/train_step/latest
 nsys stats --report nvtx_kern_sum:base --report nvtx_gpu_proj_sum --report cuda_gpu_kern_sum:base \
   --format csv --force-overwrite=true --output /tmp/train_step_2025.3 $R/trace.sqlite > /tmp/stats.log 2>&1
