@@ -73,8 +73,10 @@ class Trace:
 def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ranges with `path` and an int `key` per (domain, path); the keys frame."""
     out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
-    label = out["domain"].fillna("").astype(str) + "\x00" + out["path"]
-    out["key"] = pd.factorize(label, sort=False)[0]
+    # built in Python: pandas' string dtypes (Arrow-backed or not) do not all add to object
+    label = [f"{d if isinstance(d, str) else ''}\x00{p}"
+             for d, p in zip(out["domain"].tolist(), out["path"].tolist(), strict=True)]
+    out["key"] = pd.factorize(pd.Series(label, dtype=object), sort=False)[0]
     keys = out.drop_duplicates("key").set_index("key")[["domain", "path"]].sort_index()
     keys["first_ns"] = out.groupby("key")["start_ns"].min()
     return out, keys

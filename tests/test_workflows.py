@@ -282,3 +282,20 @@ def test_train_step_runs_on_the_cpu() -> None:
     assert torch.is_tensor(step(x, target))
     cost = w.cost(w.shapes("default"), w.dtype)
     assert cost.ideal_kernels == 0 and cost.flops > 6 * 8 * 1024 * 12 * 1024 ** 2
+
+
+def test_sub_ranges_only_inside_the_timed_range(monkeypatch) -> None:
+    """Warm-up calls run the variant's code too: their sub-ranges must not be recorded."""
+    from workflows import nvtx_ranges
+    pushed: list[str] = []
+    monkeypatch.setattr(nvtx_ranges, "push_pop",
+                        lambda: (pushed.append, lambda: pushed.append("pop")))
+    with nvtx_ranges.nvtx_range("fwd"):
+        pass
+    assert pushed == []
+    with nvtx_ranges.timed_range("eager"), nvtx_ranges.nvtx_range("fwd"):
+        pass
+    assert pushed == ["eager", "fwd", "pop", "pop"]
+    with nvtx_ranges.nvtx_range("bwd"):
+        pass
+    assert pushed == ["eager", "fwd", "pop", "pop"]

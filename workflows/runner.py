@@ -18,7 +18,6 @@ Order of events (what the analysis relies on):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import importlib.metadata
 import json
@@ -27,7 +26,6 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from . import NVTX_DOMAIN
 from . import ceilings as gpu_ceilings
 from . import workloads as registry
 from .compile_info import explain, route_torch_logs, torch_logs
+from .nvtx_ranges import push_pop, timed_range
 from .siblings import sibling
 
 WARMUP_CALLS = 3
@@ -77,27 +76,6 @@ def rel_error(out: Any, ref: Any) -> float:
     return err if err == err else float("inf")
 
 
-def _nvtx():
-    """push/pop functions in the toolkit domain (the `nvtx` package)."""
-    import nvtx
-
-    domain = nvtx.get_domain(NVTX_DOMAIN)
-    return (lambda name: domain.push_range(domain.get_event_attributes(message=name)),
-            domain.pop_range)
-
-
-@contextlib.contextmanager
-def nvtx_range(name: str) -> Iterator[None]:
-    """A sub-range in the toolkit domain, for a variant's own phases (fwd / bwd / opt):
-    inside the runner's `<workload>/<variant>` range its path is `<workload>/<variant>/<name>`."""
-    push, pop = _nvtx()
-    push(name)
-    try:
-        yield
-    finally:
-        pop()
-
-
 def prepare(workload: registry.Workload, variants: list[str], inputs: tuple,
             log: logging.Logger) -> tuple[dict[str, Any], dict[str, float]]:
     """Build, check and warm up each variant; no NVTX range is open yet."""
@@ -123,15 +101,14 @@ def timed(workload: str, fns: dict[str, Any], inputs: tuple, iters: int) -> None
     """The measured part: range `<workload>` around one range per variant."""
     import torch
 
-    push, pop = _nvtx()
+    push, pop = push_pop()
     torch.cuda.synchronize()
     push(workload)
     for name, fn in fns.items():
-        push(name)
-        for _ in range(iters):
-            fn(*inputs)
-        torch.cuda.synchronize()
-        pop()
+        with timed_range(name):
+            for _ in range(iters):
+                fn(*inputs)
+            torch.cuda.synchronize()
     pop()
 
 

@@ -241,7 +241,7 @@ def train_step(mode: str | None) -> Factory:
         import torch
         import torch.nn.functional as F
 
-        from .runner import nvtx_range
+        from .nvtx_ranges import nvtx_range
 
         state: dict[str, Any] = {}
 

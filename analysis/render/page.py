@@ -43,8 +43,9 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None) -> list[str]:
         bw = best.pct_of_copy_bw or best.pct_of_peak_bw
         parts = [f"Fastest: **{esc(best.variant)}** at {us(best.time_per_iter_ns)} per "
                  "iteration"]
-        if speed and best.variant != "naive":
-            parts.append(f"{speed:.2f}x faster than naive")
+        base = next((r.variant for r in rows if r.speedup_vs_naive == 1.0), "naive")
+        if speed and best.variant != base:
+            parts.append(f"{speed:.2f}x faster than {base}")
         if roof is not None:
             parts.append(f"{pct(roof)} of roofline (Nsight Compute)")
         elif bw is not None:
