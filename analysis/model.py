@@ -73,10 +73,12 @@ class Trace:
 def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ranges with `path` and an int `key` per (domain, path); the keys frame."""
     out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
-    # built in Python: pandas' string dtypes (Arrow-backed or not) do not all add to object
-    label = [f"{d if isinstance(d, str) else ''}\x00{p}"
-             for d, p in zip(out["domain"].tolist(), out["path"].tolist(), strict=True)]
-    out["key"] = pd.factorize(pd.Series(label, dtype=object), sort=False)[0]
+    # numbered in Python, in order of first appearance: pandas' string handling differs
+    # between versions and storages (one H200 install merged every key into one)
+    codes: dict[tuple[str, str], int] = {}
+    out["key"] = np.array([codes.setdefault((d if isinstance(d, str) else "", p), len(codes))
+                           for d, p in zip(out["domain"].tolist(), out["path"].tolist(),
+                                           strict=True)], dtype="int64")
     keys = out.drop_duplicates("key").set_index("key")[["domain", "path"]].sort_index()
     keys["first_ns"] = out.groupby("key")["start_ns"].min()
     return out, keys
