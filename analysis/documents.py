@@ -180,8 +180,9 @@ class VariantRow:
     missing: bool = False
     iterations: int | None = None
     time_per_iter_ns: float | None = None
-    kernels_per_iter: float | None = None
-    gpu_idle_pct: float | None = None
+    kernels_per_iter: float | None = None          # launched by the range's own thread
+    other_thread_kernels_per_iter: float = 0.0     # by other threads meanwhile (backward)
+    gpu_idle_pct: float | None = None              # of the range's wall time: no GPU op ran
     achieved_Bps: float | None = None
     pct_of_peak_bw: float | None = None
     pct_of_copy_bw: float | None = None

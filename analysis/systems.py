@@ -97,8 +97,9 @@ def _variant(variant: str, e: RangeEntry, meta: Meta, peak_bw: float | None) -> 
     t = e.gpu_span_ns / n
     row = VariantRow(variant=variant, range=e.name, iterations=n, time_per_iter_ns=t,
                      kernels_per_iter=e.kernel_count / n,
-                     gpu_idle_pct=100.0 * e.gpu_idle_ns / e.gpu_span_ns if e.gpu_span_ns
-                     else 0.0)
+                     other_thread_kernels_per_iter=e.other_threads_kernel_count / n,
+                     gpu_idle_pct=100.0 * (e.window_ns - e.busy_ns) / e.window_ns
+                     if e.window_ns else 0.0)
     cost, copy_bw = meta.cost_model, meta.ceilings.get("copy_bytes_per_s")
     if cost and cost.min_bytes and t > 0:
         row.achieved_Bps = cost.min_bytes / (t * 1e-9)

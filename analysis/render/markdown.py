@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..documents import Finding, RangeEntry, SystemsDoc
+from ..documents import Finding, RangeEntry, SystemsDoc, VariantRow
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ",
                          **{c: "\\" + c for c in "\\`*_[]|~#"}})
@@ -50,6 +50,11 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]],
     return out
 
 
+def _kernels_per_iter(r: VariantRow) -> str:
+    other = r.other_thread_kernels_per_iter
+    return num(r.kernels_per_iter) + (f" (+{num(other)} other threads)" if other else "")
+
+
 def variants_section(doc: SystemsDoc) -> list[str]:
     if not doc.variants:
         return []
@@ -60,7 +65,7 @@ def variants_section(doc: SystemsDoc) -> list[str]:
             continue
         speed, flops = r.speedup_vs_naive, r.achieved_flops
         body.append([esc(r.variant), esc(r.range), us(r.time_per_iter_ns),
-                     "–" if speed is None else f"{speed:.2f}x", num(r.kernels_per_iter),
+                     "–" if speed is None else f"{speed:.2f}x", _kernels_per_iter(r),
                      pct(r.gpu_idle_pct), gbps(r.achieved_Bps), pct(r.pct_of_peak_bw),
                      pct(r.pct_of_copy_bw), "–" if flops is None else f"{flops / 1e12:,.1f}"])
     run = doc.run or {}
@@ -68,7 +73,8 @@ def variants_section(doc: SystemsDoc) -> list[str]:
     copy_bw = (run.get("ceilings") or {}).get("copy_bytes_per_s")
     lines = ["## Variants", "",
              f"Per iteration: GPU span of the range / iterations ({run.get('iterations')} "
-             "per range). Achieved bandwidth = the cost model's minimal bytes "
+             "per range). GPU idle: share of the range's wall time during which no GPU "
+             "operation of the process ran. Achieved bandwidth = the cost model's minimal bytes "
              f"({num(cost.get('min_bytes'))} B per call) / time per iteration; peak BW = the "
              "GPU's memory bandwidth as the trace reports it; copy BW = a device-to-device "
              f"copy measured in the same run ({gbps(copy_bw)}). TFLOP/s = cost-model FLOPs "
