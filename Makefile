@@ -20,7 +20,7 @@ NCU_ITERS ?= 1
 CLOCK_CONTROL ?= none
 VARIANT ?=
 LAUNCH_COUNT ?=
-COPIES ?= 300 1000 3000
+COPIES ?= 100 300 1000
 THRESHOLD ?= 5
 BASE ?=
 NEW ?=
@@ -99,5 +99,7 @@ bench: ## [WORKLOAD=a,b]: median times vs measured ceilings -> reports/bench/<gp
 sweep: ## KERNEL=matmul_relu|attention|attention_causal: time every config -> reports/bench/sweep_*
 	$(PY) -m workflows.sweep $(KERNEL) -o reports/bench
 
-bench-analysis: ## time python -m analysis on traces of 0.1M-1M kernels vs nsys stats -> reports/bench/
+bench-analysis: ## time python -m analysis vs nsys stats: 0.1M-1M kernels, and an NVTX-heavy capture -> reports/bench/
 	$(PY) -m analysis.bench --copies $(COPIES) -o reports/bench
+	$(PY) -m analysis.bench --base tests/data/emit_nvtx_200/trace.sqlite --copies 1 \
+	    --stem analysis_nvtx_heavy -o reports/bench
