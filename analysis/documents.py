@@ -148,6 +148,31 @@ class RangeEntry:
 
 
 @dataclass
+class KernelSummaryRow:
+    """One kernel name over the whole trace (nsys stats' cuda_gpu_kern_sum:base row)."""
+
+    name: str
+    count: int
+    total_ns: int
+    avg_ns: float
+    min_ns: int
+    max_ns: int
+    time_pct: float                    # of all kernel time in the trace
+
+
+@dataclass
+class StreamBusy:
+    """How busy one GPU (stream None) or one of its streams was over the GPU's span."""
+
+    device: int
+    stream: int | None
+    operations: int
+    busy_ns: int
+    span_ns: int
+    busy_pct: float
+
+
+@dataclass
 class OpRow:
     """A PyTorch op of emit_nvtx ranges, its name stripped of seq/op_id/sizes (ops.py)."""
 
@@ -202,6 +227,8 @@ class SystemsDoc:
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     ops: list[OpRow] = field(default_factory=list)     # emit_nvtx op ranges, per op
+    kernel_summary: list[KernelSummaryRow] = field(default_factory=list)   # whole trace
+    gpu_busy: list[StreamBusy] = field(default_factory=list)   # per device and stream
     schema: str = "systems/1"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import busy, model, rules
+from . import busy, model, rules, summary
 from . import ranges as rng
 from .documents import (
     Gpu,
@@ -165,7 +165,8 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                              nsys_version=export.product_version,
                              gpus=[Gpu(**g) for g in export.gpus]),
         ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes,
-        ops=op_table(trace))
+        ops=op_table(trace), kernel_summary=summary.kernel_summary(export.ops),
+        gpu_busy=summary.gpu_busy(export.ops))
     if len(trace.ranges):
         doc.findings = rules.run("systems", rules.Context(
             meta=meta, events=events or [], systems=doc, trace=trace))

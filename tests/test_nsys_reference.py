@@ -70,3 +70,20 @@ def test_mismatches_reports_a_changed_number() -> None:
     doc.ranges[1].kernels[0].count += 1
     doc.ranges[1].gpu_span_ns -= 5
     assert len(mismatches(doc, kern, proj)) == 2
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kernel_summary_equals_cuda_gpu_kern_sum(export_doc, version: str) -> None:
+    """The whole-trace kernel table equals `nsys stats --report cuda_gpu_kern_sum:base`."""
+    export, doc = export_doc
+    ref = pd.read_csv(_stats(export, version, "cuda_gpu_kern_sum_base"))
+    if version != "2023.4" and not len(ref):
+        pytest.skip("no kernels")
+    ref = ref.groupby("Name").agg(count=("Instances", "sum"), total_ns=("Total Time (ns)", "sum"),
+                                  min_ns=("Min (ns)", "min"), max_ns=("Max (ns)", "max"))
+    ours = pd.DataFrame([(k.name, k.count, k.total_ns, k.min_ns, k.max_ns)
+                         for k in doc.kernel_summary],
+                        columns=["Name", "count", "total_ns", "min_ns", "max_ns"]).set_index("Name")
+    pd.testing.assert_frame_equal(ours.sort_index(), ref.sort_index(), check_dtype=False)
+    assert [k.total_ns for k in doc.kernel_summary] == sorted(
+        (k.total_ns for k in doc.kernel_summary), reverse=True)

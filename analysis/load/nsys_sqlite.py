@@ -11,7 +11,8 @@ ranges  one row per NVTX range instance, push/pop and start/end alike, as `nsys 
 ops     one row per GPU operation (RangeIndex = row position): kind ("kernel"|"memcpy"|
         "memset", categorical), name (kernel base name, or "[CUDA memcpy]"/"[CUDA memset]",
         categorical), demangled_name (categorical), start_ns, end_ns, duration_ns,
-        correlation_id, global_pid, and from the CUDA API call that launched it (joined
+        correlation_id, global_pid, device_id, stream_id (-1 where the export has none),
+        and from the CUDA API call that launched it (joined
         by correlationId within the process): global_tid, api_start_ns, api_end_ns
         (all -1 when no API call was traced)
 graph_launches  one row per cudaGraphLaunch / cuGraphLaunch call: global_tid,
@@ -166,8 +167,10 @@ def _op_sql(table: str, kind: int, cols: set[str]) -> str:
         names = f"ifnull(o.{short}, -3), ifnull(o.demangledName, -3)"
     else:
         names = f"{-kind}, {-kind}"
-    return (f"SELECT {kind}, {names}, o.start, o.end, o.correlationId, o.globalPid "
-            f"FROM {table} o")
+    device = "o.deviceId" if "deviceId" in cols else "-1"
+    stream = "o.streamId" if "streamId" in cols else "-1"
+    return (f"SELECT {kind}, {names}, o.start, o.end, o.correlationId, o.globalPid, "
+            f"{device}, {stream} FROM {table} o")
 
 
 def _strings(conn: sqlite3.Connection, path: Path) -> dict[int, str]:
@@ -232,14 +235,15 @@ def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
     """GPU operations joined to the CUDA API call that launched each (see module doc)."""
     parts = [_op_sql(t, kind, cols) for kind, t in enumerate(OP_TABLES)
              if (cols := _columns(db, t))]
-    raw = _fetch_ints(conn, path, " UNION ALL ".join(parts), 7)
+    raw = _fetch_ints(conn, path, " UNION ALL ".join(parts), 9)
     strings = _strings(conn, path)
     df = pd.DataFrame({
         "kind": pd.Categorical.from_codes(raw[:, 0], categories=list(OP_KINDS)),
         "name": _categorical(raw[:, 1], strings),
         "demangled_name": _categorical(raw[:, 2], strings),
         "start_ns": raw[:, 3], "end_ns": raw[:, 4], "duration_ns": raw[:, 4] - raw[:, 3],
-        "correlation_id": raw[:, 5], "global_pid": raw[:, 6]})
+        "correlation_id": raw[:, 5], "global_pid": raw[:, 6], "device_id": raw[:, 7],
+        "stream_id": raw[:, 8]})
     calls = _launching_calls(conn, path, df)
     return pd.concat([df, calls], axis=1)
 

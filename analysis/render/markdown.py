@@ -166,6 +166,43 @@ def kernels_section(doc: SystemsDoc) -> list[str]:
     return lines + _more(left_out)
 
 
+TOP_KERNELS = 15
+NAME_WIDTH = 80
+
+
+def short(name: str, width: int = NAME_WIDTH) -> str:
+    """A long kernel or op name cut to `width` characters (the JSON keeps it whole)."""
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def whole_trace_section(doc: SystemsDoc) -> list[str]:
+    """Every kernel of the trace, NVTX or not, as `nsys stats`' cuda_gpu_kern_sum: the top
+    ones, then how busy each GPU and its streams were."""
+    if not doc.kernel_summary:
+        return []
+    top = doc.kernel_summary[:TOP_KERNELS]
+    body = [[esc(short(k.name)), pct(k.time_pct), us(k.total_ns), num(k.count), us(k.avg_ns),
+             us(k.min_ns), us(k.max_ns)] for k in top]
+    lines = ["## Whole trace", "",
+             "Every kernel of the trace, in or out of NVTX ranges (as `nsys stats --report "
+             "cuda_gpu_kern_sum`), most time first:", ""]
+    lines += table(["kernel", "time", "total", "count", "avg", "min", "max"], body,
+                   "lrrrrrr")
+    more = len(doc.kernel_summary) - len(top)
+    lines += [""] + ([f"{more} more kernel names are in systems.json `kernel_summary`.", ""]
+                     if more > 0 else [])
+    for d in sorted({b.device for b in doc.gpu_busy}):
+        rows = [b for b in doc.gpu_busy if b.device == d]
+        gpu = next(b for b in rows if b.stream is None)
+        streams = sorted((b for b in rows if b.stream is not None), key=lambda b: -b.busy_ns)
+        per = ", ".join(f"stream {b.stream} {pct(b.busy_pct)}" for b in streams[:4])
+        lines += [f"GPU {d}: busy {pct(gpu.busy_pct)} of {us(gpu.span_ns)} from its first to "
+                  f"its last operation ({num(gpu.operations)} operations); {per}"
+                  + (f"; {len(streams) - 4} more streams" if len(streams) > 4 else "") + ".",
+                  ""]
+    return lines
+
+
 TOP_OPS = 15
 
 
@@ -254,6 +291,7 @@ def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str
         lines.append(f"> Note: {esc(note)}")
     if doc.notes:
         lines.append("")
+    lines += whole_trace_section(doc)
     lines += findings_section(doc.findings)
     lines += variants_section(doc)
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration")):
