@@ -274,14 +274,19 @@ class ComputeRange:
     intensity_flop_per_byte: float | None = None
     flops_per_s: float | None = None
     pct_of_roofline: float | None = None
+    pct_of_measured_gemm: float | None = None
 
 
 @dataclass
 class Ceilings:
+    """True upper bounds (ncu's DRAM peak, the datasheet's dense FLOP/s), with sources;
+    the GEMM rate measured in the run is a second reference, not a ceiling."""
+
     dram_bytes_per_s: float | None = None
     dram_source: str | None = None
     flops_per_s: float | None = None
     flops_source: str | None = None
+    measured_flops_per_s: float | None = None
 
 
 @dataclass

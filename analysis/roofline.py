@@ -8,8 +8,10 @@ two ("Compute is more heavily utilized than Memory" and vice versa). 80% is the 
 "high utilization" mark, kept here for reports.
 
 Roofline: attainable FLOP/s at intensity I (FLOP per DRAM byte) is
-min(peak FLOP/s, I x peak DRAM bytes/s); a variant's "% of roofline" is its achieved
-FLOP/s over that attainable value.
+min(peak FLOP/s, I x peak DRAM bytes/s), with true upper bounds only: the DRAM peak from
+ncu's own counters and the dtype's dense peak from the datasheet (DATASHEET_FLOPS); a
+variant's "% of roofline" is its achieved FLOP/s over that attainable value. The GEMM rate
+measured in the run is reported beside it ("% of measured cuBLAS"), never as a ceiling.
 """
 
 from __future__ import annotations
@@ -22,11 +24,23 @@ from .documents import Ceilings, Meta
 LATENCY_PCT = 60.0
 HIGH_UTILIZATION_PCT = 80.0
 
-# Dense peak FLOP/s from NVIDIA's datasheets, used only when the run measured none.
+# True upper bounds from NVIDIA's datasheets (dense): the dtype's tensor-core rate for
+# fp16/bf16/tf32, the vector rate for fp32 (a float32 GEMM in torch uses tf32 only when
+# allowed), and HBM bandwidth. Rates measured in a run (a device copy, a cuBLAS GEMM) can
+# beat neither, but a kernel can beat them: they are second references, never ceilings.
 DATASHEET_FLOPS = {
-    "NVIDIA H200": {"float16": 989.4e12, "bfloat16": 989.4e12, "float32": 66.9e12},
-    "NVIDIA H100 80GB HBM3": {"float16": 989.4e12, "bfloat16": 989.4e12, "float32": 66.9e12},
+    "NVIDIA H200": {"float16": 989.4e12, "bfloat16": 989.4e12, "tfloat32": 494.7e12,
+                    "float32": 66.9e12},
+    "NVIDIA H100 80GB HBM3": {"float16": 989.4e12, "bfloat16": 989.4e12,
+                              "tfloat32": 494.7e12, "float32": 66.9e12},
 }
+DATASHEET_BW = {"NVIDIA H200": 4.8e12, "NVIDIA H100 80GB HBM3": 3.35e12}
+
+
+def datasheet(gpu: str | None, dtype: str | None) -> tuple[float | None, float | None]:
+    """(peak FLOP/s for the dtype, peak HBM bytes/s) of a GPU by its name; None unknown."""
+    return (DATASHEET_FLOPS.get(gpu or "", {}).get(dtype or ""),
+            DATASHEET_BW.get(gpu or ""))
 
 
 def classify(sm_pct: pd.Series, mem_pct: pd.Series) -> pd.Series:
@@ -50,16 +64,15 @@ def ceilings(kernels: pd.DataFrame, meta: Meta | None) -> Ceilings:
                    dram_source="ncu: dram__bytes.sum.peak_sustained x "
                    "dram__cycles_elapsed.avg.per_second" if len(bw) else None)
     dtype = meta.dtype if meta else None
+    gpu = kernels["gpu"].dropna()
+    name = str(gpu.iloc[0]) if len(gpu) else None
+    peak, _ = datasheet(name, dtype)
+    if peak:
+        out.flops_per_s = peak
+        out.flops_source = f"{name} datasheet, dense {dtype}"
     measured = meta.ceilings.get(f"{dtype}_gemm_flops_per_s") if meta else None
     if measured:
-        out.flops_per_s = float(measured)
-        out.flops_source = f"measured in this run: {dtype} GEMM through torch"
-        return out
-    gpu = kernels["gpu"].dropna()
-    table = DATASHEET_FLOPS.get(str(gpu.iloc[0]) if len(gpu) else "", {})
-    if dtype in table:
-        out.flops_per_s = table[dtype]
-        out.flops_source = f"{gpu.iloc[0]} datasheet, dense {dtype}"
+        out.measured_flops_per_s = float(measured)
     return out
 
 
@@ -87,4 +100,7 @@ def per_range(kernels: pd.DataFrame, meta: Meta | None, peaks: Ceilings) -> pd.D
         out["pct_of_roofline"] = 100.0 * out["flops_per_s"] / roof
     else:
         out["pct_of_roofline"] = np.nan
+    measured = peaks.measured_flops_per_s
+    out["pct_of_measured_gemm"] = 100.0 * out["flops_per_s"] / measured if flops and \
+        measured else np.nan
     return out.reset_index()

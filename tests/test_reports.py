@@ -157,3 +157,31 @@ def test_reports_without_matplotlib(tmp_path: Path, monkeypatch, capsys) -> None
     assert (tmp_path / "systems.md").is_file() and not list(tmp_path.glob("*.png"))
     assert "![" not in (tmp_path / "systems.md").read_text()
     assert "matplotlib is not installed" in capsys.readouterr().err
+
+
+def _roofline_values(md: str) -> list[float]:
+    """Every "% of roofline" figure of a page: in prose, and in table columns so named."""
+    values = [float(v) for v in re.findall(r"([\d.]+)% of roofline", md)]
+    rows = [ln for ln in md.splitlines() if ln.startswith("|")]
+    header: list[str] = []
+    for ln in rows:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        if all(set(c) <= set("-: ") for c in cells):
+            continue
+        if any("of roofline" in c for c in cells) and not any(c.endswith("%") for c in cells):
+            header = cells
+            continue
+        for name, cell in zip(header, cells, strict=False):
+            if name == "% of roofline" and cell.endswith("%"):
+                values.append(float(cell.rstrip("%").replace(",", "")))
+    return values
+
+
+def test_no_report_reads_above_100_percent_of_roofline() -> None:
+    """Roofline percentages use true ceilings (datasheet, ncu's DRAM peak); measured copy
+    and GEMM rates, which kernels can beat, are second references under other names."""
+    pages = sorted((DATA.parent.parent / "reports").rglob("*.md"))
+    values = [v for p in pages for v in _roofline_values(p.read_text())]
+    assert len(values) > 20
+    assert max(values) <= 100.0
+    assert _roofline_values("| a | % of roofline |\n| --- | ---: |\n| x | 109.7% |") == [109.7]

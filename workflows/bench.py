@@ -29,16 +29,32 @@ from .siblings import sibling
 from .tools import EXIT_TOOL_MISSING
 
 table = sibling("analysis.render.markdown").table
+datasheet = sibling("analysis.roofline").datasheet
 write_atomic = sibling("analysis.io").write_atomic
 
 log = logging.getLogger("workflows.bench")
 
 
-def roofline_pct(flops: int, min_bytes: int, seconds: float, peaks: dict[str, float]) -> float:
-    """Achieved over attainable: min(peak FLOP/s, intensity x copy bandwidth)."""
-    attainable_s = max(min_bytes / peaks["copy_bytes_per_s"],
-                       flops / peaks["fp16_gemm_flops_per_s"])
-    return 100.0 * attainable_s / seconds
+def floor_seconds(flops: float, min_bytes: float, peak_flops: float | None,
+                  peak_bw: float | None) -> float | None:
+    """The roofline floor: the larger of bytes / bandwidth and FLOPs / FLOP rate."""
+    if not peak_flops or not peak_bw:
+        return None
+    return max(min_bytes / peak_bw, flops / peak_flops)
+
+
+def score(row: dict[str, Any], gpu: str, peaks: dict[str, Any]) -> dict[str, Any]:
+    """A result row's "% of roofline" against true ceilings (the datasheet's HBM bandwidth
+    and dense FLOP/s for its dtype; None for a GPU not in the table) and "% of measured"
+    against the copy and fp16 GEMM measured in the run (a reference a kernel can beat)."""
+    seconds = row["time_ns"] * 1e-9
+    flops, nbytes = row["flops_per_s"] * seconds, row["bytes_per_s"] * seconds
+    true = floor_seconds(flops, nbytes, *datasheet(gpu, row["dtype"]))
+    measured = floor_seconds(flops, nbytes, peaks.get("fp16_gemm_flops_per_s"),
+                             peaks.get("copy_bytes_per_s"))
+    row["pct_of_roofline"] = None if true is None else 100.0 * true / seconds
+    row["pct_of_measured"] = None if measured is None else 100.0 * measured / seconds
+    return row
 
 
 ROUNDS = 5
@@ -72,18 +88,17 @@ def time_interleaved(fns: dict[str, Any], inputs: tuple, rounds: int) -> dict[st
 
 
 def result_row(workload: registry.Workload, variant: str, inputs: tuple, ms: list[float],
-               err: float, peaks: dict[str, float]) -> dict[str, Any]:
+               err: float, peaks: dict[str, Any], gpu: str) -> dict[str, Any]:
     """One result row: median over rounds, spread, bytes/s, FLOP/s, % of roofline."""
     shapes = [tuple(t.shape) for t in inputs]
     cost = workload.cost(shapes, workload.dtype)
     median_ms = sorted(ms)[len(ms) // 2]
     seconds = median_ms * 1e-3
-    return {"workload": workload.name, "variant": variant, "dtype": workload.dtype,
-            "shape": " x ".join("x".join(map(str, s)) for s in shapes),
-            "time_ns": median_ms * 1e6, "bytes_per_s": cost.min_bytes / seconds,
-            "flops_per_s": cost.flops / seconds,
-            "pct_of_roofline": roofline_pct(cost.flops, cost.min_bytes, seconds, peaks),
-            "rel_error": err, "round_times_ns": [t * 1e6 for t in ms]}
+    return score({"workload": workload.name, "variant": variant, "dtype": workload.dtype,
+                  "shape": " x ".join("x".join(map(str, s)) for s in shapes),
+                  "time_ns": median_ms * 1e6, "bytes_per_s": cost.min_bytes / seconds,
+                  "flops_per_s": cost.flops / seconds, "rel_error": err,
+                  "round_times_ns": [t * 1e6 for t in ms]}, gpu, peaks)
 
 
 def run(names: list[str], size: str, rounds: int = ROUNDS) -> dict[str, Any]:
@@ -104,8 +119,9 @@ def run(names: list[str], size: str, rounds: int = ROUNDS) -> dict[str, Any]:
         built = {v: build_variant(workload, v, inputs, ref) for v in workload.variants}
         times = time_interleaved({v: fn for v, (fn, _) in built.items()}, inputs, rounds)
         for variant, (_, err) in built.items():
-            row = result_row(workload, variant, inputs, times[variant], err, peaks)
-            log.info("%s/%s: %.1f us (rounds %.1f-%.1f), %.0f GB/s, %.1f%% of roofline",
+            row = result_row(workload, variant, inputs, times[variant], err, peaks,
+                             torch.cuda.get_device_name(0))
+            log.info("%s/%s: %.1f us (rounds %.1f-%.1f), %.0f GB/s, %s%% of roofline",
                      name, variant, row["time_ns"] / 1e3, min(times[variant]) * 1e3,
                      max(times[variant]) * 1e3, row["bytes_per_s"] / 1e9,
                      row["pct_of_roofline"])
@@ -132,34 +148,41 @@ def fastest_torch(results: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def render(doc: dict[str, Any]) -> str:
+    """bench markdown; every row scored again against true ceilings (see score)."""
     c = doc["ceilings"]
+    rows = [score(dict(r), doc["gpu"], c) for r in doc["results"]]
+    flops, bw = datasheet(doc["gpu"], "float16")
     rounds = doc.get("rounds", 1)
     lines = [f"# Benchmarks on {doc['gpu']}", "",
-             f"Driver {doc['driver']}, torch {doc['torch']}, triton {doc['triton']}. Ceilings "
-             f"measured in the same run ({c['method']}): copy "
-             f"{c['copy_bytes_per_s'] / 1e9:,.0f} GB/s, fp16 GEMM "
-             f"{c['fp16_gemm_flops_per_s'] / 1e12:,.0f} TFLOP/s. Times: median over {rounds} "
-             "interleaved rounds (each round times every variant of the workload in turn) of "
-             "`triton.testing.do_bench` medians (CUDA events, L2 cleared before each "
-             "repetition); the range column shows the fastest and slowest round. "
-             "Floor = the larger of minimal bytes / copy bandwidth and FLOPs / GEMM rate; "
-             "% of roofline = floor / time; vs torch = time / the fastest torch variant's "
-             "(naive, builtin or compiled).", ""]
-    best = fastest_torch(doc["results"])
+             f"Driver {doc['driver']}, torch {doc['torch']}, triton {doc['triton']}. Times: "
+             f"median over {rounds} interleaved rounds (each round times every variant of the "
+             "workload in turn) of `triton.testing.do_bench` medians (CUDA events, L2 "
+             "cleared before each repetition); the range column shows the fastest and "
+             "slowest round. Floor = the larger of minimal bytes / the datasheet's HBM "
+             f"bandwidth ({(bw or 0) / 1e12:.2f} TB/s) and FLOPs / the datasheet's dense rate "
+             f"for the dtype (fp16 {(flops or 0) / 1e12:,.0f} TFLOP/s); % of roofline = floor "
+             "/ time (true ceilings: never above 100%). % of measured = the same against the "
+             f"copy ({c['copy_bytes_per_s'] / 1e9:,.0f} GB/s) and fp16 GEMM "
+             f"({c['fp16_gemm_flops_per_s'] / 1e12:,.0f} TFLOP/s) measured in the same run "
+             f"({c['method']}): a reference a kernel can beat. vs torch = time / the fastest "
+             "torch variant's (naive, builtin or compiled).", ""]
+    best = fastest_torch(rows)
     lines += table(["workload", "variant", "shape", "time", "rounds", "floor", "GB/s",
-                    "TFLOP/s", "% of roofline", "vs torch", "rel. error"],
-                   [_row(r, best) for r in doc["results"]], "lllrrrrrrrr")
+                    "TFLOP/s", "% of roofline", "% of measured", "vs torch", "rel. error"],
+                   [_row(r, best) for r in rows], "lllrrrrrrrrr")
     return "\n".join(lines) + "\n"
 
 
 def _row(r: dict[str, Any], best: dict[str, float]) -> list[str]:
-    floor_ns = r["time_ns"] * r["pct_of_roofline"] / 100
+    roof = r["pct_of_roofline"]
+    floor = "–" if roof is None else f"{r['time_ns'] * roof / 100 / 1e3:,.1f} µs"
     spread = r.get("round_times_ns") or [r["time_ns"]]
     vs = f"{r['time_ns'] / best[r['workload']]:.3f}x" if r["workload"] in best else "n/a"
     return [r["workload"], r["variant"], r["shape"], f"{r['time_ns'] / 1e3:,.1f} µs",
-            f"{min(spread) / 1e3:,.1f}-{max(spread) / 1e3:,.1f}", f"{floor_ns / 1e3:,.1f} µs",
+            f"{min(spread) / 1e3:,.1f}-{max(spread) / 1e3:,.1f}", floor,
             f"{r['bytes_per_s'] / 1e9:,.0f}", f"{r['flops_per_s'] / 1e12:,.1f}",
-            f"{r['pct_of_roofline']:.1f}%", vs, f"{r['rel_error']:.1e}"]
+            "–" if roof is None else f"{roof:.1f}%", f"{r['pct_of_measured']:.1f}%", vs,
+            f"{r['rel_error']:.1e}"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,13 +37,13 @@ def ranges_section(doc: ComputeDoc) -> list[str]:
                      "–" if tflops is None else f"{tflops / 1e12:,.1f}",
                      "–" if r.intensity_flop_per_byte is None
                      else f"{r.intensity_flop_per_byte:,.1f}",
-                     pct(r.pct_of_roofline)])
+                     pct(r.pct_of_roofline), pct(r.pct_of_measured_gemm)])
     lines = ["## Per range, per iteration", "",
              "Kernel durations summed (Nsight Compute replay), DRAM bytes read + written, "
              "intensity = cost-model FLOPs / measured DRAM bytes.", ""]
     lines += table(["range", "kernels", "duration", "DRAM", "DRAM / minimal bytes",
-                    "DRAM rate", "TFLOP/s", "FLOP/byte", "% of roofline"], body,
-                   "lrrrrrrrr")
+                    "DRAM rate", "TFLOP/s", "FLOP/byte", "% of roofline",
+                    "% of measured cuBLAS"], body, "lrrrrrrrrr")
     return lines + [""]
 
 
@@ -84,9 +84,12 @@ def render_compute(doc: ComputeDoc, roofline_png: str | None = None) -> str:
     lines += findings_section(doc.findings)
     c = doc.ceilings
     peak = "–" if not c.flops_per_s else f"{c.flops_per_s / 1e12:,.0f} TFLOP/s"
+    measured = "" if not c.measured_flops_per_s else (
+        f"; measured in the run (cuBLAS GEMM, a second reference, not a ceiling): "
+        f"{c.measured_flops_per_s / 1e12:,.0f} TFLOP/s")
     lines += ["## Ceilings", "",
               f"- DRAM: {gbps(c.dram_bytes_per_s)} ({esc(c.dram_source)})",
-              f"- compute: {peak} ({esc(c.flops_source)})", ""]
+              f"- compute: {peak} ({esc(c.flops_source)}){measured}", ""]
     lines += ranges_section(doc)
     if roofline_png:
         lines += [f"![roofline]({roofline_png})", ""]
