@@ -81,11 +81,23 @@ class Finding:
     message: str
     evidence: dict[str, Any]
     suggestion: str
+    impact_ns: float = 0.0      # GPU time at stake, per iteration where the range has them
+    iterations: int = 1         # how many iterations impact_ns is per (total = product)
+    share_pct: float = 0.0      # impact over all iterations, % of the analyzed GPU time
 
 
 def ordered(findings: list[Finding]) -> list[Finding]:
-    """Most severe first, then by range name (stable otherwise)."""
-    return sorted(findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.range or ""))
+    """Largest impact first, then most severe, then by range name (stable otherwise)."""
+    return sorted(findings, key=lambda f: (-f.impact_ns, SEVERITY_ORDER[f.severity],
+                                           f.range or ""))
+
+
+def top_findings(findings: list[Finding], most: int = 10,
+                 min_pct: float = 1.0) -> tuple[list[Finding], int]:
+    """The findings a page lists: at most `most`, largest impact first, none whose impact
+    is under `min_pct` of the analyzed GPU time; and how many more there are."""
+    keep = [f for f in ordered(findings) if f.share_pct >= min_pct]
+    return keep[:most], len(findings) - len(keep[:most])
 
 
 # --- systems/1 ----------------------------------------------------------------------------

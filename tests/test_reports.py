@@ -61,7 +61,7 @@ def test_page_first_screen_has_the_verdict(demo: list[Path]) -> None:
     page = next(p for p in demo if p.parent.name == "matmul_relu").read_text()
     head = page[:1500]
     assert "## Verdict" in head and "Fastest: **" in head and "of roofline" in head
-    assert "fusion_failure `matmul_relu/compiled`" in head
+    assert "fusion_failure `matmul\\_relu/compiled` (14.6 µs per iteration at stake" in head
     assert "make compute KERNEL=matmul_relu" in page
     gelu = next(p for p in demo if p.parent.name == "gelu").read_text()
     assert "faster than naive" in gelu and "NVIDIA H200" in gelu
@@ -185,3 +185,23 @@ def test_no_report_reads_above_100_percent_of_roofline() -> None:
     assert len(values) > 20
     assert max(values) <= 100.0
     assert _roofline_values("| a | % of roofline |\n| --- | ---: |\n| x | 109.7% |") == [109.7]
+
+
+def test_findings_lists_are_short_and_ranked_by_impact(demo: list[Path]) -> None:
+    """At most 10 findings a page, largest impact first, none under 1% of the GPU time."""
+    for page in demo:
+        for md_file in page.parent.glob("*.md"):
+            md = md_file.read_text()
+            if "## Findings" not in md:
+                continue
+            section = md.split("## Findings", 1)[1].split("\n## ", 1)[0]
+            items = [ln for ln in section.splitlines() if ln.startswith("- **")]
+            assert len(items) <= 10, md_file
+            shares = [float(m) for m in re.findall(r"([\d.]+)% of the GPU time\)", section)]
+            assert all(s >= 1.0 for s in shares), md_file
+            stakes = [float(m.replace(",", "")) for m in
+                      re.findall(r"\(([\d,.]+) µs(?: per iteration)? at stake", section)]
+            assert len(stakes) == len(items), md_file
+    gelu = next(p for p in demo if p.parent.name == "gelu").read_text()
+    verdict = gelu.split("## Variants")[0]
+    assert "excess_dram_traffic `gelu/naive`" in verdict          # the fusion lever first

@@ -81,7 +81,7 @@ def render_compute(doc: ComputeDoc, roofline_png: str | None = None) -> str:
     for note in doc.notes:
         lines.append(f"> Note: {esc(note)}")
     lines.append("")
-    lines += findings_section(doc.findings)
+    lines += findings_section(doc.findings, "compute.json")
     c = doc.ceilings
     peak = "–" if not c.flops_per_s else f"{c.flops_per_s / 1e12:,.0f} TFLOP/s"
     measured = "" if not c.measured_flops_per_s else (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..documents import Finding, RangeEntry, SystemsDoc, VariantRow
+from ..documents import Finding, RangeEntry, SystemsDoc, VariantRow, top_findings
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ",
                          **{c: "\\" + c for c in "\\`*_[]|~#"}})
@@ -268,16 +268,30 @@ def environment_section(doc: SystemsDoc) -> list[str]:
     return lines + [""]
 
 
-def findings_section(findings: list[Finding]) -> list[str]:
-    """Findings, most severe first: one line each, then its suggestion."""
+def impact(f: Finding) -> str:
+    """The time at stake, as a reader weighs it."""
+    per = " per iteration" if f.iterations > 1 else ""
+    return (f"{us(f.impact_ns)}{per} at stake, {f.share_pct:.1f}% of the GPU time"
+            if f.impact_ns else "impact not measured")
+
+
+def findings_section(findings: list[Finding], where: str = "the JSON document") -> list[str]:
+    """The findings that matter: at most 10, largest impact first, none under 1% of the
+    analyzed GPU time; one line each with what is at stake, then the suggestion."""
     lines = ["## Findings", ""]
     if not findings:
         return lines + ["No rule fired (rules and thresholds: README.md, analysis/rules/).",
                         ""]
-    for f in findings:
-        where = f" `{f.range}`" if f.range else ""
-        lines.append(f"- **{f.severity}** {f.rule}{where}: {esc(f.message)}  ")
+    top, more = top_findings(findings)
+    for f in top:
+        place = f" `{esc(short(f.range))}`" if f.range else ""
+        lines.append(f"- **{f.severity}** {f.rule}{place} ({impact(f)}): "
+                     f"{esc(short(f.message, 400))}  ")
         lines.append(f"  Suggestion: {esc(f.suggestion)}")
+    if not top:
+        lines.append("No finding holds 1% or more of the analyzed GPU time.")
+    if more:
+        lines.append(f"{more} more finding(s) with less at stake are in {where}.")
     return lines + [""]
 
 
@@ -294,7 +308,7 @@ def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str
     if doc.notes:
         lines.append("")
     lines += whole_trace_section(doc)
-    lines += findings_section(doc.findings)
+    lines += findings_section(doc.findings, "systems.json")
     lines += variants_section(doc)
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration")):
         if kind in (images or {}):

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 
-from ..documents import ComputeDoc, SystemsDoc, ordered
+from ..documents import ComputeDoc, SystemsDoc, ordered, top_findings
 from .compute_md import kernels_section as compute_kernels
 from .markdown import (
     environment_section,
     esc,
     findings_section,
+    impact,
     pct,
+    short,
     us,
     variants_section,
 )
@@ -53,10 +55,12 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None) -> list[str]:
                          else f"{pct(bw)} of peak memory bandwidth")
         lines.append(", ".join(parts) + ".")
     found = ordered(systems.findings + (compute.findings if compute else []))
-    top = [f for f in found if f.severity != "info"][:TOP_FINDINGS]
+    top = [f for f in top_findings(found)[0]
+           if f.severity != "info"][:TOP_FINDINGS]
     if top:
-        lines += ["", "Top findings:"]
-        lines += [f"- {f.rule} `{f.range or '-'}`: {esc(f.message)}" for f in top]
+        lines += ["", "Top findings, most at stake first:"]
+        lines += [f"- {f.rule} `{esc(short(f.range or '-'))}` ({impact(f)}): "
+                  f"{esc(short(f.message, 300))}" for f in top]
     elif rows:
         lines += ["", "No warning from any rule."]
     return lines + [""]
@@ -77,8 +81,8 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
         if kind in images:
             lines += [f"![{title}]({images[kind]})", ""]
     found = ordered(systems.findings + (compute.findings if compute else []))
-    lines += findings_section(found)
-    for f in found:
+    lines += findings_section(found, "systems.json and compute.json")
+    for f in top_findings(found)[0]:
         lines.append(f"<details><summary>{esc(f.rule)} {esc(f.range or '')} evidence"
                      f"</summary>\n\n{esc(json.dumps(f.evidence))}\n\n</details>\n")
     lines += compute_kernels(compute) if compute else systems_kernels(systems)

@@ -32,6 +32,19 @@ class Context:
     trace: Any = None                      # model.Trace for systems rules
     cache: dict[str, Any] = field(default_factory=dict)   # facts several rules share
 
+    def analyzed_ns(self) -> float:
+        """The GPU time findings are weighed against: the kernels of the outermost NVTX
+        ranges, own and other threads' (capped at every kernel of the trace; the whole
+        trace when it has no range), or every profiled launch (compute)."""
+        if self.systems is not None:
+            trace = float(sum(k.total_ns for k in self.systems.kernel_summary))
+            roots = sum(e.kernel_time_ns + e.other_threads_kernel_time_ns
+                        for e in self.systems.ranges if "/" not in e.name)
+            return min(float(roots), trace) if roots else trace
+        if self.compute is not None:
+            return float(sum(k.duration_ns or 0 for k in self.compute.kernels))
+        return 0.0
+
     @cached_property
     def entries(self) -> dict[str, Any]:
         """systems range entries by path."""
@@ -92,9 +105,9 @@ def rule(id: str, source: str, severity: Severity, doc: str,
 
 
 def sort_key(f: Finding) -> tuple:
-    """Most severe first, then range name, then launch order (stable otherwise)."""
+    """Largest impact first, then most severe, range name, launch order."""
     launch = f.evidence.get("launch") if isinstance(f.evidence, dict) else None
-    return (SEVERITY_ORDER[f.severity], f.range or "",
+    return (-f.impact_ns, SEVERITY_ORDER[f.severity], f.range or "",
             launch if launch is not None else float("inf"))
 
 
@@ -102,6 +115,9 @@ def run(source: str, ctx: Context) -> list[Finding]:
     """Every registered rule of `source`, in registration order, then sorted."""
     _load()
     found = [f for r in REGISTRY.values() if r.source == source for f in r.fn(r, ctx)]
+    total = ctx.analyzed_ns()
+    for f in found:
+        f.share_pct = round(100.0 * f.impact_ns * f.iterations / total, 2) if total else 0.0
     return sorted(found, key=sort_key)
 
 

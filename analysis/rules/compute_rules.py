@@ -6,7 +6,7 @@ the limiter as ncu's AchievedOccupancy rule does.
 
 from __future__ import annotations
 
-from typing import Any
+import math
 
 from ..documents import Finding, KernelLaunch
 from ..roofline import LATENCY_PCT
@@ -32,25 +32,52 @@ def _launches(ctx: Context) -> list[tuple[int, KernelLaunch]]:
     return list(enumerate(ctx.compute.kernels)) if ctx.compute else []
 
 
+def _iterations(ctx: Context) -> int:
+    return ctx.meta.iterations if ctx.meta else 1
+
+
+def below_light_ns(k: KernelLaunch) -> float:
+    """A launch's time at stake: its duration times how far its busier unit (SM or memory)
+    stayed from speed of light. 0 when ncu did not collect the SOL metrics."""
+    sol = max(k.sm_sol_pct or 0.0, k.mem_sol_pct or 0.0)
+    return (k.duration_ns or 0) * max(0.0, 1.0 - sol / 100.0) if sol else 0.0
+
+
+def grouped(ctx: Context, hits: list[tuple[int, KernelLaunch]]) -> dict[str, list]:
+    """Launches by range, in launch order (findings are one per rule and range)."""
+    out: dict[str, list] = {}
+    for i, k in hits:
+        out.setdefault(k.range, []).append((i, k))
+    return out
+
+
+def _names(launches: list[tuple[int, KernelLaunch]]) -> str:
+    names = list(dict.fromkeys(k.name[:60] for _, k in launches))
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
 def _bound(r: Rule, ctx: Context, bound: str) -> list[Finding]:
+    why, suggestion = BOUND_TEXT[bound]
     out = []
-    for i, k in _launches(ctx):
-        if k.bound != bound:
-            continue
-        why, suggestion = BOUND_TEXT[bound]
-        evidence: dict[str, Any] = {"launch": i, "sm_sol_pct": k.sm_sol_pct,
-                                    "mem_sol_pct": k.mem_sol_pct,
-                                    "dram_throughput_pct": k.dram_throughput_pct}
-        tensor = k.tensor_pipe_pct
-        if bound == "compute" and tensor is not None and tensor > 50:
-            evidence["tensor_pipe_pct"] = tensor
-            suggestion = (f"tensor cores already busy {tensor:.0f}% of the time: gains left "
-                          "are in the epilogue, tile shape and overlap (persistent / TMA "
-                          "kernels)")
+    for rng, launches in grouped(ctx, [(i, k) for i, k in _launches(ctx)
+                                       if k.bound == bound]).items():
+        tensor = max((k.tensor_pipe_pct or 0) for _, k in launches)
+        advice = (f"tensor cores already busy {tensor:.0f}% of the time: gains left are in "
+                  "the epilogue, tile shape and overlap (persistent / TMA kernels)"
+                  if bound == "compute" and tensor > 50 else suggestion)
+        first = launches[0][1]
         out.append(r.finding(
-            range=k.range, kernel=k.name, evidence=evidence, suggestion=suggestion,
-            message=f"launch {i} ({k.name[:60]}) is {bound}-bound: SM {k.sm_sol_pct:.1f}%, "
-            f"memory {k.mem_sol_pct:.1f}% of peak ({why})."))
+            range=rng, kernel=first.name, suggestion=advice,
+            impact_ns=sum(below_light_ns(k) for _, k in launches) / _iterations(ctx),
+            evidence={"launches": [i for i, _ in launches], "launch": launches[0][0],
+                      "sm_sol_pct": [k.sm_sol_pct for _, k in launches],
+                      "mem_sol_pct": [k.mem_sol_pct for _, k in launches],
+                      "dram_throughput_pct": [k.dram_throughput_pct for _, k in launches],
+                      **({"tensor_pipe_pct": tensor} if bound == "compute" and tensor > 50
+                         else {})},
+            message=f"{len(launches)} launch(es) in {rng or 'no range'} are {bound}-bound "
+            f"({_names(launches)}): SM {first.sm_sol_pct:.1f}%, memory "
+            f"{first.mem_sol_pct:.1f}% of peak for launch {launches[0][0]} ({why})."))
     return out
 
 
@@ -101,19 +128,24 @@ def limiter(k: KernelLaunch) -> str:
       "throughput ≥ `high_dram_pct`", {"gap_pts": OCCUPANCY_GAP_PTS,
                                         "high_dram_pct": HIGH_DRAM_PCT})
 def low_occupancy(r: Rule, ctx: Context) -> list[Finding]:
+    hits = [(i, k) for i, k in _launches(ctx)
+            if k.theoretical_occupancy_pct is not None and k.achieved_occupancy_pct is not None
+            and k.theoretical_occupancy_pct - k.achieved_occupancy_pct > OCCUPANCY_GAP_PTS]
     out = []
-    for i, k in _launches(ctx):
+    for rng, launches in grouped(ctx, hits).items():
+        i, k = launches[0]
+        # launches already moving >= 80% of DRAM peak are not held back by occupancy
+        busy = all((k.dram_throughput_pct or 0) >= HIGH_DRAM_PCT for _, k in launches)
         theo, ach = k.theoretical_occupancy_pct, k.achieved_occupancy_pct
-        if theo is None or ach is None or theo - ach <= OCCUPANCY_GAP_PTS:
-            continue
-        # a kernel already moving >= 80% of DRAM peak is not held back by occupancy
-        busy = (k.dram_throughput_pct or 0) >= HIGH_DRAM_PCT
         out.append(r.finding(
-            range=k.range, kernel=k.name, severity="info" if busy else "warning",
-            message=f"launch {i} achieved {ach:.1f}% occupancy of a theoretical {theo:.1f}% "
-            f"(limiter: {limiter(k)}).",
-            evidence={"launch": i, "achieved_pct": ach, "theoretical_pct": theo,
-                      "limiter": limiter(k)},
+            range=rng, kernel=k.name, severity="info" if busy else "warning",
+            impact_ns=0.0 if busy else sum(below_light_ns(x) for _, x in launches)
+            / _iterations(ctx),
+            message=f"{len(launches)} launch(es) in {rng or 'no range'} reach less occupancy "
+            f"than they could ({_names(launches)}); launch {i} achieved {ach:.1f}% of a "
+            f"theoretical {theo:.1f}% (limiter: {limiter(k)}).",
+            evidence={"launches": [j for j, _ in launches], "launch": i,
+                      "achieved_pct": ach, "theoretical_pct": theo, "limiter": limiter(k)},
             suggestion="balance the work per block, reduce registers or shared memory per "
             "block, or launch enough blocks for several waves"))
     return out
@@ -123,17 +155,24 @@ def low_occupancy(r: Rule, ctx: Context) -> list[Finding]:
       "fewer than `waves_max` waves and the last wave under half full",
       {"waves_max": WAVES_MAX})
 def wave_quantization(r: Rule, ctx: Context) -> list[Finding]:
+    hits = [(i, k) for i, k in _launches(ctx)
+            if k.waves_per_sm and k.waves_per_sm < WAVES_MAX and 0 < k.waves_per_sm % 1 < 0.5]
     out = []
-    for i, k in _launches(ctx):
+    for rng, launches in grouped(ctx, hits).items():
+        i, k = launches[0]
         waves = k.waves_per_sm
-        if waves and waves < WAVES_MAX and 0 < waves % 1 < 0.5:
-            out.append(r.finding(
-                range=k.range, kernel=k.name,
-                message=f"launch {i} runs {waves:.2f} waves: the last wave keeps only "
-                f"{100 * (waves % 1):.0f}% of the SMs busy.",
-                evidence={"launch": i, "waves_per_sm": waves, "grid_size": k.grid_size},
-                suggestion="pick a tile size or split-K so the grid is a multiple of the SM "
-                "count, or use a persistent kernel"))
+        # the last partial wave's share of the launch idles the SMs it leaves empty
+        at_stake = sum((x.duration_ns or 0) * (1 - x.waves_per_sm % 1) / math.ceil(
+            x.waves_per_sm) for _, x in launches)
+        out.append(r.finding(
+            range=rng, kernel=k.name, impact_ns=at_stake / _iterations(ctx),
+            message=f"{len(launches)} launch(es) in {rng or 'no range'} end on a part-full "
+            f"wave; launch {i} runs {waves:.2f} waves: the last keeps only "
+            f"{100 * (waves % 1):.0f}% of the SMs busy.",
+            evidence={"launches": [j for j, _ in launches], "launch": i,
+                      "waves_per_sm": waves, "grid_size": k.grid_size},
+            suggestion="pick a tile size or split-K so the grid is a multiple of the SM "
+            "count, or use a persistent kernel"))
     return out
 
 
@@ -145,8 +184,10 @@ def excess_dram_traffic(r: Rule, ctx: Context) -> list[Finding]:
     for rg in ctx.compute.ranges if ctx.compute else []:
         x = rg.dram_vs_min_bytes
         if x is not None and x > EXCESS_DRAM_X:
+            peak = ctx.compute.ceilings.dram_bytes_per_s
+            extra = rg.dram_bytes_per_iter * (1 - 1 / x)
             out.append(r.finding(
-                range=rg.range,
+                range=rg.range, impact_ns=extra / peak * 1e9 if peak else 0.0,
                 message=f"{rg.range} moved {x:.2f}x the minimal HBM bytes per iteration "
                 f"({rg.dram_bytes_per_iter / 1e6:,.1f} MB measured).",
                 evidence={"dram_bytes_per_iter": rg.dram_bytes_per_iter, "ratio": x,

@@ -24,6 +24,19 @@ INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per|tem)_")
 ATEN_EAGER = re.compile(r"at::native::")
 
 
+def iterations(ctx: Context, e: Any) -> int:
+    """Iterations a range entry ran: the runner's iterations for a variant range of
+    meta.json, else its instances (impact is then per instance)."""
+    if ctx.meta and e.name in ctx.meta.ranges.values():
+        return ctx.meta.iterations_of(e.instances)
+    return max(e.instances, 1)
+
+
+def idle_ns(e: Any) -> int:
+    """Wall time of a range during which no GPU operation of its process ran."""
+    return max(e.window_ns - e.busy_ns, 0)
+
+
 def _suggest_fusion(names: list[str]) -> str:
     if any(GEMM_KERNEL.search(n) for n in names):
         return ("the GEMM epilogue was not fused: use a Triton matmul that applies the "
@@ -65,11 +78,15 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
             e = ctx.entries.get(meta.ranges.get(variant, ""))
             if not e or not meta.ideal_kernels:
                 continue
-            per_iter = e.kernel_count / meta.iterations_of(e.instances)
+            n = meta.iterations_of(e.instances)
+            per_iter = e.kernel_count / n
             if per_iter > meta.ideal_kernels + 1e-9:
                 names = [k.name for k in e.kernels]
+                kept = sum(sorted((k.avg_ns for k in e.kernels), reverse=True)[
+                    :meta.ideal_kernels])
                 out.append(r.finding(
-                    range=e.name, kernel=names[0] if names else None,
+                    range=e.name, kernel=names[0] if names else None, iterations=n,
+                    impact_ns=max(e.kernel_time_ns / n - kept, 0.0),
                     message=f"{e.name} launched {per_iter:g} kernels per iteration where the "
                     f"workload needs {meta.ideal_kernels}: {', '.join(names)}.",
                     evidence={"kernels_per_iter": per_iter,
@@ -77,7 +94,9 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
                     suggestion=_suggest_fusion(names)))
         return out
     pairs = gemm_then_pointwise(ctx.sequences)
-    return [r.finding(range=path, kernel=b,
+    seq = ctx.sequences
+    epilogue = seq.groupby(["path", "name"], observed=True)["duration_ns"].sum()
+    return [r.finding(range=path, kernel=b, impact_ns=float(epilogue.get((path, b), 0)),
                       message=f"in {path} the GEMM kernel {a} is followed by the separate "
                       f"pointwise kernel {b}: the epilogue was not fused.",
                       evidence={"gemm_kernel": a, "epilogue_kernel": b},
@@ -114,8 +133,10 @@ def _breaks(ctx: Context) -> list[dict[str, Any]]:
       "`at::native` kernels inside a compiled range")
 def graph_break(r: Rule, ctx: Context) -> list[Finding]:
     where, how = compiled_range(ctx)
+    e = ctx.entries.get(where) if where else None
+    n = iterations(ctx, e) if e else 1
     out = [r.finding(
-        range=where,
+        range=where, iterations=n, impact_ns=idle_ns(e) / n if e else 0.0,
         message=f"torch.compile broke the graph at {b.get('file')}:{b.get('line')}: "
         f"{b.get('reason') or 'reason not logged'} (range: {how}).",
         evidence={"file": b.get("file"), "line": b.get("line"), "reason": b.get("reason")},
@@ -127,8 +148,9 @@ def graph_break(r: Rule, ctx: Context) -> list[Finding]:
     aten = sorted(set(in_range["name"][_matches(in_range["demangled_name"], ATEN_EAGER)]
                       .astype(str)))
     if aten:
+        eager = in_range["duration_ns"][in_range["name"].astype(str).isin(aten)].sum()
         out.append(r.finding(
-            range=where, kernel=aten[0],
+            range=where, kernel=aten[0], iterations=n, impact_ns=float(eager) / n,
             message=f"{len(aten)} eager ATen kernel(s) ran inside the compiled range {where}: "
             f"{', '.join(aten)}; part of the function ran outside the compiled graph.",
             evidence={"aten_kernels": aten},
@@ -141,8 +163,10 @@ def graph_break(r: Rule, ctx: Context) -> list[Finding]:
       "each \"Recompiling function\" record in TORCH_LOGS")
 def recompile(r: Rule, ctx: Context) -> list[Finding]:
     where, _ = compiled_range(ctx)
+    e = ctx.entries.get(where) if where else None
+    n = iterations(ctx, e) if e else 1
     return [r.finding(
-        range=where,
+        range=where, iterations=n, impact_ns=idle_ns(e) / n if e else 0.0,
         message=f"{ev.get('function')} at {ev.get('file')}:{ev.get('line')} was recompiled: "
         f"{ev.get('reason') or 'guard failure not logged'}.",
         evidence={k: ev.get(k) for k in ("function", "file", "line", "reason")},
@@ -199,8 +223,9 @@ def launch_bound(r: Rule, ctx: Context) -> list[Finding]:
     for e, gaps, med in idle_facts(ctx):
         ev = _idle_evidence(e, gaps, med)
         if _is_launch_bound(ev):
+            n = iterations(ctx, e)
             out.append(r.finding(
-                range=e.name, evidence=ev,
+                range=e.name, evidence=ev, iterations=n, impact_ns=ev["idle_ns"] / n,
                 message=f"{e.name} is launch-bound: the GPU idled {ev['idle_pct']:.1f}% of its "
                 f"span in {ev['gaps']} gaps while the median kernel ran {med / 1e3:.1f} µs "
                 f"({ev['host_wait_pct']:.0f}% of the idle time waiting for the host to "
@@ -220,8 +245,9 @@ def gpu_idle_gaps(r: Rule, ctx: Context) -> list[Finding]:
     for e, gaps, med in idle_facts(ctx):
         ev = _idle_evidence(e, gaps, med)
         if not _is_launch_bound(ev) and ev["idle_pct"] > IDLE_WARN_PCT:
+            n = iterations(ctx, e)
             out.append(r.finding(
-                range=e.name, evidence=ev,
+                range=e.name, evidence=ev, iterations=n, impact_ns=ev["idle_ns"] / n,
                 message=f"the GPU sat idle {ev['idle_pct']:.1f}% of {e.name}'s span in "
                 f"{ev['gaps']} gaps of {GAP_NS / 1e3:g} µs or more (largest "
                 f"{ev['largest_gap_ns'] / 1e3:.1f} µs, {ev['host_wait_pct']:.0f}% host wait).",
@@ -247,7 +273,8 @@ def compile_kernels_in_range(r: Rule, ctx: Context) -> list[Finding]:
         odd = [k for k in e.kernels if k.count % n]
         if odd and e.kernel_count > n * ideal:
             out.append(r.finding(
-                range=path, kernel=odd[0].name,
+                range=path, kernel=odd[0].name, iterations=n,
+                impact_ns=sum(k.total_ns for k in odd) / n,
                 message=f"{path} holds {e.kernel_count} kernels for {n} iterations; "
                 f"{len(odd)} kernel name(s) ran a number of times that is not a multiple of "
                 "the iterations: compilation, autotuning or benchmarking ran inside the "
@@ -273,8 +300,10 @@ def other_thread_kernels(r: Rule, ctx: Context) -> list[Finding]:
         who = f"{top.name or top.tid}" + (f", {role}" if role else "")
         total = e.kernel_time_ns + e.other_threads_kernel_time_ns
         busy = f"{100.0 * e.busy_ns / e.window_ns:.1f}%" if e.window_ns else "–"
+        n = iterations(ctx, e)
         out.append(r.finding(
-            range=e.name, kernel=None,
+            range=e.name, kernel=None, iterations=n,
+            impact_ns=e.other_threads_kernel_time_ns / n,
             message=f"while {e.name} was open, other threads launched "
             f"{e.other_threads_kernel_count} kernels ({e.other_threads_kernel_time_ns / 1e3:,.1f}"
             f" µs), more than its own thread's {e.kernel_count} "
