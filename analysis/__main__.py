@@ -80,8 +80,20 @@ def cmd_systems(args: argparse.Namespace) -> int:
         ("time", "time_per_iter.png", plots.time_bars_png),
         ("timeline", "timeline.png", plots.timeline_png))
         if write_png(out, name, lambda p, d=draw: d(doc, p))}
+    write_tables(out, doc)
     return write_report(out, "systems", doc, render_systems(doc, images),
                         f"{len(doc.ranges)} ranges")
+
+
+def write_tables(out: Path, doc: SystemsDoc) -> None:
+    """The tables a user will sort, whole, as CSV beside the page (ranges.csv,
+    kernel_summary.csv, ops.csv when the trace has emit_nvtx ops)."""
+    from .api import kernel_summary_frame, ops_frame, ranges_frame
+
+    for name, frame in (("ranges", ranges_frame(doc)), ("kernel_summary",
+                        kernel_summary_frame(doc)), ("ops", ops_frame(doc))):
+        if len(frame):
+            write_atomic(out / f"{name}.csv", frame.to_csv(index=False))
 
 
 def cmd_compute(args: argparse.Namespace) -> int:

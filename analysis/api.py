@@ -25,7 +25,8 @@ from .io import read_json_object
 from .load import ncu_csv, nsys_sqlite, torch_logs
 
 __all__ = ["open_trace", "systems_report", "compute_report", "ranges_frame",
-           "kernels_frame", "findings_frame", "launches_frame"]
+           "kernels_frame", "kernel_summary_frame", "ops_frame", "findings_frame",
+           "launches_frame"]
 
 
 def _meta(meta: str | Path | dict[str, Any] | None) -> dict[str, Any] | None:
@@ -62,6 +63,16 @@ def kernels_frame(doc: SystemsDoc) -> pd.DataFrame:
     """One row per (range, kernel name): count, total, avg, min, max in ns."""
     return pd.DataFrame([{"range": e.name, "domain": e.domain, **dataclasses.asdict(k)}
                          for e in doc.ranges for k in e.kernels])
+
+
+def kernel_summary_frame(doc: SystemsDoc) -> pd.DataFrame:
+    """Every kernel name of the trace (as nsys stats' cuda_gpu_kern_sum)."""
+    return pd.DataFrame([dataclasses.asdict(k) for k in doc.kernel_summary])
+
+
+def ops_frame(doc: SystemsDoc) -> pd.DataFrame:
+    """emit_nvtx ops, one row per op name and direction."""
+    return pd.DataFrame([dataclasses.asdict(o) for o in doc.ops])
 
 
 def findings_frame(doc: SystemsDoc | ComputeDoc) -> pd.DataFrame:

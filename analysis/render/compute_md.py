@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..documents import ComputeDoc, KernelLaunch
-from .markdown import esc, findings_section, gbps, num, pct, table, us
+from .markdown import esc, findings_section, gbps, num, pct, reflow, table, us
 
 NAME_WIDTH = 60
 
@@ -100,4 +100,4 @@ def render_compute(doc: ComputeDoc, roofline_png: str | None = None) -> str:
     if versions:
         lines.append("- " + ", ".join(f"{k} {esc(v)}" for k, v in versions.items()
                                       if k in ("driver", "cuda", "torch", "triton")))
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(reflow(lines)).rstrip() + "\n"

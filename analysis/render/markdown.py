@@ -7,6 +7,7 @@ render literally inside table cells.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -14,6 +15,28 @@ from ..documents import Finding, RangeEntry, SystemsDoc, VariantRow, top_finding
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ",
                          **{c: "\\" + c for c in "\\`*_[]|~#"}})
+
+
+WIDTH = 100
+"""Prose is wrapped at this width (markdown joins the lines of a paragraph again); table
+rows and code lines are left whole."""
+
+
+def reflow(lines: list[str], width: int = WIDTH) -> list[str]:
+    """Wrap long prose lines, keeping list items, suggestions and quotes in their block."""
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width or line.startswith(("|", "    ", "#", "![", "<")):
+            out.append(line)
+            continue
+        lead = next((p for p in ("> ", "- ", "  ") if line.startswith(p)), "")
+        follow = {"> ": "> ", "- ": "  ", "  ": "  "}.get(lead, "")
+        hard = line.endswith("  ")                    # a markdown hard line break
+        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=follow,
+                             break_long_words=False, break_on_hyphens=False)
+        if hard:
+            out[-1] += "  "
+    return out
 
 
 def esc(text: Any) -> str:
@@ -88,7 +111,7 @@ def variants_section(doc: SystemsDoc) -> list[str]:
     return lines + [""]
 
 
-MAX_RANGES = 40
+MAX_RANGES = 25
 """Range rows a page shows at most: a trace with more (PyTorch's emit_nvtx puts one range
 around every op) shows the ranges that hold the most kernel time and says how many more
 are in systems.json."""
@@ -104,13 +127,13 @@ def shown_ranges(doc: SystemsDoc) -> tuple[list[RangeEntry], int]:
 
 
 def _more(left_out: int) -> list[str]:
-    return [f"{left_out:,} more ranges with less kernel time are in systems.json.", ""] \
-        if left_out else []
+    return [f"{left_out:,} more ranges with less kernel time are in systems.json and "
+            "ranges.csv.", ""] if left_out else []
 
 
 def ranges_section(doc: SystemsDoc) -> list[str]:
     shown, left_out = shown_ranges(doc)
-    body = [[esc(e.name), esc(e.domain or "(default)"), num(e.instances),
+    body = [[esc(short(e.name)), esc(e.domain or "(default)"), num(e.instances),
              num(e.kernel_count), us(e.kernel_time_ns), us(e.gpu_span_ns),
              us(e.gpu_idle_ns), _other(e), _busy(e)] for e in shown]
     lines = ["## NVTX ranges", "",
@@ -153,13 +176,23 @@ def other_threads_line(e: RangeEntry) -> list[str]:
             f"({us(e.other_threads_kernel_time_ns)}) while it was open: {who}{more}.", ""]
 
 
+KERNEL_RANGES = 5
+KERNELS_EACH = 8
+
+
 def kernels_section(doc: SystemsDoc) -> list[str]:
+    """The kernels of the ranges that hold the most kernel time (the rest: systems.json)."""
     lines = ["## Kernels per range", ""]
-    shown, left_out = shown_ranges(doc)
+    top = {id(e) for e in sorted(doc.ranges, key=lambda e: -e.kernel_time_ns)[:KERNEL_RANGES]}
+    shown = [e for e in doc.ranges if id(e) in top]
+    left_out = len(doc.ranges) - len(shown)
     for e in shown:
-        lines += [f"### {esc(e.name)}", ""] + other_threads_line(e)
-        body = [[esc(k.name), num(k.count), us(k.total_ns), us(k.avg_ns),
-                 us(k.min_ns), us(k.max_ns)] for k in e.kernels]
+        lines += [f"### {esc(short(e.name))}", ""] + other_threads_line(e)
+        body = [[esc(short(k.name)), num(k.count), us(k.total_ns), us(k.avg_ns),
+                 us(k.min_ns), us(k.max_ns)] for k in e.kernels[:KERNELS_EACH]]
+        if len(e.kernels) > KERNELS_EACH:
+            body.append([f"{len(e.kernels) - KERNELS_EACH} more kernels (systems.json)",
+                         "", "", "", "", ""])
         if not body:
             lines += ["No kernels (copies or sets only).", ""]
             continue
@@ -191,7 +224,8 @@ def whole_trace_section(doc: SystemsDoc) -> list[str]:
     lines += table(["kernel", "time", "total", "count", "avg", "min", "max"], body,
                    "lrrrrrr")
     more = len(doc.kernel_summary) - len(top)
-    lines += [""] + ([f"{more} more kernel names are in systems.json `kernel_summary`.", ""]
+    lines += [""] + ([f"{more} more kernel names are in kernel\\_summary.csv and systems.json.",
+                      ""]
                      if more > 0 else [])
     for d in sorted({b.device for b in doc.gpu_busy}):
         rows = [b for b in doc.gpu_busy if b.device == d]
@@ -225,8 +259,8 @@ def ops_section(doc: SystemsDoc) -> list[str]:
     lines += table(["op", "calls", "kernels", "kernel time", "backward kernels",
                     "backward time", "forward + backward"], body, "lrrrrrr")
     more = len(doc.ops) - len(top)
-    return lines + [""] + ([f"{more} more op rows (backward ops among them) are in "
-                            "systems.json `ops`.", ""] if more > 0 else [])
+    return lines + [""] + ([f"{more} more op rows (backward ops among them) are in ops.csv "
+                            "and systems.json.", ""] if more > 0 else [])
 
 
 def compile_section(doc: SystemsDoc) -> list[str]:
@@ -286,7 +320,7 @@ def findings_section(findings: list[Finding], where: str = "the JSON document") 
     for f in top:
         place = f" `{esc(short(f.range))}`" if f.range else ""
         lines.append(f"- **{f.severity}** {f.rule}{place} ({impact(f)}): "
-                     f"{esc(short(f.message, 400))}  ")
+                     f"{esc(short(f.message, 300))}  ")
         lines.append(f"  Suggestion: {esc(f.suggestion)}")
     if not top:
         lines.append("No finding holds 1% or more of the analyzed GPU time.")
@@ -316,4 +350,4 @@ def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str
     for section in (ops_section, ranges_section, compile_section, kernels_section,
                     environment_section):
         lines += section(doc)
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(reflow(lines)).rstrip() + "\n"

@@ -18,6 +18,7 @@ from .markdown import (
     findings_section,
     impact,
     pct,
+    reflow,
     short,
     us,
     variants_section,
@@ -82,13 +83,14 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
             lines += [f"![{title}]({images[kind]})", ""]
     found = ordered(systems.findings + (compute.findings if compute else []))
     lines += findings_section(found, "systems.json and compute.json")
-    for f in top_findings(found)[0]:
-        lines.append(f"<details><summary>{esc(f.rule)} {esc(f.range or '')} evidence"
-                     f"</summary>\n\n{esc(json.dumps(f.evidence))}\n\n</details>\n")
+    for f in top_findings(found)[0][:TOP_FINDINGS]:
+        lines += [f"<details><summary>{esc(f.rule)} {esc(short(f.range or ''))} evidence"
+                  "</summary>", "", esc(short(json.dumps(f.evidence), 600)), "",
+                  "</details>", ""]
     lines += compute_kernels(compute) if compute else systems_kernels(systems)
     lines += environment_section(systems)
     lines += ["## Reproduce", "", "On a GPU machine with Nsight Systems and Nsight Compute:", "",
               f"    make systems WORKLOAD={workload}", f"    make compute KERNEL={workload}",
               f"    make report WORKLOAD={workload}", "",
               "Reports: `systems.md` (timeline), `compute.md` (counters) beside this page.", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(reflow(lines)).rstrip() + "\n"
