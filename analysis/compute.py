@@ -25,7 +25,7 @@ KERNEL_FIELDS = [f.name for f in dataclasses.fields(KernelLaunch)]
 INT_FIELDS = {"duration_ns", "dram_read_bytes", "dram_write_bytes", "registers_per_thread",
               "block_size", "grid_size"}
 RUN_FIELDS = ("workload", "description", "shapes", "dtype", "iterations", "cost_model",
-              "versions")
+              "versions", "started", "code_version")
 
 
 def _clean(value: Any, field: str) -> Any:

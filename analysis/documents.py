@@ -54,6 +54,8 @@ class Meta:
     ceilings: dict[str, Any] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)      # what the capture could not show
+    started: str | None = None          # when the run began (ISO 8601)
+    code_version: str | None = None     # the toolkit commit that made it (+dirty)
 
     def iterations_of(self, instances: int) -> int:
         """Iterations a range ran in all: per-instance iterations x its instances."""

@@ -35,7 +35,8 @@ from .ops import op_table
 BASELINES = ("naive", "eager")
 """The variant others are compared with ("speedup vs naive")."""
 RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
-              "cost_model", "ceilings", "versions", "compiled", "correctness")
+              "cost_model", "ceilings", "versions", "compiled", "correctness", "started",
+              "code_version")
 
 
 def as_meta(meta: Meta | dict[str, Any] | None) -> Meta | None:

@@ -234,3 +234,35 @@ def test_demo_pages_keep_the_budget(demo: list[Path]) -> None:
         for name in ("systems.md", "README.md"):
             lines = (page.parent / name).read_text().splitlines()
             assert len(lines) < 300 and max(len(ln) for ln in lines) <= 300, (page, name)
+
+
+def _page_of(tmp_path: Path, systems_meta: dict, compute_meta: dict) -> str:
+    out = tmp_path / "page"
+    cap = DATA / "gelu"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "sm.json").write_text(json.dumps(systems_meta))
+    (tmp_path / "cm.json").write_text(json.dumps(compute_meta))
+    assert main(["systems", str(cap / "trace.sqlite"), "--meta", str(tmp_path / "sm.json"),
+                 "-o", str(out)]) == 0
+    assert main(["compute", str(DATA / "ncu" / "gelu_raw.csv"), "--meta",
+                 str(tmp_path / "cm.json"), "-o", str(out)]) == 0
+    assert main(["page", str(out)]) == 0
+    return " ".join((out / "README.md").read_text().split())        # wrapped prose joined
+
+
+def test_page_says_when_systems_and_compute_runs_differ(tmp_path: Path) -> None:
+    sm = json.loads((DATA / "gelu" / "meta.json").read_text())
+    cm = json.loads((DATA / "ncu" / "gelu_meta.json").read_text())
+    sm.update(started="2026-11-30T10:00:00+0000", code_version="abc123")
+    cm.update(started="2026-11-30T10:05:00+0000", code_version="abc123")
+    same = _page_of(tmp_path / "a", sm, cm)
+    assert "**Warning:**" not in same and "run of 2026-11-30T10:05:00+0000" in same
+    assert "of roofline (Nsight Compute)" in same
+    cm.update(started="2026-11-29T09:00:00+0000", code_version="def456")
+    stale = _page_of(tmp_path / "b", sm, cm)
+    verdict = stale.split("## Variants")[0]
+    assert "different code" in verdict and "older than the timeline" in verdict
+    cm["workload"] = "softmax"
+    other = _page_of(tmp_path / "c", sm, cm)
+    assert "not gelu: its counters are left out" in other
+    assert "of roofline (Nsight Compute)" not in other and "roofline.png" not in other

@@ -37,7 +37,15 @@ from . import NVTX_DOMAIN
 from . import workloads as registry
 from .nsys import add_target_arguments, parse_target, runner_command
 from .siblings import sibling
-from .tools import ToolError, gpu_present, run_folder, run_tool, tool_main
+from .tools import (
+    ToolError,
+    code_version,
+    gpu_present,
+    run_folder,
+    run_tool,
+    started,
+    tool_main,
+)
 
 find_ncu, import_csv_argv = (sibling("analysis.tools").find_ncu,
                              sibling("analysis.tools").import_csv_argv)
@@ -142,7 +150,8 @@ def capture(args: argparse.Namespace) -> Path:
         check_output(output, flt or "", run_dir / "meta.json")
         if args.command:
             meta = Meta(workload=args.name, description=f"command: {shlex.join(command)}",
-                        command=command, notes=notes)
+                        command=command, notes=notes, started=started(),
+                        code_version=code_version())
             write_atomic(run_dir / "meta.json", to_json(meta))
         csv = run_dir / "ncu_raw.csv"
         write_atomic(csv, run_tool(import_csv_argv(ncu, run_dir / "profile.ncu-rep"),

@@ -24,7 +24,15 @@ from pathlib import Path
 
 from . import workloads as registry
 from .siblings import module_name, sibling
-from .tools import ToolError, gpu_present, run_folder, run_tool, tool_main
+from .tools import (
+    ToolError,
+    code_version,
+    gpu_present,
+    run_folder,
+    run_tool,
+    started,
+    tool_main,
+)
 
 Meta, to_json = sibling("analysis.documents").Meta, sibling("analysis.documents").to_json
 write_atomic = sibling("analysis.io").write_atomic
@@ -57,7 +65,8 @@ def runner_command(workload: str, size: str, iters: int, out: Path) -> list[str]
 def script_meta(name: str, command: list[str]) -> str:
     """meta.json of a profiled command: what ran (no ranges, no cost model)."""
     meta = Meta(workload=name, description=f"command: {shlex.join(command)}",
-                command=command, versions={"python": platform.python_version()})
+                command=command, versions={"python": platform.python_version()},
+                started=started(), code_version=code_version())
     return to_json(meta)
 
 

@@ -35,6 +35,7 @@ from . import workloads as registry
 from .compile_info import explain, route_torch_logs, torch_logs
 from .nvtx_ranges import push_pop, timed_range
 from .siblings import sibling
+from .tools import code_version, started
 
 WARMUP_CALLS = 3
 
@@ -129,6 +130,7 @@ def run(args: argparse.Namespace) -> Path:
         raise SystemExit("runner: no CUDA GPU visible to torch; run this on a GPU machine")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    run_started = started()
     shapes = workload.shapes(args.size)
     inputs = workload.make_inputs(shapes, workload.dtype, "cuda")
     compiled = None
@@ -152,6 +154,7 @@ def run(args: argparse.Namespace) -> Path:
         "correctness": {"rel_error": errors, "tolerance": workload.tolerance},
         "versions": _versions(), "compiled": compiled, "ceilings": peaks,
         "command": [sys.executable, "-m", "workflows.runner", *sys.argv[1:]],
+        "started": run_started, "code_version": code_version(),
     }
     path = out / "meta.json"
     sibling("analysis.io").write_atomic(path, json.dumps(meta, indent=2) + "\n")

@@ -26,7 +26,28 @@ ToolError = _errors.ToolError
 find_tool, run_tool = _tools.find_tool, _tools.run_tool
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_TOOL_MISSING", "ToolError", "find_tool", "run_tool",
-           "gpu_present", "new_run_dir", "finish_run", "run_folder", "tool_main"]
+           "gpu_present", "new_run_dir", "finish_run", "run_folder", "tool_main",
+           "code_version", "started"]
+
+def code_version(root: Path | None = None) -> str | None:
+    """The toolkit checkout's commit (`git rev-parse --short HEAD`, `+dirty` with local
+    changes), or None outside a git checkout: reports say which code made each run."""
+    root = root or Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10, check=True)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def started() -> str:
+    """Now, as the runs record it (local time, ISO 8601 to the second)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
 
 def gpu_present() -> bool:
     """True when the NVIDIA driver answers with at least one GPU (`nvidia-smi -L`)."""

@@ -35,10 +35,51 @@ def _roofline_pct(compute: ComputeDoc | None, rng: str) -> float | None:
     return None
 
 
-def verdict(systems: SystemsDoc, compute: ComputeDoc | None) -> list[str]:
+def _run(doc: SystemsDoc | ComputeDoc | None) -> dict:
+    return (doc.run or {}) if doc else {}
+
+
+def joinable(systems: SystemsDoc, compute: ComputeDoc | None) -> tuple[ComputeDoc | None,
+                                                                       list[str]]:
+    """(the compute document if it belongs on this page, warnings for the verdict).
+
+    A compute document of another workload is not joined; one of the same workload made
+    by other code, or before the timeline it would be read with, is joined and said."""
+    if compute is None:
+        return None, []
+    a, b = _run(systems), _run(compute)
+    if a.get("workload") and b.get("workload") and a["workload"] != b["workload"]:
+        return None, [f"compute.json here is of workload {b['workload']}, not "
+                      f"{a['workload']}: its counters are left out of this page."]
+    warn = []
+    if a.get("code_version") and b.get("code_version") and \
+            a["code_version"] != b["code_version"]:
+        warn.append(f"the timeline (code {a['code_version']}) and the counters (code "
+                    f"{b['code_version']}) come from different code.")
+    if a.get("started") and b.get("started") and b["started"] < a["started"]:
+        warn.append(f"the counters (run of {b['started']}) are older than the timeline "
+                    f"(run of {a['started']}): run make compute again to match it.")
+    return compute, warn
+
+
+def runs_line(systems: SystemsDoc, compute: ComputeDoc | None) -> list[str]:
+    """Which run each part of the page comes from."""
+    def said(run: dict) -> str:
+        return (f"run of {run.get('started') or 'unrecorded time'}, code "
+                f"{run.get('code_version') or 'unrecorded'}")
+    parts = [f"timeline (Nsight Systems): {said(_run(systems))}"]
+    if compute:
+        parts.append(f"counters (Nsight Compute): {said(_run(compute))}")
+    return ["Runs: " + "; ".join(parts) + ".", ""]
+
+
+def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
+            warnings: list[str] | None = None) -> list[str]:
     """The first screen: fastest variant, speedup, % of roofline, top findings."""
     rows = [r for r in systems.variants if not r.missing]
-    lines = ["## Verdict", ""]
+    lines = ["## Verdict", ""] + [f"**Warning:** {esc(w)}" for w in warnings or []]
+    if warnings:
+        lines.append("")
     if rows:
         best = min(rows, key=lambda r: r.time_per_iter_ns)
         speed = best.speedup_vs_naive
@@ -71,15 +112,16 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
                 images: dict[str, str], workload: str) -> str:
     """README.md for one workload; `images` maps plot kind -> file name beside it."""
     run = systems.run or {}
+    compute, warnings = joinable(systems, compute)
     lines = [f"# {esc(workload)}", ""]
     if run.get("description"):
         lines += [f"{esc(run['description'])}; shapes {run.get('shapes')}, {run.get('dtype')},"
                   f" {run.get('iterations')} iterations per variant.", ""]
-    lines += verdict(systems, compute)
+    lines += verdict(systems, compute, warnings) + runs_line(systems, compute)
     lines += variants_section(systems)
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration"),
                         ("roofline", "roofline")):
-        if kind in images:
+        if kind in images and (kind != "roofline" or compute is not None):
             lines += [f"![{title}]({images[kind]})", ""]
     found = ordered(systems.findings + (compute.findings if compute else []))
     lines += findings_section(found, "systems.json and compute.json")
