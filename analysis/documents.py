@@ -158,6 +158,7 @@ class RangeEntry:
     other_threads_kernel_count: int = 0      # kernels other threads launched meanwhile
     other_threads_kernel_time_ns: int = 0
     other_threads: list[ThreadLaunches] = field(default_factory=list)
+    warmup: str | None = None                # why it is warm-up (compilation ran in it)
     kernels: list[KernelStat] = field(default_factory=list)
 
 

@@ -9,11 +9,12 @@ trace cannot show, e.g. untraced CUDA graph kernels).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
 
-from . import busy, model, rules, summary
+from . import busy, compile_events, model, rules, summary
 from . import ranges as rng
 from .documents import (
     Gpu,
@@ -71,6 +72,25 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
                 setattr(e, c, int(values.get(key, 0)))
             e.other_threads = [ThreadLaunches(**t) for t in launches.get(key, [])]
     return entries
+
+
+WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
+
+
+def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]]) -> None:
+    """Mark the ranges that ran compilation: a warm-up name, or a graph break or recompile
+    logged while it was the innermost range open. Rules (but compile_kernels_in_range and
+    the compile rules) and verdicts leave them out."""
+    compiled_in: dict[str, int] = {}
+    for ev in events:
+        if ev.get("range"):
+            compiled_in[ev["range"]] = compiled_in.get(ev["range"], 0) + 1
+    for e in entries:
+        if e.name in compiled_in:
+            e.warmup = (f"torch.compile compiled here ({compiled_in[e.name]} graph break or "
+                        "recompile event(s) in TORCH_LOGS)")
+        elif any(WARMUP_NAME.search(part) for part in e.name.split("/")):
+            e.warmup = "named as warm-up"
 
 
 def graph_notes(trace: model.Trace) -> list[str]:
@@ -149,11 +169,14 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     """The systems/1 document for one export, with its findings."""
     meta, events = as_meta(meta), _events(torch_events)
     trace = model.attribute(export)
+    if events:
+        events = compile_events.place(trace, events)
     kernels = rng.kernel_table(trace)
     entries = range_entries(rng.summarize(trace, kernels), kernels, busy.per_key(trace))
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
-    variants = variant_rows(entries, meta, peak)
+    label_warmup(entries, events or [])
+    variants = variant_rows([e for e in entries if not e.warmup], meta, peak)
     add_first_iterations(variants, trace)
     notes = list(export.notes) + (meta.notes if meta else []) + graph_notes(trace)
     outside = model.outside_kernels(trace)
@@ -181,7 +204,8 @@ def _run_info(meta: Meta | None, events: list[dict[str, Any]] | None) -> dict[st
     if meta:
         info.update({k: to_dict(getattr(meta, k)) for k in RUN_FIELDS})
     if events is not None:
-        info["torch_log_events"] = events
+        info["torch_log_events"] = [{k: v for k, v in ev.items() if k != "range_row"}
+                                    for ev in events]
     return info
 
 

@@ -27,6 +27,7 @@ def _doc(scenario: str, with_meta: bool, events: pd.DataFrame | None = None):
 
 
 def _run(rule_id: str, ctx: Context) -> list:
+    rules._load()
     r = REGISTRY[rule_id]
     return r.fn(r, ctx)
 
@@ -87,7 +88,7 @@ def test_compile_kernels_in_range() -> None:
         KernelStat("triton_poi_fused_0", 10, 0, 0.0, 0, 0),
         KernelStat("triton_per_bench", 127, 0, 0.0, 0, 0)])
     ctx = Context(meta=meta, cache={})
-    ctx.entries = {"w/compiled": entry}
+    ctx.all_entries = {"w/compiled": entry}
     (f,) = _run("compile_kernels_in_range", ctx)
     assert f.rule == "compile_kernels_in_range" and f.kernel == "triton_per_bench"
     entry.kernels, entry.kernel_count = [KernelStat("k", 10, 0, 0.0, 0, 0)], 10
@@ -209,3 +210,23 @@ def test_readme_rules_table_is_the_registry() -> None:
     readme = (DATA.parent.parent / "README.md").read_text()
     table = "\n".join(rules.markdown_table())
     assert table in readme, "README's rules table differs: paste `python -m analysis rules`"
+
+
+def test_recompiles_are_placed_in_their_range_and_not_called_launch_bound() -> None:
+    """A compiled MLP served at changing batch sizes (H200, TORCH_LOGS): each recompile
+    and the graph break name the range open when they were logged; those ranges, whose
+    idle time is compilation, get no launch_bound or gpu_idle_gaps finding."""
+    from analysis.load import torch_logs
+    cap = DATA / "serve_recompiles"
+    doc = systems.build(nsys_sqlite.load(cap / "trace.sqlite"), None,
+                        torch_logs.load(cap / "torch_logs.txt"))
+    compile_found = [f for f in doc.findings if f.rule in ("recompile", "graph_break")
+                     and f.kernel is None]
+    assert {f.range for f in compile_found if f.rule == "recompile"} == {
+        "batch_16", "batch_24", "batch_32"}
+    assert [f.range for f in compile_found if f.rule == "graph_break"] == ["batch_8"]
+    assert all(f.impact_ns > 1e8 and "compiled there" in f.message for f in compile_found)
+    idle = {f.range for f in doc.findings if f.rule in ("launch_bound", "gpu_idle_gaps")}
+    assert not idle & {"batch_8", "batch_16", "batch_24", "batch_32"}
+    warm = {e.name: e.warmup for e in doc.ranges}
+    assert all(warm[f"batch_{b}"] for b in (8, 16, 24, 32))

@@ -63,6 +63,7 @@ class NsysExport:
     product_version: str | None
     notes: list[str] = field(default_factory=list)
     thread_names: dict[int, str] = field(default_factory=dict)
+    session_start_utc_ns: int | None = None   # wall clock (UTC) of timestamp 0
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -291,6 +292,15 @@ def load_thread_names(conn: sqlite3.Connection, db: sqlite_utils.Database) -> di
     return {int(tid): str(name) for tid, name in rows}
 
 
+def load_session_start(conn: sqlite3.Connection, db: sqlite_utils.Database) -> int | None:
+    """UTC wall clock, in ns since the epoch, of the trace's timestamp 0
+    (TARGET_INFO_SESSION_START_TIME), or None."""
+    if "utcEpochNs" not in _columns(db, "TARGET_INFO_SESSION_START_TIME"):
+        return None
+    row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
 def _export_meta(db: sqlite_utils.Database) -> dict[str, str]:
     if not db["META_DATA_EXPORT"].exists():
         return {}
@@ -320,6 +330,7 @@ def load(path: str | Path) -> NsysExport:
                           gpus=load_gpus(db),
                           export_schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
                           product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes,
-                          thread_names=load_thread_names(conn, db))
+                          thread_names=load_thread_names(conn, db),
+                          session_start_utc_ns=load_session_start(conn, db))
     finally:
         conn.close()

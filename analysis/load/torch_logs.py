@@ -2,7 +2,9 @@
 
 `load(path) -> DataFrame` with one row per distinct event. Columns:
 kind ("graph_break"|"recompile"), function (recompiles only, else None), file, line
-(int), reason (first reason / guard-failure line, or "" when the log gives none).
+(int), reason (first reason / guard-failure line, or "" when the log gives none),
+logged_at ("MMDD HH:MM:SS.ffffff" of the log line's prefix, the first occurrence; None when
+the line has no prefix): places the event on the trace's clock (analysis/compile_events.py).
 
 Recognized forms (torch 2.1 to 2.11):
   Graph break in user code at FILE:LINE            (then "Graph Break Reason: ..." or
@@ -21,7 +23,8 @@ import pandas as pd
 
 from ..errors import InputError
 
-COLUMNS = ["kind", "function", "file", "line", "reason"]
+COLUMNS = ["kind", "function", "file", "line", "reason", "logged_at"]
+_STAMP = re.compile(r"^[A-Z](?P<md>\d{4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?) ")
 _BREAK = re.compile(r"Graph break(?: \([^)]*\))? in user code at (?P<file>\S+?):(?P<line>\d+)")
 _BREAK_OLD = re.compile(r"Graph break: (?P<reason>.+?) from user code at\s+File "
                         r"\"(?P<file>[^\"]+)\", line (?P<line>\d+)")
@@ -50,17 +53,20 @@ def _reason_after(lines: list[str], i: int, pattern: re.Pattern[str]) -> str:
 
 def parse(text: str) -> pd.DataFrame:
     """Events in `text`, duplicates (same kind, place and reason) dropped, in log order."""
-    lines = [_PREFIX.sub("", ln) for ln in text.splitlines()]
+    raw = text.splitlines()
+    stamps = [f"{m['md']} {m['t']}" if (m := _STAMP.match(ln)) else None for ln in raw]
+    lines = [_PREFIX.sub("", ln) for ln in raw]
     rows = []
     for i, line in enumerate(lines):
         if m := _BREAK.search(line):
             rows.append(("graph_break", None, m["file"], int(m["line"]),
-                         _reason_after(lines, i, _REASON)))
+                         _reason_after(lines, i, _REASON), stamps[i]))
         elif m := _BREAK_OLD.search(line):
-            rows.append(("graph_break", None, m["file"], int(m["line"]), m["reason"].strip()))
+            rows.append(("graph_break", None, m["file"], int(m["line"]), m["reason"].strip(),
+                         stamps[i]))
         elif m := _RECOMPILE.search(line):
             rows.append(("recompile", m["function"], m["file"], int(m["line"]),
-                         _reason_after(lines, i, _GUARD)))
+                         _reason_after(lines, i, _GUARD), stamps[i]))
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.drop_duplicates(["kind", "file", "line", "reason"]).reset_index(drop=True)
 

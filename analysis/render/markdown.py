@@ -133,7 +133,8 @@ def _more(left_out: int) -> list[str]:
 
 def ranges_section(doc: SystemsDoc) -> list[str]:
     shown, left_out = shown_ranges(doc)
-    body = [[esc(short(e.name)), esc(e.domain or "(default)"), num(e.instances),
+    body = [[esc(short(e.name)) + (" (warm-up)" if e.warmup else ""),
+             esc(e.domain or "(default)"), num(e.instances),
              num(e.kernel_count), us(e.kernel_time_ns), us(e.gpu_span_ns),
              us(e.gpu_idle_ns), _other(e), _busy(e)] for e in shown]
     lines = ["## NVTX ranges", "",
@@ -305,7 +306,7 @@ def environment_section(doc: SystemsDoc) -> list[str]:
 def impact(f: Finding) -> str:
     """The time at stake, as a reader weighs it."""
     per = " per iteration" if f.iterations > 1 else ""
-    return (f"{us(f.impact_ns)}{per} at stake, {f.share_pct:.1f}% of the GPU time"
+    return (f"{us(f.impact_ns)}{per} at stake, {f.share_pct:.1f}% of the analyzed kernel time"
             if f.impact_ns else "impact not measured")
 
 

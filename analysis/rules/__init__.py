@@ -47,8 +47,23 @@ class Context:
 
     @cached_property
     def entries(self) -> dict[str, Any]:
-        """systems range entries by path."""
+        """systems range entries by path, warm-up ranges left out (they ran compilation:
+        only the compile rules look at them)."""
+        return {e.name: e for e in (self.systems.ranges if self.systems else [])
+                if not e.warmup}
+
+    @cached_property
+    def all_entries(self) -> dict[str, Any]:
+        """systems range entries by path, warm-up included."""
         return {e.name: e for e in (self.systems.ranges if self.systems else [])}
+
+    @cached_property
+    def instance_idle_ns(self) -> Any:
+        """Per range instance (row of trace.ranges): wall time no GPU op of its process ran."""
+        from ..busy import busy_time
+
+        b = busy_time(self.trace)
+        return (b["window_ns"] - b["busy_ns"]).to_numpy()
 
     @cached_property
     def sequences(self) -> pd.DataFrame:
@@ -61,10 +76,12 @@ class Context:
 
     @cached_property
     def kernel_leaves(self) -> list[str]:
-        """Range paths that launched kernels and no other such path extends, sorted."""
+        """Range paths that launched kernels and no other such path extends, sorted
+        (warm-up ranges left out)."""
         from ..ranges import leaf_paths
 
-        return sorted(leaf_paths(self.sequences["path"].unique().tolist()))
+        warm = {e.name for e in (self.systems.ranges if self.systems else []) if e.warmup}
+        return sorted(leaf_paths(self.sequences["path"].unique().tolist()) - warm)
 
     @cached_property
     def leaves(self) -> list[str]:

@@ -135,14 +135,18 @@ def graph_break(r: Rule, ctx: Context) -> list[Finding]:
     where, how = compiled_range(ctx)
     e = ctx.entries.get(where) if where else None
     n = iterations(ctx, e) if e else 1
-    out = [r.finding(
-        range=where, iterations=n, impact_ns=idle_ns(e) / n if e else 0.0,
-        message=f"torch.compile broke the graph at {b.get('file')}:{b.get('line')}: "
-        f"{b.get('reason') or 'reason not logged'} (range: {how}).",
-        evidence={"file": b.get("file"), "line": b.get("line"), "reason": b.get("reason")},
-        suggestion="remove the data-dependent Python control flow or side effect at that "
-        "line (torch.where / torch.cond instead of `if tensor`, no print in the compiled "
-        "function), or compile only the part without it") for b in _breaks(ctx)]
+    out = []
+    for b in _breaks(ctx):
+        place, idle, said = _placed(ctx, b, where, how, e, n)
+        out.append(r.finding(
+            range=place, iterations=1 if b.get("range") else n, impact_ns=idle,
+            message=f"torch.compile broke the graph at {b.get('file')}:{b.get('line')}: "
+            f"{b.get('reason') or 'reason not logged'} ({said}).",
+            evidence={"file": b.get("file"), "line": b.get("line"), "reason": b.get("reason"),
+                      "at_ns": b.get("at_ns")},
+            suggestion="remove the data-dependent Python control flow or side effect at that "
+            "line (torch.where / torch.cond instead of `if tensor`, no print in the compiled "
+            "function), or compile only the part without it"))
     seq = ctx.sequences
     in_range = seq[seq["path"] == where] if where else seq.iloc[:0]
     aten = sorted(set(in_range["name"][_matches(in_range["demangled_name"], ATEN_EAGER)]
@@ -159,20 +163,36 @@ def graph_break(r: Rule, ctx: Context) -> list[Finding]:
     return out
 
 
+def _placed(ctx: Context, ev: dict[str, Any], where: str | None, how: str, e: Any,
+            n: int) -> tuple[str | None, float, str]:
+    """(range, GPU idle charged, how it was placed) of a compile event: the range open
+    when TORCH_LOGS logged it and that instance's idle time, else the compiled range's."""
+    row = ev.get("range_row")
+    if row is not None and ctx.trace is not None:
+        sharing = sum(1 for x in ctx.events if x.get("range_row") == row)
+        idle = float(ctx.instance_idle_ns[row]) / sharing     # events of one instance share it
+        return ev["range"], idle, (f"logged while {ev['range']} was open: compiled there, "
+                                   f"{idle / 1e6:,.1f} ms of GPU idle charged to it")
+    return where, idle_ns(e) / n if e else 0.0, f"range: {how}"
+
+
 @rule("recompile", "systems", "warning",
       "each \"Recompiling function\" record in TORCH_LOGS")
 def recompile(r: Rule, ctx: Context) -> list[Finding]:
-    where, _ = compiled_range(ctx)
+    where, how = compiled_range(ctx)
     e = ctx.entries.get(where) if where else None
     n = iterations(ctx, e) if e else 1
-    return [r.finding(
-        range=where, iterations=n, impact_ns=idle_ns(e) / n if e else 0.0,
-        message=f"{ev.get('function')} at {ev.get('file')}:{ev.get('line')} was recompiled: "
-        f"{ev.get('reason') or 'guard failure not logged'}.",
-        evidence={k: ev.get(k) for k in ("function", "file", "line", "reason")},
-        suggestion="keep shapes and dtypes stable across calls, or mark the varying "
-        "dimension dynamic (torch._dynamo.mark_dynamic / dynamic=True)")
-        for ev in ctx.events if ev["kind"] == "recompile"]
+    out = []
+    for ev in (ev for ev in ctx.events if ev["kind"] == "recompile"):
+        place, idle, said = _placed(ctx, ev, where, how, e, n)
+        out.append(r.finding(
+            range=place, iterations=1 if ev.get("range") else n, impact_ns=idle,
+            message=f"{ev.get('function')} at {ev.get('file')}:{ev.get('line')} was "
+            f"recompiled: {ev.get('reason') or 'guard failure not logged'} ({said}).",
+            evidence={k: ev.get(k) for k in ("function", "file", "line", "reason", "at_ns")},
+            suggestion="keep shapes and dtypes stable across calls, or mark the varying "
+            "dimension dynamic (torch._dynamo.mark_dynamic / dynamic=True)"))
+    return out
 
 
 def idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
@@ -192,8 +212,11 @@ def _idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
     gap_rows = {paths[k]: g for k, g in zip(per_key["key"], per_key.to_dict("records"),
                                            strict=True)}
     medians = ctx.sequences.groupby("path")["duration_ns"].median()
+    compiled = {ev["range"] for ev in ctx.events if ev.get("range")}
     out = []
     for path in ctx.leaves:
+        if any(c == path or c.startswith(path + "/") for c in compiled):
+            continue                   # its idle time is compilation (the compile rules)
         e, gaps = ctx.entries[path], gap_rows.get(path)
         if gaps and e.gpu_span_ns:
             out.append((e, gaps, float(medians[path]) if path in medians.index else None))
@@ -266,7 +289,7 @@ def compile_kernels_in_range(r: Rule, ctx: Context) -> list[Finding]:
     ideal = meta.ideal_kernels or 1
     out = []
     for path in meta.ranges.values():
-        e = ctx.entries.get(path)
+        e = ctx.all_entries.get(path)
         if not e:
             continue
         n = meta.iterations_of(e.instances)
@@ -292,7 +315,7 @@ def compile_kernels_in_range(r: Rule, ctx: Context) -> list[Finding]:
       "the range's own thread (launch attribution, like `nsys stats`, leaves them out)")
 def other_thread_kernels(r: Rule, ctx: Context) -> list[Finding]:
     out = []
-    for e in ctx.systems.ranges if ctx.systems else []:
+    for e in ctx.entries.values():
         if not e.other_threads or e.other_threads_kernel_time_ns <= e.kernel_time_ns:
             continue
         top = e.other_threads[0]
