@@ -228,6 +228,8 @@ class VariantRow:
     pct_of_copy_bw: float | None = None
     achieved_flops: float | None = None
     speedup_vs_naive: float | None = None
+    floor_ns: float | None = None      # cost model over true ceilings: no version is faster
+    lever: str | None = None           # the biggest lever and its expected gain
     first_iteration: list[GpuOp] = field(default_factory=list)
 
 

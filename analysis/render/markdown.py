@@ -104,10 +104,13 @@ def variants_section(doc: SystemsDoc) -> list[str]:
              "a kernel can beat it). TFLOP/s = cost-model FLOPs "
              f"({num(cost.get('flops'))} per call) / time per iteration.", ""]
     base = next((v.variant for v in doc.variants if v.speedup_vs_naive == 1.0), "naive")
+    levers = [f"- {esc(r.variant)}: {esc(r.lever)}" for r in doc.variants if r.lever]
     lines += table(["variant", "range", "time / iter", f"speedup vs {base}", "kernels / iter",
                     "GPU idle", "achieved", "% of peak BW", "% of measured copy", "TFLOP/s"],
                    body,
                    "llrrrrrrrr")
+    if levers:
+        lines += ["", "Next lever per variant (cost model over true ceilings):", ""] + levers
     return lines + [""]
 
 
