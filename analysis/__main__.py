@@ -4,7 +4,7 @@
                                [--meta META.json] -o DIR
     python -m analysis compute NCU.csv|NCU.ncu-rep [--meta META.json] -o DIR
     python -m analysis page DIR [--workload NAME]
-    python -m analysis diff A B [--threshold PCT] [-o DIFF.md]
+    python -m analysis diff A B [--threshold PCT] [--metric auto|span|kernel|busy] [-o DIFF.md]
     python -m analysis demo [DATA] [-o OUT]
     python -m analysis scrub IN.sqlite OUT.sqlite
     python -m analysis rules
@@ -140,10 +140,15 @@ def run_doc(path: Path) -> SystemsDoc:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    result = diff.compare(run_doc(Path(args.base)), run_doc(Path(args.new)), args.threshold)
+    result = diff.compare(run_doc(Path(args.base)), run_doc(Path(args.new)), args.threshold,
+                          args.metric)
     text = diff.render_diff(result, args.base, args.new)
     if args.output:
-        write_atomic(Path(args.output), text)
+        out = Path(args.output)
+        write_atomic(out, text)
+        rows = [{k: sorted(v) if isinstance(v, set) else v for k, v in r.items()}
+                for r in result["variants"]]
+        write_atomic(out.with_suffix(".json"), to_json({**result, "variants": rows}))
     print(text, end="")
     return 1 if result["regressions"] else 0
 
@@ -197,7 +202,12 @@ def parser(prog: str = "python -m analysis", epilog: str | None = None
     d.add_argument("new")
     d.add_argument("--threshold", type=float, default=5.0,
                    help="percent slower per iteration that counts as a regression (5)")
-    d.add_argument("-o", "--output", help="also write the diff as markdown here")
+    d.add_argument("--metric", choices=["auto", "span", "kernel", "busy"], default="auto",
+                   help="what the gate compares per iteration: the range's own GPU span, "
+                   "its kernel time (own and other threads'), its GPU busy time; auto: the "
+                   "one that moved most (default)")
+    d.add_argument("-o", "--output", help="also write the diff as markdown here (and its "
+                   "JSON, every row, beside it)")
     d.set_defaults(func=cmd_diff)
     x = sub.add_parser("scrub", help="a copy of an export safe to share: no environment, "
                        "same numbers")

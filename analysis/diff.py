@@ -1,83 +1,146 @@
-"""Run-to-run comparison of two systems/1 documents, with a regression gate.
+"""Run-to-run comparison of two systems/1 documents, with a regression gate on GPU time.
 
-Per variant (or per range when the runs have no meta.json): time per iteration before
-and after and the change in percent, kernels per iteration, kernel names that appeared
-or went away; findings that appeared or went away. A variant slower by more than the
-threshold (percent) is a regression.
+Per variant (or per range when the runs have no meta.json), per iteration, three metrics:
+`span` (first to last GPU operation of the range's own thread, as `nsys stats` projects
+it), `kernel` (the range's kernel time, own and other threads': backward on the autograd
+thread included) and `busy` (the range's wall time during which any GPU operation of the
+process ran). PyTorch's emit_nvtx op ranges are grouped by op name (their `seq`/`op_id`
+parts stripped), so one op is one row. The gate uses one metric (`--metric`), by default
+the one that moved most; a row slower by more than the threshold (percent) is a
+regression. Kernel names that appeared or went away and findings that appeared or went
+away are listed. The page lists the largest changes first; the JSON holds every row.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .documents import Finding, SystemsDoc
-from .render.markdown import esc, num, table, us
+from .render.markdown import esc, num, reflow, short, table, us
+
+METRICS = ("span", "kernel", "busy")
+TOP_ROWS = 25
+_OP = re.compile(r"^(?P<op>[^,]+?)(?:, seq = \d+)?, op_id = \d+.*$")
 
 
-def _per_variant(doc: SystemsDoc) -> dict[str, dict[str, Any]]:
-    """variant (or range) -> time_ns per iteration, kernels per iteration, kernel names."""
+def op_key(path: str) -> str:
+    """A range path with emit_nvtx op names stripped: one key per op, not per call."""
+    return "/".join(m["op"] if (m := _OP.match(part)) else part for part in path.split("/"))
+
+
+def _rows(doc: SystemsDoc) -> dict[str, dict[str, Any]]:
+    """variant (or grouped range) -> metrics per iteration, kernels per iteration, names."""
     ranges = {e.name: e for e in doc.ranges}
-    out = {}
-    for r in doc.variants:
-        if not r.missing:
-            names = {k.name for k in ranges[r.range].kernels}
-            out[r.variant] = {"time_ns": r.time_per_iter_ns, "kernels": r.kernels_per_iter,
-                              "names": names}
-    if out:
+    out: dict[str, dict[str, Any]] = {}
+    if any(not v.missing for v in doc.variants):
+        for v in doc.variants:
+            if not v.missing:
+                out[v.variant] = _metrics([ranges[v.range]], v.iterations or 1)
         return out
+    grouped: dict[str, list] = {}
     for e in doc.ranges:
-        n = max(e.instances, 1)
-        out[e.name] = {"time_ns": e.gpu_span_ns / n, "kernels": e.kernel_count / n,
-                       "names": {k.name for k in e.kernels}}
+        grouped.setdefault(op_key(e.name), []).append(e)
+    for key, entries in grouped.items():
+        out[key] = _metrics(entries, max(sum(e.instances for e in entries), 1))
     return out
+
+
+def _metrics(entries: list, n: int) -> dict[str, Any]:
+    return {"span": sum(e.gpu_span_ns for e in entries) / n,
+            "kernel": sum(e.kernel_time_ns + e.other_threads_kernel_time_ns
+                          for e in entries) / n,
+            "busy": sum(e.busy_ns for e in entries) / n,
+            "kernels": sum(e.kernel_count for e in entries) / n,
+            "names": {k.name for e in entries for k in e.kernels}}
 
 
 def _finding_keys(doc: SystemsDoc) -> dict[tuple, Finding]:
     return {(f.rule, f.range, f.kernel): f for f in doc.findings}
 
 
-def compare(base: SystemsDoc, new: SystemsDoc, threshold_pct: float) -> dict[str, Any]:
-    """The diff document; `regressions` lists variants slower by more than the threshold."""
-    a, b = _per_variant(base), _per_variant(new)
+def _change(before: float, after: float) -> float | None:
+    return 100.0 * (after - before) / before if before else None
+
+
+def pick_metric(rows: list[dict[str, Any]]) -> str:
+    """The metric that moved most: the largest relative change of its total over the rows
+    both runs have (a small range's swing does not outvote the run's GPU time)."""
+    both = [r for r in rows if r.get("metrics_base")]
+
+    def moved(metric: str) -> float:
+        before = sum(r["metrics_base"][metric] for r in both)
+        after = sum(r["metrics_new"][metric] for r in both)
+        return abs(after - before) / before if before else 0.0
+    return max(METRICS, key=moved)
+
+
+def compare(base: SystemsDoc, new: SystemsDoc, threshold_pct: float,
+            metric: str = "auto") -> dict[str, Any]:
+    """The diff document; `regressions` lists rows slower than the threshold in `metric`."""
+    a, b = _rows(base), _rows(new)
     rows = []
     for name in [*a, *(n for n in b if n not in a)]:
         before, after = a.get(name), b.get(name)
-        row: dict[str, Any] = {"variant": name, "base": before and before["time_ns"],
-                               "new": after and after["time_ns"]}
+        row: dict[str, Any] = {"variant": name, "base": before and before[METRICS[0]],
+                               "new": after and after[METRICS[0]], "change_pct": {}}
         if before and after:
-            row["change_pct"] = 100.0 * (after["time_ns"] - before["time_ns"]) / before["time_ns"]
+            row["metrics_base"] = {m: before[m] for m in METRICS}
+            row["metrics_new"] = {m: after[m] for m in METRICS}
+            row["change_pct"] = {m: _change(before[m], after[m]) for m in METRICS}
             row["kernels_base"], row["kernels_new"] = before["kernels"], after["kernels"]
             row["kernels_added"] = sorted(after["names"] - before["names"])
             row["kernels_removed"] = sorted(before["names"] - after["names"])
-            row["regression"] = row["change_pct"] > threshold_pct
         rows.append(row)
+    chosen = pick_metric(rows) if metric == "auto" else metric
+    for r in rows:
+        change = r["change_pct"].get(chosen)
+        r["regression"] = change is not None and change > threshold_pct
+    rows.sort(key=lambda r: -abs(r["change_pct"].get(chosen) or 0.0))
     fa, fb = _finding_keys(base), _finding_keys(new)
-    return {"threshold_pct": threshold_pct, "variants": rows,
+    return {"threshold_pct": threshold_pct, "metric": chosen, "variants": rows,
             "findings_new": [fb[k] for k in fb if k not in fa],
             "findings_gone": [fa[k] for k in fa if k not in fb],
             "regressions": [r["variant"] for r in rows if r.get("regression")]}
 
 
+def _cell(r: dict[str, Any], metric: str, flag: bool) -> str:
+    change = r["change_pct"].get(metric)
+    if change is None:
+        return "–"
+    return f"{change:+.1f}%" + (" **slower**" if flag and r.get("regression") else "")
+
+
 def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
-    body = []
-    for r in diff["variants"]:
-        change = r.get("change_pct")
-        flag = " **slower**" if r.get("regression") else ""
-        body.append([esc(r["variant"]), us(r["base"]), us(r["new"]),
-                     "–" if change is None else f"{change:+.1f}%{flag}",
-                     f"{num(r.get('kernels_base'))} → {num(r.get('kernels_new'))}",
-                     esc(", ".join(r.get("kernels_added") or [])) or "–",
-                     esc(", ".join(r.get("kernels_removed") or [])) or "–"])
+    m, rows = diff["metric"], diff["variants"]
+    body = [[esc(short(r["variant"])),
+             us((r.get("metrics_base") or {}).get(m)), us((r.get("metrics_new") or {}).get(m)),
+             *(_cell(r, x, x == m) for x in METRICS),
+             f"{num(r.get('kernels_base'))} → {num(r.get('kernels_new'))}",
+             esc(short(", ".join(r.get("kernels_added") or []), 60)) or "–",
+             esc(short(", ".join(r.get("kernels_removed") or []), 60)) or "–"]
+            for r in rows[:TOP_ROWS]]
+    regressions = diff["regressions"]
+    named = ", ".join(short(n, 60) for n in regressions[:10])
+    more = f" and {len(regressions) - 10} more" if len(regressions) > 10 else ""
     lines = [f"# Diff: `{esc(base_name)}` → `{esc(new_name)}`", "",
-             f"Regression gate: slower by more than {diff['threshold_pct']:g}% per iteration. "
-             + (f"**{len(diff['regressions'])} regression(s)**: "
-                f"{esc(', '.join(diff['regressions']))}." if diff["regressions"] else
-                "No regression."), ""]
-    lines += table(["variant", "base / iter", "new / iter", "change", "kernels / iter",
-                    "kernels added", "kernels removed"], body, "lrrrrll")
+             f"Per iteration. span: the range's own GPU span (as `nsys stats`); kernel: its "
+             "kernel time, own and other threads' (backward included); busy: its wall time "
+             f"with any GPU operation running. Gate: `{m}` slower by more than "
+             f"{diff['threshold_pct']:g}%. "
+             + (f"**{len(regressions)} regression(s)**: {esc(named)}{esc(more)}."
+                if regressions else "No regression."), ""]
+    lines += table(["variant or range", f"base {m}", f"new {m}", "span", "kernel", "busy",
+                    "kernels / iter", "kernels added", "kernels removed"], body, "lrrrrrrll")
+    if len(rows) > TOP_ROWS:
+        lines += ["", f"{len(rows) - TOP_ROWS} more rows with smaller changes are in the "
+                  "diff's JSON."]
     for title, key in (("Findings that appeared", "findings_new"),
                        ("Findings that went away", "findings_gone")):
+        found = diff[key]
         lines += ["", f"## {title}", ""]
-        lines += [f"- {f.rule} `{f.range or '-'}`: {esc(f.message)}"
-                  for f in diff[key]] or ["None."]
-    return "\n".join(lines) + "\n"
+        lines += [f"- {f.rule} `{esc(short(f.range or '-'))}`: {esc(short(f.message, 200))}"
+                  for f in found[:10]] or ["None."]
+        if len(found) > 10:
+            lines.append(f"- and {len(found) - 10} more (in the diff's JSON)")
+    return "\n".join(reflow(lines)) + "\n"

@@ -78,9 +78,9 @@ def test_long_names_short_in_tables_whole_in_details(demo: list[Path]) -> None:
 
 def _doc_with(tmp_path: Path, name: str, scale: float, drop_finding: bool = False) -> Path:
     doc = json.loads(json.dumps(_base_doc()))
-    for v in doc["variants"]:
-        if v["variant"] == "compiled":
-            v["time_per_iter_ns"] *= scale
+    for e in doc["ranges"]:
+        if e["name"] == "matmul_relu/compiled":
+            e["gpu_span_ns"] = round(e["gpu_span_ns"] * scale)
     if drop_finding:
         doc["findings"] = []
     path = tmp_path / name
@@ -109,10 +109,13 @@ def test_diff_gate(tmp_path: Path, capsys) -> None:
     assert main(["diff", str(base), str(same)]) == 0
     out = capsys.readouterr().out
     assert "No regression" in out and "+4.0%" in out and "Findings that went away" in out
+    assert "Gate: `span`" in " ".join(out.split())                  # the metric that moved
     assert "fusion_failure" in out.split("Findings that went away")[1]
     assert main(["diff", str(base), str(slow), "-o", str(tmp_path / "d.md")]) == 1
     assert "+10.0% **slower**" in (tmp_path / "d.md").read_text()
+    assert json.loads((tmp_path / "d.json").read_text())["regressions"] == ["compiled"]
     assert main(["diff", str(base), str(slow), "--threshold", "15"]) == 0
+    assert main(["diff", str(base), str(slow), "--metric", "kernel"]) == 0
 
 
 def test_diff_of_run_folders_and_kernel_changes(capsys) -> None:
@@ -137,7 +140,7 @@ def test_compare_kernels_added_removed() -> None:
     out = compare(doc(["a", "b"], 100.0), doc(["a", "c"], 90.0), 5.0)
     (row,) = out["variants"]
     assert row["kernels_added"] == ["c"] and row["kernels_removed"] == ["b"]
-    assert row["change_pct"] == pytest.approx(-10.0) and out["regressions"] == []
+    assert row["change_pct"]["span"] == pytest.approx(-10.0) and out["regressions"] == []
 
 
 def test_reports_without_matplotlib(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -278,3 +281,29 @@ def test_next_lever_per_variant(demo: list[Path]) -> None:
             "to gain (measured 1,392.5 µs, floor 111.5 µs)") in gelu
     gb = " ".join(next(p for p in demo if p.parent.name == "graph_break").read_text().split())
     assert "compiled: remove the graph break at repo/workflows/workloads.py:156" in gb
+
+
+def test_diff_sees_a_gpu_regression_on_a_training_step(tmp_path: Path, capsys) -> None:
+    """Every kernel of a real training step (backward on the autograd thread, one step
+    under emit_nvtx) made 20% longer: the step ranges read about +20% in kernel time, the
+    gate picks that metric, op ranges are one row per op, and the page keeps the budget."""
+    import shutil
+    import sqlite3
+    slow = tmp_path / "slow.sqlite"
+    shutil.copyfile(DATA / "train_step_user" / "trace.sqlite", slow)
+    with sqlite3.connect(slow) as conn:
+        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + (end - start) * 6 / 5")
+    for name, src in (("a", DATA / "train_step_user" / "trace.sqlite"), ("b", slow)):
+        assert main(["systems", str(src), "-o", str(tmp_path / name)]) == 0
+    assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b"), "-o",
+                 str(tmp_path / "d.md")]) == 1
+    result = json.loads((tmp_path / "d.json").read_text())
+    assert result["metric"] == "kernel"
+    rows = {r["variant"]: r for r in result["variants"]}
+    for step in ("train/step", "train/step/bwd", "warmup/step"):
+        assert rows[step]["change_pct"]["kernel"] == pytest.approx(20.0, abs=0.5)
+    assert not any(", seq = " in name for name in rows)            # ops grouped by name
+    md = (tmp_path / "d.md").read_text().splitlines()
+    assert len(md) < 300 and max(len(ln) for ln in md) <= 300
+    head = " ".join("\n".join(md).split("| variant or range")[0].split())
+    assert f"**{len(result['regressions'])} regression(s)**" in head and "more." in head
