@@ -152,7 +152,10 @@ class RangeEntry:
     kernel_time_ns: int
     gpu_span_ns: int
     gpu_idle_ns: int
-    # beyond nsys stats: what the range's own thread did not launch, and real busy time
+    # beyond nsys stats: the process, what the range's own thread did not launch, and
+    # real busy time
+    pid: int | None = None                   # OS process id: processes are never merged
+    devices: list[int] = field(default_factory=list)   # CUDA devices its kernels ran on
     window_ns: int = 0                       # sum over instances of end - start
     busy_ns: int = 0                         # of that, GPU busy with any op of the process
     other_threads_kernel_count: int = 0      # kernels other threads launched meanwhile

@@ -11,8 +11,9 @@ last operation per instance) so that a later chunked reader can build the same T
 piece by piece and merge the pieces.
 
 Frames (row positions are the ids the others refer to):
-ranges     the loader's range instances plus `path` and `key` (int code of (domain, path))
-keys       one row per key, index = key: domain, path, first_ns (earliest instance start)
+ranges     the loader's range instances plus `path`, `pid` and `key` (int code of
+           (pid, domain, path): processes are never merged)
+keys       one row per key, index = key: pid, domain, path, first_ns (earliest instance start)
 pairs      (range, call): range instance row -> row of `export.ops` launched inside it
 graph_pairs  (range, call): range instance row -> row of `export.graph_launches`
 instances  per range instance with GPU work: range, gpu_span_ns, gpu_idle_ns
@@ -71,15 +72,20 @@ class Trace:
 
 
 def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Ranges with `path` and an int `key` per (domain, path); the keys frame."""
+    """Ranges with `path`, `pid` (the OS process id) and an int `key` per (process, domain,
+    path): ranges of different processes are never merged. The keys frame: pid, domain,
+    path, first_ns."""
     out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
+    out["pid"] = (out["global_tid"].to_numpy(dtype="int64") >> 24) & 0xFFFFFF
     # numbered in Python, in order of first appearance: pandas' string handling differs
     # between versions and storages (one H200 install merged every key into one)
-    codes: dict[tuple[str, str], int] = {}
-    out["key"] = np.array([codes.setdefault((d if isinstance(d, str) else "", p), len(codes))
-                           for d, p in zip(out["domain"].tolist(), out["path"].tolist(),
-                                           strict=True)], dtype="int64")
-    keys = out.drop_duplicates("key").set_index("key")[["domain", "path"]].sort_index()
+    codes: dict[tuple[int, str, str], int] = {}
+    out["key"] = np.array([codes.setdefault((pid, d if isinstance(d, str) else "", p),
+                                            len(codes))
+                           for pid, d, p in zip(out["pid"].tolist(), out["domain"].tolist(),
+                                                out["path"].tolist(), strict=True)],
+                          dtype="int64")
+    keys = out.drop_duplicates("key").set_index("key")[["pid", "domain", "path"]].sort_index()
     keys["first_ns"] = out.groupby("key")["start_ns"].min()
     return out, keys
 

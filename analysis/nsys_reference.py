@@ -67,3 +67,22 @@ def mismatches(doc: SystemsDoc, kern_csv: Path, proj_csv: Path) -> list[str]:
             out += [f"{what} {idx} {col}: ours {r[f'{col}_ours']} nsys {r[f'{col}_nsys']}"
                     for idx, r in bad.iterrows()]
     return out
+
+
+def kern_sum_by_pid(csv: Path) -> pd.DataFrame:
+    """nvtx_kern_sum:base rows in ranges keyed (PID, range, kernel): processes apart."""
+    df = pd.read_csv(csv).dropna(subset=["NVTX Range"])
+    df["NVTX Range"] = df["NVTX Range"].str.lstrip(":")
+    return df.groupby(["PID", "NVTX Range", "Kernel Name"]).agg(
+        count=("Kern Inst", "sum"), total_ns=("Total Time (ns)", "sum"),
+        min_ns=("Min (ns)", "min"), max_ns=("Max (ns)", "max")).sort_index()
+
+
+def ours_kern_by_pid(doc: SystemsDoc) -> pd.DataFrame:
+    rows = [(e.pid, label(e.domain, e.name), k.name, k.count, k.total_ns, k.min_ns, k.max_ns)
+            for e in doc.ranges for k in e.kernels]
+    df = pd.DataFrame(rows, columns=["PID", "NVTX Range", "Kernel Name", "count", "total_ns",
+                                     "min_ns", "max_ns"])
+    return df.groupby(["PID", "NVTX Range", "Kernel Name"]).agg(
+        count=("count", "sum"), total_ns=("total_ns", "sum"), min_ns=("min_ns", "min"),
+        max_ns=("max_ns", "max")).sort_index()

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from .model import Trace
 
 SEQUENCE_COLUMNS = ["path", "name", "demangled_name", "duration_ns"]
-SUMMARY_COLUMNS = ["key", "domain", "path", "instances", "kernel_count", "kernel_time_ns",
-                   "gpu_span_ns", "gpu_idle_ns", "graph_launches"]
+SUMMARY_COLUMNS = ["key", "pid", "domain", "path", "instances", "kernel_count",
+                   "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns", "graph_launches"]
 
 
 def range_paths(ranges: pd.DataFrame) -> pd.Series:

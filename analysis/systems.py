@@ -47,10 +47,12 @@ def as_meta(meta: Meta | dict[str, Any] | None) -> Meta | None:
 
 
 def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
-                  threads: tuple[pd.DataFrame, dict[int, list[dict]]] | None = None
-                  ) -> list[RangeEntry]:
+                  threads: tuple[pd.DataFrame, dict[int, list[dict]]] | None = None,
+                  devices: dict[int, list[int]] | None = None) -> list[RangeEntry]:
     """One entry per range key, in timeline order; kernels grouped in one pass;
-    `threads` (busy.per_key) adds busy time and other threads' launches."""
+    `threads` (busy.per_key) adds busy time and other threads' launches, `devices` the
+    CUDA devices of each key's kernels."""
+    devices = devices or {}
     per_key: dict[int, list[KernelStat]] = {}
     cols = [kernels[c].to_numpy() for c in ("key", "count", "total_ns", "min_ns", "max_ns",
                                              "avg_ns")]
@@ -60,6 +62,7 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
             name=name, count=int(count), total_ns=int(total), avg_ns=round(float(avg), 1),
             min_ns=int(lo), max_ns=int(hi)))
     entries = [RangeEntry(name=r.path, domain=r.domain if isinstance(r.domain, str) else None,
+                          pid=int(r.pid), devices=devices.get(int(r.key), []),
                           instances=int(r.instances), kernel_count=int(r.kernel_count),
                           kernel_time_ns=int(r.kernel_time_ns),
                           gpu_span_ns=int(r.gpu_span_ns), gpu_idle_ns=int(r.gpu_idle_ns),
@@ -73,6 +76,17 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
                 setattr(e, c, int(values.get(key, 0)))
             e.other_threads = [ThreadLaunches(**t) for t in launches.get(key, [])]
     return entries
+
+
+def key_devices(trace: model.Trace) -> dict[int, list[int]]:
+    """Per range key, the CUDA devices its own kernels ran on (grouped once)."""
+    if "device_id" not in trace.ops:
+        return {}
+    kern = trace.kernel_pairs()
+    dev = trace.ops["device_id"].to_numpy()[kern["call"].to_numpy(dtype="int64")]
+    pairs = pd.DataFrame({"key": kern["key"].to_numpy(), "device": dev}).drop_duplicates()
+    return {int(k): sorted(int(d) for d in g["device"] if d >= 0)
+            for k, g in pairs.groupby("key")}
 
 
 WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
@@ -173,7 +187,8 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     if events:
         events = compile_events.place(trace, events)
     kernels = rng.kernel_table(trace)
-    entries = range_entries(rng.summarize(trace, kernels), kernels, busy.per_key(trace))
+    entries = range_entries(rng.summarize(trace, kernels), kernels, busy.per_key(trace),
+                            key_devices(trace))
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
     label_warmup(entries, events or [])

@@ -87,3 +87,17 @@ def test_kernel_summary_equals_cuda_gpu_kern_sum(export_doc, version: str) -> No
     pd.testing.assert_frame_equal(ours.sort_index(), ref.sort_index(), check_dtype=False)
     assert [k.total_ns for k in doc.kernel_summary] == sorted(
         (k.total_ns for k in doc.kernel_summary), reverse=True)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_processes_apart_equal_nvtx_kern_sum_per_pid(export_doc, version: str) -> None:
+    """Ranges of different processes are separate entries: per (PID, range, kernel) the
+    numbers equal nsys stats' PID-split rows (ddp_single holds two ranks' processes)."""
+    from analysis.nsys_reference import kern_sum_by_pid, ours_kern_by_pid
+    export, doc = export_doc
+    ref = kern_sum_by_pid(_stats(export, version, "nvtx_kern_sum_base"))
+    pd.testing.assert_frame_equal(ours_kern_by_pid(doc), ref, check_dtype=False)
+    if export == "ddp_single/trace":
+        steps = [e for e in doc.ranges if e.name == "ddp_run/ddp_step"]
+        assert sorted(e.pid for e in steps) == sorted(set(ref.index.get_level_values(0)))
+        assert sorted(d for e in steps for d in e.devices) == [0, 1]

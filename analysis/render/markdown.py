@@ -136,10 +136,13 @@ def _more(left_out: int) -> list[str]:
 
 def ranges_section(doc: SystemsDoc) -> list[str]:
     shown, left_out = shown_ranges(doc)
+    many = len({e.pid for e in doc.ranges}) > 1
+    shown = sorted(shown, key=lambda e: e.pid or 0) if many else shown
     body = [[esc(short(e.name)) + (" (warm-up)" if e.warmup else ""),
              esc(e.domain or "(default)"), num(e.instances),
              num(e.kernel_count), us(e.kernel_time_ns), us(e.gpu_span_ns),
-             us(e.gpu_idle_ns), _other(e), _busy(e)] for e in shown]
+             us(e.gpu_idle_ns), _other(e), _busy(e)] + ([process(e)] if many else [])
+            for e in shown]
     lines = ["## NVTX ranges", "",
              "Kernels are credited to a range when the CUDA call that launched them lies "
              "inside it, on the same thread (as `nsys stats` does); a kernel counts in every "
@@ -147,12 +150,20 @@ def ranges_section(doc: SystemsDoc) -> list[str]:
              "instances; idle: span not covered by any GPU operation. Other threads: "
              "kernels that other threads of the process launched while the range was open "
              "(PyTorch's backward runs on its autograd thread); GPU busy: share of the "
-             "range's wall time during which any GPU operation of the process ran.", ""]
+             "range's wall time during which any GPU operation of the process ran. Ranges "
+             "of different processes are separate rows.", ""]
     if not body:
         return lines + ["No NVTX range launched GPU work.", ""]
     lines += table(["range", "domain", "instances", "kernels", "kernel time", "GPU span",
-                    "GPU idle", "other threads' kernels", "GPU busy"], body, "llrrrrrrr")
+                    "GPU idle", "other threads' kernels", "GPU busy"]
+                   + (["process"] if many else []), body, "llrrrrrrr" + ("l" if many else ""))
     return lines + [""] + _more(left_out)
+
+
+def process(e: RangeEntry) -> str:
+    """A range's process, with the GPUs its kernels ran on (ranks run one GPU each)."""
+    gpus = ",".join(map(str, e.devices))
+    return f"pid {e.pid}" + (f" (GPU {gpus})" if gpus else "")
 
 
 def _other(e: RangeEntry) -> str:
