@@ -24,6 +24,7 @@ Inputs are never modified; outputs are written to a temporary file and renamed.
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import sys
 import tempfile
@@ -72,10 +73,59 @@ def write_report(out: Path, stem: str, doc: Any, markdown: str, what: str) -> in
     return 0
 
 
+def trace_paths(given: list[str]) -> list[Path]:
+    """The exports named: files, folders (every *.sqlite inside) or glob patterns."""
+    import glob
+
+    out: list[Path] = []
+    for g in given:
+        p = Path(g)
+        if p.is_dir():
+            out += sorted(p.glob("*.sqlite"))
+        elif any(c in g for c in "*?[") and not p.exists():
+            out += [Path(x) for x in sorted(glob.glob(g))]
+        else:
+            out.append(p)
+    if not out:
+        raise InputError(f"{', '.join(given)}: no export found")
+    return out
+
+
 def cmd_systems(args: argparse.Namespace) -> int:
-    doc = systems_doc(Path(args.trace), Path(args.meta) if args.meta else None,
+    paths = trace_paths(args.trace)
+    if len(paths) > 1:
+        return cmd_ranks(paths, Path(args.output), args)
+    doc = systems_doc(paths[0], Path(args.meta) if args.meta else None,
                       Path(args.torch_logs) if args.torch_logs else None)
-    out = Path(args.output)
+    return write_systems(Path(args.output), doc)
+
+
+def cmd_ranks(paths: list[Path], out: Path, args: argparse.Namespace) -> int:
+    """Several exports, one per rank: each rank's report in DIR/rank<k>/, and ranks.md."""
+    from .ranks import analyze_ranks, rank_of
+    from .render.ranks_md import render_ranks
+
+    for p in paths:
+        connect_check(p)
+    jobs = args.jobs or min(len(paths), os.cpu_count() or 1)
+    docs, ranks = analyze_ranks(paths, args.step, jobs)
+    folders = {}
+    for doc, row in zip(docs, [rank_of(p, i) for i, p in enumerate(paths)], strict=True):
+        folders[row] = f"rank{row}"
+        write_systems(out / folders[row], doc)
+        write_atomic(out / folders[row] / "README.md",
+                     render_page(doc, None, {}, f"rank {row}"))
+    return write_report(out, "ranks", ranks, render_ranks(ranks, folders),
+                        f"{len(paths)} ranks")
+
+
+def connect_check(path: Path) -> None:
+    """Fail early, naming the file, when one of several exports is not readable."""
+    nsys_sqlite.connect(path).close()
+
+
+def write_systems(out: Path, doc: SystemsDoc) -> int:
+    """systems.json/.md, the CSV tables and the plots of one systems document."""
     images = {k: name for k, name, draw in (
         ("time", "time_per_iter.png", plots.time_bars_png),
         ("timeline", "timeline.png", plots.timeline_png))
@@ -183,7 +233,13 @@ def parser(prog: str = "python -m analysis", epilog: str | None = None
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("systems", help="Nsight Systems export -> systems.{json,md}, plots")
-    s.add_argument("trace", help="TRACE.sqlite (nsys export --type=sqlite) or TRACE.nsys-rep")
+    s.add_argument("trace", nargs="+", help="TRACE.sqlite (nsys export --type=sqlite) or "
+                   "TRACE.nsys-rep; several (files, a folder, a glob): one per rank, and a "
+                   "cross-rank report")
+    s.add_argument("--step", help="with several ranks: the step range (default: the range "
+                   "ending in 'step' with most instances)")
+    s.add_argument("--jobs", type=int, help="with several ranks: worker processes (default: "
+                   "one per export, at most the cores)")
     s.add_argument("--torch-logs", help="TORCH_LOGS=graph_breaks,recompiles output file")
     s.add_argument("--meta", help="meta.json written by the runner beside the trace")
     s.add_argument("-o", "--output", required=True, help="output folder")

@@ -252,6 +252,33 @@ class SystemsDoc:
     schema: str = "systems/1"
 
 
+# --- ranks/1: several ranks side by side ----------------------------------------------------
+
+@dataclass
+class RankRow:
+    """One rank's step, per step (means over its step range's instances)."""
+
+    rank: int
+    steps: int
+    path: str
+    step_ns: float
+    compute_kernel_ns: float          # non-NCCL kernels that started inside the steps
+    nccl_kernel_ns: float             # nccl* kernels that started inside the steps
+    nccl_kernel_total_ns: int         # every nccl* kernel of the export
+    exposed_comm_ns: float            # NCCL kernel time with no compute kernel beside it
+    busy_pct: float                   # of the step's wall time, any GPU op of the process
+
+
+@dataclass
+class RanksDoc:
+    """The cross-rank report of several per-rank exports."""
+
+    ranks: list[RankRow]
+    skew_ns: float = 0.0              # slowest minus fastest step time
+    findings: list[Finding] = field(default_factory=list)
+    schema: str = "ranks/1"
+
+
 # --- compute/1 ----------------------------------------------------------------------------
 
 @dataclass

@@ -180,10 +180,12 @@ def _events(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str, An
 
 
 def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
-          torch_events: pd.DataFrame | list[dict] | None = None) -> SystemsDoc:
-    """The systems/1 document for one export, with its findings."""
+          torch_events: pd.DataFrame | list[dict] | None = None,
+          trace: model.Trace | None = None) -> SystemsDoc:
+    """The systems/1 document for one export, with its findings (`trace`: the export's
+    attributed trace, when the caller already made it)."""
     meta, events = as_meta(meta), _events(torch_events)
-    trace = model.attribute(export)
+    trace = trace if trace is not None else model.attribute(export)
     if events:
         events = compile_events.place(trace, events)
     kernels = rng.kernel_table(trace)

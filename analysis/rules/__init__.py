@@ -30,6 +30,7 @@ class Context:
     systems: SystemsDoc | None = None
     compute: ComputeDoc | None = None
     trace: Any = None                      # model.Trace for systems rules
+    ranks: list[Any] = field(default_factory=list)        # RankRow per rank, rank rules
     cache: dict[str, Any] = field(default_factory=dict)   # facts several rules share
 
     def analyzed_ns(self) -> float:
@@ -43,6 +44,8 @@ class Context:
             return min(float(roots), trace) if roots else trace
         if self.compute is not None:
             return float(sum(k.duration_ns or 0 for k in self.compute.kernels))
+        if self.ranks:
+            return float(sum(x.step_ns * x.steps for x in self.ranks) / len(self.ranks))
         return 0.0
 
     @cached_property
@@ -94,7 +97,7 @@ class Context:
 @dataclass(frozen=True)
 class Rule:
     id: str
-    source: str                     # "systems" | "compute"
+    source: str                     # "systems" | "compute" | "ranks"
     severity: Severity              # the usual severity (a rule may lower it, and says so)
     doc: str                        # one line: when it fires
     thresholds: dict[str, float]
@@ -139,7 +142,7 @@ def run(source: str, ctx: Context) -> list[Finding]:
 
 
 def _load() -> None:
-    from . import systems_rules, compute_rules  # noqa: F401, I001  (registers, in order)
+    from . import systems_rules, compute_rules, rank_rules  # noqa: F401, I001  (in order)
 
 
 def markdown_table() -> list[str]:
