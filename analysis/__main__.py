@@ -81,7 +81,10 @@ def trace_paths(given: list[str]) -> list[Path]:
     for g in given:
         p = Path(g)
         if p.is_dir():
-            out += sorted(p.glob("*.sqlite"))
+            found = sorted(p.glob("*.sqlite"))
+            if not found:
+                raise InputError(f"{p}: is a directory with no .sqlite export in it")
+            out += found
         elif any(c in g for c in "*?[") and not p.exists():
             out += [Path(x) for x in sorted(glob.glob(g))]
         else:
