@@ -111,7 +111,7 @@ def cmd_ranks(paths: list[Path], out: Path, args: argparse.Namespace) -> int:
     for p in paths:
         connect_check(p)
     jobs = args.jobs or min(len(paths), os.cpu_count() or 1)
-    docs, ranks = analyze_ranks(paths, args.step, jobs)
+    docs, ranks = analyze_ranks(paths, args.step, jobs, args.dask)
     folders = {}
     for doc, row in zip(docs, [rank_of(p, i) for i, p in enumerate(paths)], strict=True):
         folders[row] = f"rank{row}"
@@ -243,6 +243,8 @@ def parser(prog: str = "python -m analysis", epilog: str | None = None
                    "ending in 'step' with most instances)")
     s.add_argument("--jobs", type=int, help="with several ranks: worker processes (default: "
                    "one per export, at most the cores)")
+    s.add_argument("--dask", metavar="ADDRESS", help="with several ranks: run one task per "
+                   "export on this Dask scheduler ('local': a cluster of this machine)")
     s.add_argument("--torch-logs", help="TORCH_LOGS=graph_breaks,recompiles output file")
     s.add_argument("--meta", help="meta.json written by the runner beside the trace")
     s.add_argument("-o", "--output", required=True, help="output folder")

@@ -102,11 +102,15 @@ def analyze_rank(path: str, rank: int, step: str | None) -> tuple[SystemsDoc, Ra
     return systems.build(export, trace=trace), rank_row(trace, rank, step)
 
 
-def analyze_ranks(paths: list[Path], step: str | None, jobs: int
+def analyze_ranks(paths: list[Path], step: str | None, jobs: int, dask: str | None = None
                   ) -> tuple[list[SystemsDoc], RanksDoc]:
-    """Every rank's export, in parallel on `jobs` worker processes (1: in this one)."""
+    """Every rank's export, one task each: on a Dask cluster (`dask`: a scheduler address,
+    or "local" for a cluster of this machine's cores; the `dask` extra), else on `jobs`
+    local worker processes (1: in this one). The results are the same either way."""
     args = [(str(p), rank_of(p, i), step) for i, p in enumerate(paths)]
-    if jobs > 1:
+    if dask:
+        results = _on_dask(dask, args)
+    elif jobs > 1:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -114,3 +118,22 @@ def analyze_ranks(paths: list[Path], step: str | None, jobs: int
     else:
         results = [analyze_rank(*a) for a in args]
     return [d for d, _ in results], compare([r for _, r in results])
+
+
+def _on_dask(address: str, args: list[tuple]) -> list[tuple[SystemsDoc, RankRow]]:
+    """Run analyze_rank over `args` on a Dask cluster, one task per export."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:
+        from .errors import ToolMissing
+
+        raise ToolMissing("--dask needs Dask distributed: pip install "
+                          "'nsight-workflows[dask]'") from exc
+    cluster = LocalCluster(processes=True, dashboard_address=None) \
+        if address == "local" else None
+    with Client(cluster or address) as client:
+        futures = client.map(analyze_rank, *zip(*args, strict=True), pure=False)
+        results = client.gather(futures)
+    if cluster is not None:
+        cluster.close()
+    return results

@@ -60,3 +60,11 @@ def test_a_bad_export_among_several_is_named(tmp_path: Path, capsys) -> None:
     assert main(["systems", str(DATA / "ddp_balanced" / "rank0.sqlite"), str(bad),
                  "-o", str(tmp_path / "o")]) == 2
     assert "rank2.sqlite" in capsys.readouterr().err
+
+
+def test_dask_gives_the_same_report_as_one_job(tmp_path: Path) -> None:
+    """One task per export on a local Dask cluster: the same report as --jobs 1."""
+    pytest.importorskip("distributed")
+    one = _ranks(tmp_path / "a", "--jobs", "1", str(DATA / "ddp_straggler"))
+    dask = _ranks(tmp_path / "b", "--dask", "local", str(DATA / "ddp_straggler"))
+    assert one == dask
