@@ -54,9 +54,15 @@ def compute_report(csv: str | Path, meta: str | Path | dict[str, Any] | None = N
 
 
 def ranges_frame(doc: SystemsDoc) -> pd.DataFrame:
-    """One row per NVTX range entry (its kernels in kernels_frame)."""
-    return pd.DataFrame([{k: v for k, v in dataclasses.asdict(e).items() if k != "kernels"}
-                         for e in doc.ranges])
+    """One row per NVTX range entry, its scalar fields (kernels: kernels_frame; the other
+    threads' list is summed in other_threads_*)."""
+    if not doc.ranges:
+        return pd.DataFrame()
+    names = [f.name for f in dataclasses.fields(doc.ranges[0])
+             if f.name not in ("kernels", "other_threads", "devices")]
+    frame = pd.DataFrame([[getattr(e, n) for n in names] for e in doc.ranges], columns=names)
+    frame["devices"] = [",".join(map(str, e.devices)) for e in doc.ranges]
+    return frame
 
 
 def kernels_frame(doc: SystemsDoc) -> pd.DataFrame:

@@ -54,27 +54,26 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
     CUDA devices of each key's kernels."""
     devices = devices or {}
     per_key: dict[int, list[KernelStat]] = {}
-    cols = [kernels[c].to_numpy() for c in ("key", "count", "total_ns", "min_ns", "max_ns",
-                                             "avg_ns")]
+    cols = [kernels[c].to_numpy().tolist() for c in ("key", "count", "total_ns", "min_ns",
+                                                      "max_ns", "avg_ns")]
     for key, name, count, total, lo, hi, avg in zip(cols[0], kernels["name"].astype(str),
                                                    *cols[1:], strict=True):
-        per_key.setdefault(int(key), []).append(KernelStat(
-            name=name, count=int(count), total_ns=int(total), avg_ns=round(float(avg), 1),
-            min_ns=int(lo), max_ns=int(hi)))
-    entries = [RangeEntry(name=r.path, domain=r.domain if isinstance(r.domain, str) else None,
-                          pid=int(r.pid), devices=devices.get(int(r.key), []),
-                          instances=int(r.instances), kernel_count=int(r.kernel_count),
-                          kernel_time_ns=int(r.kernel_time_ns),
-                          gpu_span_ns=int(r.gpu_span_ns), gpu_idle_ns=int(r.gpu_idle_ns),
-                          kernels=per_key.get(int(r.key), []))
-               for r in summary.itertuples(index=False)]
-    if threads is not None:
-        extra, launches = threads
-        cols = {c: extra[c].to_dict() for c in extra.columns}
-        for e, key in zip(entries, summary["key"].tolist(), strict=True):
-            for c, values in cols.items():
-                setattr(e, c, int(values.get(key, 0)))
-            e.other_threads = [ThreadLaunches(**t) for t in launches.get(key, [])]
+        per_key.setdefault(key, []).append(KernelStat(name, count, total, round(avg, 1),
+                                                      lo, hi))
+    keys = summary["key"].tolist()
+    extra, launches = threads if threads is not None else (None, {})
+    more = {c: extra[c].reindex(keys, fill_value=0).tolist() for c in extra.columns} \
+        if extra is not None else {}
+    entries = []
+    for i, r in enumerate(summary.itertuples(index=False)):
+        e = RangeEntry(name=r.path, domain=r.domain if isinstance(r.domain, str) else None,
+                       pid=int(r.pid), devices=devices.get(r.key, []),
+                       instances=int(r.instances), kernel_count=int(r.kernel_count),
+                       kernel_time_ns=int(r.kernel_time_ns), gpu_span_ns=int(r.gpu_span_ns),
+                       gpu_idle_ns=int(r.gpu_idle_ns), kernels=per_key.get(r.key, []),
+                       **{c: int(v[i]) for c, v in more.items()})
+        e.other_threads = [ThreadLaunches(**t) for t in launches.get(r.key, [])]
+        entries.append(e)
     return entries
 
 
@@ -85,8 +84,11 @@ def key_devices(trace: model.Trace) -> dict[int, list[int]]:
     kern = trace.kernel_pairs()
     dev = trace.ops["device_id"].to_numpy()[kern["call"].to_numpy(dtype="int64")]
     pairs = pd.DataFrame({"key": kern["key"].to_numpy(), "device": dev}).drop_duplicates()
-    return {int(k): sorted(int(d) for d in g["device"] if d >= 0)
-            for k, g in pairs.groupby("key")}
+    pairs = pairs[pairs["device"] >= 0].sort_values(["key", "device"])
+    out: dict[int, list[int]] = {}
+    for k, d in zip(pairs["key"].tolist(), pairs["device"].tolist(), strict=True):
+        out.setdefault(k, []).append(d)
+    return out
 
 
 WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
@@ -104,7 +106,7 @@ def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]]) -> Non
         if e.name in compiled_in:
             e.warmup = (f"torch.compile compiled here ({compiled_in[e.name]} graph break or "
                         "recompile event(s) in TORCH_LOGS)")
-        elif any(WARMUP_NAME.search(part) for part in e.name.split("/")):
+        elif "warm" in e.name.lower() and WARMUP_NAME.search(e.name):
             e.warmup = "named as warm-up"
 
 
