@@ -22,6 +22,7 @@ VARIANT ?=
 LAUNCH_COUNT ?=
 COPIES ?= 100 300 1000
 THRESHOLD ?= 5
+METRIC ?= auto
 BASE ?=
 NEW ?=
 
@@ -35,7 +36,7 @@ help: ## list targets and their variables
 	@echo "           SIZE=$(SIZE) (default|small)"
 	@echo "           ITERS=$(ITERS) NCU_ITERS=$(NCU_ITERS) CLOCK_CONTROL=$(CLOCK_CONTROL) (none|base)"
 	@echo "           LAUNCH_COUNT=$(LAUNCH_COUNT) RUNS=$(RUNS) PY=$(PY)"
-	@echo "           BASE=$(BASE) NEW=$(NEW) THRESHOLD=$(THRESHOLD) COPIES=$(COPIES)"
+	@echo "           BASE=$(BASE) NEW=$(NEW) THRESHOLD=$(THRESHOLD) METRIC=$(METRIC) COPIES=$(COPIES)"
 
 setup: ## create .venv and install the package with test dependencies (CPU torch for kernel tests)
 	python3 -m venv .venv
@@ -70,8 +71,8 @@ report: ## NAME=name (or WORKLOAD=...): latest systems (+ compute) run -> report
 	    -o reports/$(NAME))
 	$(PY) -m analysis page reports/$(NAME)
 
-diff: ## BASE=runs/w/a NEW=runs/w/b [THRESHOLD=5]: per-variant change; fails on a regression
-	$(PY) -m analysis diff $(BASE) $(NEW) --threshold $(THRESHOLD)
+diff: ## BASE=runs/w/a NEW=runs/w/b [THRESHOLD=5] [METRIC=span|kernel|busy]: fails on a regression
+	$(PY) -m analysis diff $(BASE) $(NEW) --threshold $(THRESHOLD) --metric $(METRIC)
 
 compute: ## KERNEL=name|file.py [VARIANT=v] or SCRIPT="cmd" NAME=n [NVTX_INCLUDE=f]: ncu -> reports/NAME/compute.md
 	$(need_name)
@@ -92,7 +93,7 @@ profile-all: ## make profile for every registered workload
 	@for w in $$($(PY) -c "from workflows.workloads import REGISTRY; print(' '.join(REGISTRY))"); do \
 	    $(MAKE) --no-print-directory profile WORKLOAD=$$w NAME=$$w || exit 1; done
 
-bench: ## [WORKLOAD=a,b]: median times vs measured ceilings -> reports/bench/<gpu>.md
+bench: ## [WORKLOAD=a,b]: median times vs true and measured ceilings -> reports/bench/<gpu>.md
 	$(PY) -m workflows.bench $(if $(filter command line,$(origin WORKLOAD)),--workloads $(WORKLOAD)) \
 	    --size $(SIZE) -o reports/bench
 
