@@ -17,7 +17,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from .model import Trace
 
-SEQUENCE_COLUMNS = ["path", "name", "demangled_name", "duration_ns"]
+SEQUENCE_COLUMNS = ["pid", "path", "name", "demangled_name", "duration_ns"]
 SUMMARY_COLUMNS = ["key", "pid", "domain", "path", "instances", "kernel_count",
                    "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns", "graph_launches"]
 
@@ -128,15 +128,17 @@ def summarize(trace: Trace, kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def kernel_sequences(trace: Trace) -> pd.DataFrame:
-    """Kernels of each range path in launch order: path, name, demangled_name, duration_ns.
-
-    A kernel appears once per path (also when several instances or keys share the path),
+    """Kernels of each range path in launch order: pid, path, name, demangled_name,
+    duration_ns. A kernel appears once per process and path (also when several instances
+    or keys share the path),
     so rules can look at neighbours in launch order without listing ranges one by one.
     """
     kern = trace.kernel_pairs()
-    kern["path"] = trace.keys["path"].to_numpy()[kern["key"].to_numpy(dtype="int64")]
-    kern = kern.drop_duplicates(["path", "call"])
-    return kern.sort_values(["path", "api_start_ns"], kind="stable")[
+    keys = kern["key"].to_numpy(dtype="int64")
+    kern["path"] = trace.keys["path"].to_numpy()[keys]
+    kern["pid"] = trace.keys["pid"].to_numpy()[keys]
+    kern = kern.drop_duplicates(["pid", "path", "call"])
+    return kern.sort_values(["pid", "path", "api_start_ns"], kind="stable")[
         SEQUENCE_COLUMNS].reset_index(drop=True)
 
 

@@ -212,10 +212,30 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         ops=op_table(trace), kernel_summary=summary.kernel_summary(export.ops),
         gpu_busy=summary.gpu_busy(export.ops))
     if len(trace.ranges):
-        doc.findings = rules.run("systems", rules.Context(
-            meta=meta, events=events or [], systems=doc, trace=trace))
+        doc.findings = run_rules(doc, meta, events or [], trace)
     add_levers(doc, meta)
     return doc
+
+
+def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],
+              trace: model.Trace) -> list:
+    """The systems rules, once per process (ranges of different processes never meet in
+    a rule); with several processes each finding says which one."""
+    pids = sorted({e.pid for e in doc.ranges if e.pid is not None})
+    if len(pids) <= 1:
+        return rules.run("systems", rules.Context(meta=meta, events=events, systems=doc,
+                                                  trace=trace))
+    cache: dict[str, Any] = {}
+    found = []
+    for pid in pids:
+        ctx = rules.Context(meta=meta, events=events, systems=doc, trace=trace, pid=pid,
+                            cache=cache)
+        for f in rules.run("systems", ctx):
+            f.message = f"[pid {pid}] {f.message}"
+            f.evidence = {**f.evidence, "pid": pid}
+            found.append(f)
+        cache.pop("idle", None)                   # per process, unlike the sequences
+    return sorted(found, key=rules.sort_key)
 
 
 def floor_ns(meta: Meta, gpus: list[Gpu]) -> float | None:

@@ -231,3 +231,13 @@ def test_recompiles_are_placed_in_their_range_and_not_called_launch_bound() -> N
     assert not idle & {"batch_8", "batch_16", "batch_24", "batch_32"}
     warm = {e.name: e.warmup for e in doc.ranges}
     assert all(warm[f"batch_{b}"] for b in (8, 16, 24, 32))
+
+
+def test_rules_look_at_one_process_at_a_time() -> None:
+    """Two ranks' processes in one export: a range name exists in both, and each process
+    gets its own findings, naming it."""
+    doc = systems.build(nsys_sqlite.load(DATA / "ddp_single" / "trace.sqlite"))
+    bwd = [f for f in doc.findings if f.rule == "other_thread_kernels"
+           and f.range == "ddp_run/ddp_step/bwd"]
+    assert sorted(f.evidence["pid"] for f in bwd) == sorted({e.pid for e in doc.ranges})
+    assert all(f.message.startswith(f"[pid {f.evidence['pid']}]") for f in bwd)

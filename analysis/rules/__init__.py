@@ -31,6 +31,7 @@ class Context:
     compute: ComputeDoc | None = None
     trace: Any = None                      # model.Trace for systems rules
     ranks: list[Any] = field(default_factory=list)        # RankRow per rank, rank rules
+    pid: int | None = None                 # systems rules look at one process at a time
     cache: dict[str, Any] = field(default_factory=dict)   # facts several rules share
 
     def analyzed_ns(self) -> float:
@@ -52,13 +53,16 @@ class Context:
     def entries(self) -> dict[str, Any]:
         """systems range entries by path, warm-up ranges left out (they ran compilation:
         only the compile rules look at them)."""
-        return {e.name: e for e in (self.systems.ranges if self.systems else [])
-                if not e.warmup}
+        return {e.name: e for e in self._ranges() if not e.warmup}
 
     @cached_property
     def all_entries(self) -> dict[str, Any]:
         """systems range entries by path, warm-up included."""
-        return {e.name: e for e in (self.systems.ranges if self.systems else [])}
+        return {e.name: e for e in self._ranges()}
+
+    def _ranges(self) -> list[Any]:
+        ranges = self.systems.ranges if self.systems else []
+        return [e for e in ranges if self.pid is None or e.pid == self.pid]
 
     @cached_property
     def instance_idle_ns(self) -> Any:
@@ -75,7 +79,11 @@ class Context:
 
         if self.trace is None:
             return pd.DataFrame(columns=SEQUENCE_COLUMNS)
-        return kernel_sequences(self.trace)
+        if "sequences" not in self.cache:          # one computation for every process
+            self.cache["sequences"] = kernel_sequences(self.trace)
+        seq = self.cache["sequences"]
+        return seq[seq["pid"] == self.pid].reset_index(drop=True) if self.pid is not None \
+            else seq
 
     @cached_property
     def kernel_leaves(self) -> list[str]:
@@ -83,7 +91,7 @@ class Context:
         (warm-up ranges left out)."""
         from ..ranges import leaf_paths
 
-        warm = {e.name for e in (self.systems.ranges if self.systems else []) if e.warmup}
+        warm = {e.name for e in self._ranges() if e.warmup}
         return sorted(leaf_paths(self.sequences["path"].unique().tolist()) - warm)
 
     @cached_property

@@ -208,9 +208,10 @@ def _idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
     if trace is None:
         return []
     per_key = summarize_gaps(trace.gaps, trace.ranges, GAP_NS)
-    paths = trace.keys["path"]
+    paths, pids = trace.keys["path"], trace.keys["pid"]
     gap_rows = {paths[k]: g for k, g in zip(per_key["key"], per_key.to_dict("records"),
-                                           strict=True)}
+                                           strict=True)
+                if ctx.pid is None or pids[k] == ctx.pid}
     medians = ctx.sequences.groupby("path")["duration_ns"].median()
     compiled = {ev["range"] for ev in ctx.events if ev.get("range")}
     out = []
