@@ -43,6 +43,8 @@ def test_every_document_the_cli_writes_validates(tmp_path: Path) -> None:
         _validate(out / "systems.json", "systems")
     for meta in sorted(DATA.glob("*/meta.json")) + sorted(DATA.glob("ncu/*_meta.json")):
         _validate(meta, "meta")
+    assert main(["systems", str(DATA / "ddp_straggler"), "-o", str(tmp_path / "ranks")]) == 0
+    _validate(tmp_path / "ranks" / "ranks.json", "ranks")
 
 
 def test_a_wrong_document_fails_validation(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
     python -m analysis.schemas [--check]
 
-writes meta.schema.json, systems.schema.json and compute.schema.json beside this file
+writes meta, systems, compute and ranks .schema.json beside this file
 (`--check`: exit 1 when a committed file differs from what the types give). A test keeps
 the files in step with the types and validates every document the command line writes.
 """
@@ -16,10 +16,10 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from ..documents import ComputeDoc, Meta, SystemsDoc
+from ..documents import ComputeDoc, Meta, RanksDoc, SystemsDoc
 
 HERE = Path(__file__).parent
-DOCUMENTS = {"meta": Meta, "systems": SystemsDoc, "compute": ComputeDoc}
+DOCUMENTS = {"meta": Meta, "systems": SystemsDoc, "compute": ComputeDoc, "ranks": RanksDoc}
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
