@@ -23,17 +23,19 @@ LAUNCH_COUNT ?=
 COPIES ?= 100 300 1000
 THRESHOLD ?= 5
 METRIC ?= auto
+NPROC ?= 1
+STRAGGLER ?=
 BASE ?=
 NEW ?=
 
-.PHONY: help setup test test-gpu lint demo systems report compute profile profile-all diff bench \
+.PHONY: help setup test test-gpu lint demo systems report report-one compute profile profile-all diff bench \
         sweep bench-analysis
 
 help: ## list targets and their variables
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "variables: WORKLOAD=$(WORKLOAD) (name, file.py or file.py:NAME) KERNEL=$(KERNEL) VARIANT=$(VARIANT)"
 	@echo "           SCRIPT=\"python train.py ...\" NAME=run-and-report-name NVTX_INCLUDE=step/fwd/"
-	@echo "           SIZE=$(SIZE) (default|small)"
+	@echo "           SIZE=$(SIZE) (default|small) NPROC=$(NPROC) STRAGGLER=$(STRAGGLER) (ddp_step)"
 	@echo "           ITERS=$(ITERS) NCU_ITERS=$(NCU_ITERS) CLOCK_CONTROL=$(CLOCK_CONTROL) (none|base)"
 	@echo "           LAUNCH_COUNT=$(LAUNCH_COUNT) RUNS=$(RUNS) PY=$(PY)"
 	@echo "           BASE=$(BASE) NEW=$(NEW) THRESHOLD=$(THRESHOLD) METRIC=$(METRIC) COPIES=$(COPIES)"
@@ -58,10 +60,15 @@ demo: ## render every committed H200 capture (tests/data) into runs/demo/ (no GP
 
 systems: ## WORKLOAD=name|file.py or SCRIPT="cmd" NAME=n: nsys timeline -> reports/NAME/README.md
 	$(need_name)
-	$(PY) -m workflows.nsys $(if $(SCRIPT),,--size $(SIZE) --iters $(ITERS)) $(TARGET)
+	$(PY) -m workflows.nsys $(if $(SCRIPT),,--size $(SIZE) --iters $(ITERS)) \
+	    $(if $(filter-out 1,$(NPROC)),--nproc $(NPROC)) $(if $(STRAGGLER),--straggler $(STRAGGLER)) $(TARGET)
 	$(MAKE) --no-print-directory report NAME=$(NAME)
 
 report: ## NAME=name (or WORKLOAD=...): latest systems (+ compute) run -> reports/NAME/README.md
+	$(if $(wildcard $(RUN)/rank0.sqlite),$(PY) -m analysis systems $(RUN) -o reports/$(NAME),\
+	    $(MAKE) --no-print-directory report-one NAME=$(NAME))
+
+report-one:
 	@test -e $(RUN)/trace.sqlite || { echo "no complete run of $(NAME) under $(RUNS)/:" \
 	    "run make systems first" >&2; exit 2; }
 	$(PY) -m analysis systems $(RUN)/trace.sqlite --meta $(RUN)/meta.json \

@@ -99,13 +99,17 @@ def systems_json(path: Path, meta: dict | None = None, events=None) -> dict:
 
 def simulated_tools(argv: list[str]) -> tuple[int, str]:
     """Stands in for nsys, ncu and the runner they start: writes the files each would."""
+    ranks = [int(a.split("=")[1]) for a in argv if a.startswith("--nproc-per-node=")]
+    nproc = ranks[0] if ranks else 0
     if "--out" in argv and any(a.endswith("workflows.runner") for a in argv):
         out = Path(argv[argv.index("--out") + 1])
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "meta.json").write_text('{"ranges": {}}')
+        for folder in [out / f"rank{k}" for k in range(nproc)] or [out]:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "meta.json").write_text('{"ranges": {}}')
     outputs = [a[len("--output="):] for a in argv if a.startswith("--output=")]
-    if len(argv) > 1 and argv[1] == "profile" and outputs:
-        Path(outputs[0] + ".nsys-rep").write_bytes(b"x")
+    if "profile" in argv and outputs:
+        for k in range(max(nproc, 1)):
+            Path(outputs[0].replace("%q{RANK}", str(k)) + ".nsys-rep").write_bytes(b"x")
     if len(argv) > 1 and argv[1] == "export" and outputs:
         Path(outputs[0]).write_bytes(b"x")
     if "--import" in argv:

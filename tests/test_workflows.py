@@ -141,7 +141,7 @@ def test_registry_cost_models() -> None:
     mm = registry.get("matmul_relu")
     cost = mm.cost(mm.shapes("default"), mm.dtype)
     assert cost.flops == 2 * 4096**3 and cost.min_bytes == 3 * 4096 * 4096 * 2
-    with pytest.raises(KeyError, match="known: add_relu, attention, attention_causal, gelu"):
+    with pytest.raises(KeyError, match="known: add_relu, attention, attention_causal, ddp_step"):
         registry.get("nope")
 
 
@@ -268,7 +268,7 @@ def test_every_registered_variant_builds_without_a_gpu() -> None:
 
 
 def test_every_workload_is_registered_once() -> None:
-    assert len(registry.REGISTRY) == len(registry.WORKLOADS) == 11
+    assert len(registry.REGISTRY) == len(registry.WORKLOADS) == 12
 
 
 def test_train_step_runs_on_the_cpu() -> None:
@@ -300,3 +300,38 @@ def test_sub_ranges_only_inside_the_timed_range(monkeypatch) -> None:
     with nvtx_ranges.nvtx_range("bwd"):
         pass
     assert pushed == ["eager", "fwd", "pop", "pop"]
+
+
+def test_ranks_under_torchrun_one_export_each(monkeypatch, fake_tools, tmp_path: Path) -> None:
+    """make systems WORKLOAD=ddp_step NPROC=2: torchrun starts nsys per rank, each writes
+    rank<k>.nsys-rep and its runner rank<k>/meta.json; latest moves once all are there."""
+    _mocked(monkeypatch, fake_tools)
+    assert nsys.main(["ddp_step", "--nproc", "2", "--straggler", "1", "--runs",
+                      str(tmp_path)]) == 0
+    prof = fake_tools.calls[0]
+    assert prof[1:5] == ["-m", "torch.distributed.run", "--nproc-per-node=2", "--no-python"]
+    assert prof[5].endswith("nsys") and prof[6] == "profile"
+    assert any(a.endswith("rank%q{RANK}") for a in prof)
+    assert prof[-2:] == ["--straggler", "1"] and "workflows.runner" in " ".join(prof)
+    assert [c[1] for c in fake_tools.calls[1:]] == ["export", "export"]
+    latest = tmp_path / "ddp_step" / "latest"
+    assert (latest / "rank1.sqlite").is_file() and (latest / "rank1" / "meta.json").is_file()
+
+
+def test_ddp_step_trains_alone_on_the_cpu() -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("nvtx")
+    w = registry.REGISTRY["ddp_step"]
+    x, m = w.make_inputs(w.shapes("small"), w.dtype, "cpu")
+    step = w.variants["ddp"]()
+    losses = [float(step(x, m)) for _ in range(3)]
+    assert losses[-1] < losses[0]
+
+
+def test_runner_writes_per_rank_under_torchrun(monkeypatch, tmp_path: Path) -> None:
+    from workflows import runner
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert runner.rank_out(tmp_path) == tmp_path / "rank1"
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert runner.rank_out(tmp_path) == tmp_path

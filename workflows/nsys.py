@@ -2,6 +2,7 @@
 
     python -m workflows.nsys WORKLOAD [--size S] [--iters N] [--runs DIR] [--name NAME]
     python -m workflows.nsys --name NAME [--runs DIR] -- COMMAND [ARG ...]
+    python -m workflows.nsys ddp_step --nproc 2 [--straggler 1]     # one export per rank
 
 WORKLOAD is a registered name, a workload file (`examples/rmsnorm.py`) or `FILE.py:NAME`;
 it runs under the toolkit's runner, which writes meta.json. A COMMAND (after `--`, run as
@@ -75,6 +76,8 @@ def capture(args: argparse.Namespace) -> Path:
     nsys = find_nsys()
     if not gpu_present():
         raise ToolError("no NVIDIA GPU found (nvidia-smi -L lists none); run on a GPU machine")
+    if args.nproc > 1:
+        return capture_ranks(nsys, args)
     with run_folder(args.runs, args.name, "latest", ["trace.sqlite", "meta.json"]) as run_dir:
         base = run_dir / "trace"
         env = None
@@ -92,6 +95,31 @@ def capture(args: argparse.Namespace) -> Path:
         if args.command:
             write_atomic(run_dir / "meta.json", script_meta(args.name, args.command))
     return sqlite
+
+
+def ranks_argv(nsys: Path | str, nproc: int, run_dir: Path, command: list[str]) -> list[str]:
+    """torchrun starting `nproc` processes, each profiled by its own nsys into
+    run_dir/rank<RANK> (nsys expands %q{RANK} from each process's environment)."""
+    return [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+            "--no-python", *profile_argv(nsys, run_dir / "rank%q{RANK}", command)]
+
+
+def capture_ranks(nsys: Path, args: argparse.Namespace) -> Path:
+    """One export per rank (rank<k>.sqlite, rank<k>/meta.json); returns rank0.sqlite."""
+    needed = [f"rank{k}.sqlite" for k in range(args.nproc)] + [
+        f"rank{k}/meta.json" for k in range(args.nproc)]
+    with run_folder(args.runs, args.name, "latest", needed) as run_dir:
+        command = runner_command(args.workload, args.size, args.iters, run_dir)
+        if args.straggler is not None:
+            command += ["--straggler", str(args.straggler)]
+        run_tool(ranks_argv(nsys, args.nproc, run_dir, command), "torchrun nsys profile",
+                 stream=True)
+        for k in range(args.nproc):
+            report = run_dir / f"rank{k}.nsys-rep"
+            if not report.exists():
+                raise ToolError(IMPORTER_HINT)
+            run_tool(export_argv(nsys, report, run_dir / f"rank{k}.sqlite"), "nsys export")
+    return run_dir / "rank0.sqlite"
 
 
 def torch_logs_env(path: Path) -> dict[str, str]:
@@ -136,6 +164,9 @@ def parse_target(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse
 def _arguments(p: argparse.ArgumentParser) -> None:
     add_target_arguments(p)
     p.add_argument("--iters", type=int, default=20, help="timed iterations per variant")
+    p.add_argument("--nproc", type=int, default=1, help="ranks under torchrun, one GPU and "
+                   "one export each (rank<k>.sqlite) for a workload such as ddp_step")
+    p.add_argument("--straggler", type=int, help="with --nproc: the rank given extra work")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ import dataclasses
 import importlib.metadata
 import json
 import logging
+import os
 import platform
 import subprocess
 import sys
@@ -128,7 +129,8 @@ def run(args: argparse.Namespace) -> Path:
         raise SystemExit(f"runner: workload {workload.name!r} has no variant(s) {unknown}")
     if not torch.cuda.is_available():
         raise SystemExit("runner: no CUDA GPU visible to torch; run this on a GPU machine")
-    out = Path(args.out)
+    rank = start_ranks()
+    out = rank_out(Path(args.out))
     out.mkdir(parents=True, exist_ok=True)
     run_started = started()
     shapes = workload.shapes(args.size)
@@ -156,10 +158,35 @@ def run(args: argparse.Namespace) -> Path:
         "command": [sys.executable, "-m", "workflows.runner", *sys.argv[1:]],
         "started": run_started, "code_version": code_version(),
     }
+    meta["rank"] = rank
     path = out / "meta.json"
     sibling("analysis.io").write_atomic(path, json.dumps(meta, indent=2) + "\n")
     log.info("wrote %s", path)
+    if rank is not None:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
     return path
+
+
+def rank_out(out: Path) -> Path:
+    """Where this process writes: `out`, or `out/rank<RANK>` under torchrun."""
+    return out / f"rank{os.environ['RANK']}" if int(os.environ.get("WORLD_SIZE", "1")) > 1 \
+        else out
+
+
+def start_ranks() -> int | None:
+    """Under torchrun (WORLD_SIZE > 1): take this rank's GPU and join the NCCL process
+    group; the rank, or None when alone."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl")
+    return dist.get_rank()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -170,15 +197,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=20, help="timed iterations per variant")
     p.add_argument("--variants", type=lambda s: [v for v in s.split(",") if v],
                    help="comma-separated subset of variants (default: all)")
-    p.add_argument("--out", default=".", help="folder for meta.json and torch_logs.txt")
+    p.add_argument("--out", default=".", help="folder for meta.json and torch_logs.txt "
+                   "(under torchrun: its rank<RANK>/ subfolders)")
+    p.add_argument("--straggler", type=int, help="under torchrun: the rank given extra work "
+                   "(workloads that read PROFKIT_STRAGGLER, e.g. ddp_step)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     args = parse_args(argv)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    route_torch_logs(Path(args.out) / "torch_logs.txt")
+    out = rank_out(Path(args.out))
+    out.mkdir(parents=True, exist_ok=True)
+    route_torch_logs(out / "torch_logs.txt")
+    if args.straggler is not None:
+        os.environ["PROFKIT_STRAGGLER"] = str(args.straggler)
     run(args)
     return 0
 

@@ -278,6 +278,64 @@ def train_step_cost(shapes: list[Shape], dtype: str) -> Any:
                      ideal_kernels=0)
 
 
+# --- ddp_step: data-parallel training across ranks (torchrun) ---------------------------
+
+DDP_LAYERS, DDP_EXTRA = 8, 40
+
+
+def ddp_train_step() -> Factory:
+    """One data-parallel SGD step of 8 linear layers: DDP all-reduces the gradients with
+    NCCL from its own threads while backward runs. Under torchrun (the runner starts the
+    process group) every rank runs it; alone it runs without DDP. The rank named by
+    PROFKIT_STRAGGLER (the runner's --straggler) does DDP_EXTRA extra matrix products in
+    its forward, so the others wait for it inside the all-reduce."""
+    def build() -> Variant:
+        import os
+
+        import torch
+        import torch.distributed as dist
+        import torch.nn as nn
+
+        from .nvtx_ranges import nvtx_range
+
+        state: dict[str, Any] = {}
+
+        def step(x, w):
+            if not state:
+                torch.manual_seed(0)
+                d = x.shape[-1]
+                model = nn.Sequential(*[nn.Linear(d, d) for _ in range(DDP_LAYERS)]).to(x.device)
+                if dist.is_initialized():
+                    from torch.nn.parallel import DistributedDataParallel
+
+                    model = DistributedDataParallel(model, device_ids=[x.device.index])
+                rank = dist.get_rank() if dist.is_initialized() else 0
+                state.update(model=model, opt=torch.optim.SGD(model.parameters(), lr=1e-3),
+                             extra=rank == int(os.environ.get("PROFKIT_STRAGGLER", "-1")))
+            with nvtx_range("fwd"):
+                h = x
+                for _ in range(DDP_EXTRA if state["extra"] else 0):
+                    h = torch.tanh(h @ w)
+                loss = state["model"](h).square().mean()
+            with nvtx_range("bwd"):
+                loss.backward()
+            with nvtx_range("opt"):
+                state["opt"].step()
+                state["opt"].zero_grad(set_to_none=True)
+            return loss.detach().clone()
+        return step
+    return build
+
+
+def ddp_cost(shapes: list[Shape], dtype: str) -> Any:
+    """Forward and backward of the layers (6 b d^2 FLOP each); bytes: fp32 weights read in
+    forward and backward, gradients written, SGD's read and write; no ideal kernel count."""
+    (b, d), _ = shapes
+    params = DDP_LAYERS * (d * d + d)
+    return CostModel(flops=6 * b * d * d * DDP_LAYERS, min_bytes=5 * 4 * params,
+                     ideal_kernels=0)
+
+
 WORKLOADS = [
     Workload(
         name="gelu",
@@ -346,6 +404,16 @@ WORKLOADS = [
         reference=train_step(None), cost=train_step_cost,
         tolerance={"rtol": 5e-2, "atol": 5e-2}, bench=False, compiled_from="eager",
         explain_compiled=False),
+    Workload(
+        name="ddp_step",
+        description="data-parallel SGD step of 8 linear layers (DDP, NCCL all-reduce) with "
+        "fwd / bwd / opt sub-ranges; run it on several GPUs: make systems "
+        "WORKLOAD=ddp_step NPROC=2 [STRAGGLER=1]",
+        dtype="float32", sizes={"default": [(256, 4096), (4096, 4096)],
+                                "small": [(16, 256), (256, 256)]},
+        make_inputs=randn, variants={"ddp": ddp_train_step()}, reference=ddp_train_step(),
+        cost=ddp_cost, tolerance={"rtol": 1e-3, "atol": 1e-3}, bench=False,
+        compiled_from="ddp", explain_compiled=False),
     Workload(
         name="graph_break",
         description="sin -> data-dependent `if y.sum() > 0` -> print -> cos (breaks "
