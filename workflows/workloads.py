@@ -312,16 +312,17 @@ def ddp_train_step() -> Factory:
                 rank = dist.get_rank() if dist.is_initialized() else 0
                 state.update(model=model, opt=torch.optim.SGD(model.parameters(), lr=1e-3),
                              extra=rank == int(os.environ.get("PROFKIT_STRAGGLER", "-1")))
-            with nvtx_range("fwd"):
-                h = x
-                for _ in range(DDP_EXTRA if state["extra"] else 0):
-                    h = torch.tanh(h @ w)
-                loss = state["model"](h).square().mean()
-            with nvtx_range("bwd"):
-                loss.backward()
-            with nvtx_range("opt"):
-                state["opt"].step()
-                state["opt"].zero_grad(set_to_none=True)
+            with nvtx_range("step"):              # the cross-rank report's step
+                with nvtx_range("fwd"):
+                    h = x
+                    for _ in range(DDP_EXTRA if state["extra"] else 0):
+                        h = torch.tanh(h @ w)
+                    loss = state["model"](h).square().mean()
+                with nvtx_range("bwd"):
+                    loss.backward()
+                with nvtx_range("opt"):
+                    state["opt"].step()
+                    state["opt"].zero_grad(set_to_none=True)
             return loss.detach().clone()
         return step
     return build
@@ -406,8 +407,8 @@ WORKLOADS = [
         explain_compiled=False),
     Workload(
         name="ddp_step",
-        description="data-parallel SGD step of 8 linear layers (DDP, NCCL all-reduce) with "
-        "fwd / bwd / opt sub-ranges; run it on several GPUs: make systems "
+        description="data-parallel SGD step of 8 linear layers (DDP, NCCL all-reduce), each "
+        "step a `step` range holding fwd / bwd / opt; run it on several GPUs: make systems "
         "WORKLOAD=ddp_step NPROC=2 [STRAGGLER=1]",
         dtype="float32", sizes={"default": [(256, 4096), (4096, 4096)],
                                 "small": [(16, 256), (256, 256)]},
