@@ -111,3 +111,4 @@ bench-analysis: ## time python -m analysis vs nsys stats: 0.1M-1M kernels, and a
 	$(PY) -m analysis.bench --copies $(COPIES) -o reports/bench
 	$(PY) -m analysis.bench --base tests/data/emit_nvtx_200/trace.sqlite --copies 1 \
 	    --stem analysis_nvtx_heavy -o reports/bench
+	$(PY) -m analysis.bench_ranks --ranks 16 -o reports/bench
