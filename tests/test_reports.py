@@ -307,3 +307,11 @@ def test_diff_sees_a_gpu_regression_on_a_training_step(tmp_path: Path, capsys) -
     assert len(md) < 300 and max(len(ln) for ln in md) <= 300
     head = " ".join("\n".join(md).split("| variant or range")[0].split())
     assert f"**{len(result['regressions'])} regression(s)**" in head and "more." in head
+
+
+def test_processes_get_their_own_sections(tmp_path: Path) -> None:
+    """One export of two ranks' processes: a ranges table per process, by pid and GPU."""
+    assert main(["systems", str(DATA / "ddp_single" / "trace.sqlite"), "-o", str(tmp_path)]) == 0
+    md = (tmp_path / "systems.md").read_text()
+    heads = re.findall(r"^### Process (\d+) \(GPU (\d)\)$", md, re.M)
+    assert len(heads) == 2 and sorted(g for _, g in heads) == ["0", "1"]

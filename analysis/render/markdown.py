@@ -135,14 +135,9 @@ def _more(left_out: int) -> list[str]:
 
 
 def ranges_section(doc: SystemsDoc) -> list[str]:
+    """The ranges that launched GPU work; one table per process when there are several
+    (an export of `nsys profile torchrun ...`), headed by its pid and GPUs."""
     shown, left_out = shown_ranges(doc)
-    many = len({e.pid for e in doc.ranges}) > 1
-    shown = sorted(shown, key=lambda e: e.pid or 0) if many else shown
-    body = [[esc(short(e.name)) + (" (warm-up)" if e.warmup else ""),
-             esc(e.domain or "(default)"), num(e.instances),
-             num(e.kernel_count), us(e.kernel_time_ns), us(e.gpu_span_ns),
-             us(e.gpu_idle_ns), _other(e), _busy(e)] + ([process(e)] if many else [])
-            for e in shown]
     lines = ["## NVTX ranges", "",
              "Kernels are credited to a range when the CUDA call that launched them lies "
              "inside it, on the same thread (as `nsys stats` does); a kernel counts in every "
@@ -150,20 +145,24 @@ def ranges_section(doc: SystemsDoc) -> list[str]:
              "instances; idle: span not covered by any GPU operation. Other threads: "
              "kernels that other threads of the process launched while the range was open "
              "(PyTorch's backward runs on its autograd thread); GPU busy: share of the "
-             "range's wall time during which any GPU operation of the process ran. Ranges "
-             "of different processes are separate rows.", ""]
-    if not body:
+             "range's wall time during which any GPU operation of the process ran.", ""]
+    if not shown:
         return lines + ["No NVTX range launched GPU work.", ""]
-    lines += table(["range", "domain", "instances", "kernels", "kernel time", "GPU span",
-                    "GPU idle", "other threads' kernels", "GPU busy"]
-                   + (["process"] if many else []), body, "llrrrrrrr" + ("l" if many else ""))
-    return lines + [""] + _more(left_out)
-
-
-def process(e: RangeEntry) -> str:
-    """A range's process, with the GPUs its kernels ran on (ranks run one GPU each)."""
-    gpus = ",".join(map(str, e.devices))
-    return f"pid {e.pid}" + (f" (GPU {gpus})" if gpus else "")
+    pids = sorted({e.pid or 0 for e in doc.ranges})
+    for pid in pids:
+        mine = [e for e in shown if (e.pid or 0) == pid]
+        if len(pids) > 1:
+            gpus = sorted({d for e in doc.ranges if (e.pid or 0) == pid for d in e.devices})
+            lines += [f"### Process {pid}" + (f" (GPU {', '.join(map(str, gpus))})"
+                                              if gpus else ""), ""]
+        body = [[esc(short(e.name)) + (" (warm-up)" if e.warmup else ""),
+                 esc(e.domain or "(default)"), num(e.instances), num(e.kernel_count),
+                 us(e.kernel_time_ns), us(e.gpu_span_ns), us(e.gpu_idle_ns), _other(e),
+                 _busy(e)] for e in mine]
+        lines += table(["range", "domain", "instances", "kernels", "kernel time", "GPU span",
+                        "GPU idle", "other threads' kernels", "GPU busy"], body, "llrrrrrrr")
+        lines.append("")
+    return lines + _more(left_out)
 
 
 def _other(e: RangeEntry) -> str:
