@@ -241,3 +241,32 @@ def test_rules_look_at_one_process_at_a_time() -> None:
            and f.range == "ddp_run/ddp_step/bwd"]
     assert sorted(f.evidence["pid"] for f in bwd) == sorted({e.pid for e in doc.ranges})
     assert all(f.message.startswith(f"[pid {f.evidence['pid']}]") for f in bwd)
+
+
+def test_guard_failures_are_said_short_with_their_own_fix() -> None:
+    """Dynamo's guard texts from H200 logs: the type guard loses its source excerpt and
+    gets the class fix, a size mismatch keeps its words and the dynamic-shape fix, an
+    .item() guard the scalar fix."""
+    from analysis import guards
+    from analysis.load import torch_logs
+    train = torch_logs.load(DATA / "train_step" / "torch_logs.txt")
+    why, fix = guards.explain(train[train["kind"] == "recompile"]["reason"].iloc[0])
+    assert why == ("'self' is a different type than when compiled (compiled for "
+                   "workflows.workloads._block.<locals>.Block)")
+    assert "module level" in fix and "#" not in why
+    serve = torch_logs.load(DATA / "serve_recompiles" / "torch_logs.txt")
+    reasons = serve[serve["kind"] == "recompile"]["reason"].tolist()
+    assert guards.explain(reasons[0]) == (
+        "tensor 'x' size mismatch at index 0. expected 8, actual 16", guards.SHAPE_FIX)
+    assert guards.explain("1/1: ___as_tensor(___stack0).item() == 0.15  # (unknown)") == (
+        "a Python number read with .item() changed (guarded value 0.15)", guards.ITEM_FIX)
+    assert guards.explain("0/0: ___check_type_id(x, 1), type=<class 'm.A'>")[1] == \
+        "pass the same class each call"
+    cpu = torch_logs.load(DATA / "torch_logs" / "recompile_guards_cpu.txt")
+    assert [guards.explain(r) for r in cpu["reason"]] == [
+        ("'s' is a different type than when compiled (compiled for "
+         "__main__.make.<locals>.Block)", guards.TYPE_FIX),
+        ("compiled again for another backend or mode (eager, then aot_eager)",
+         guards.BACKEND_FIX)]
+    assert guards.explain(None) == ("", guards.SHAPE_FIX)
+    assert len(guards.explain("0/0: " + "x" * 500)[0]) == 160

@@ -335,3 +335,13 @@ def test_runner_writes_per_rank_under_torchrun(monkeypatch, tmp_path: Path) -> N
     assert runner.rank_out(tmp_path) == tmp_path / "rank1"
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert runner.rank_out(tmp_path) == tmp_path
+
+
+def test_train_step_models_share_one_class() -> None:
+    """Each train_step variant builds its own model; all are one class, so torch.compile's
+    type guard holds across variants (a class made per model recompiled on the H200)."""
+    torch = pytest.importorskip("torch")
+    from workflows import workloads
+    a, b = workloads._block(32, 4), workloads._block(32, 4)
+    assert type(a) is type(b)
+    assert a(torch.randn(2, 4, 32)).shape == (2, 4, 32)

@@ -207,27 +207,36 @@ def _naive_attention(causal: bool, q, k, v):
 
 # --- train_step: a transformer block's forward, backward and optimizer step -------------
 
-def _block(d: int, heads: int) -> Any:
-    """A pre-norm transformer block: causal attention (SDPA) and a GeLU MLP."""
+@functools.cache
+def _block_class() -> Any:
+    """A pre-norm transformer block: causal attention (SDPA) and a GeLU MLP. The class is
+    made once per process (torch stays a lazy import): a class defined anew per model is a
+    new type each time, and torch.compile recompiles on the type guard."""
     import torch.nn as nn
     import torch.nn.functional as F
 
     class Block(nn.Module):
-        def __init__(self) -> None:
+        def __init__(self, d: int, heads: int) -> None:
             super().__init__()
+            self.heads = heads
             self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
             self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
             self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
         def forward(self, x):
-            b, s, _ = x.shape
-            q, k, v = self.qkv(self.norm1(x)).view(b, s, 3, heads, d // heads).permute(
-                2, 0, 3, 1, 4)
+            b, s, d = x.shape
+            q, k, v = self.qkv(self.norm1(x)).view(b, s, 3, self.heads,
+                                                   d // self.heads).permute(2, 0, 3, 1, 4)
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
             return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
-    return Block()
+    return Block
+
+
+def _block(d: int, heads: int) -> Any:
+    """A new transformer block of width d (see _block_class)."""
+    return _block_class()(d, heads)
 
 
 TRAIN_HEADS = 16

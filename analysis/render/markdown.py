@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .. import guards
 from ..documents import Finding, RangeEntry, SystemsDoc, VariantRow, top_findings
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ",
@@ -295,7 +296,8 @@ def compile_section(doc: SystemsDoc) -> list[str]:
     if events is not None:
         lines.append(f"TORCH_LOGS events: {len(events)}.")
         for ev in events:
-            lines.append(f"- {ev['kind']} at `{ev['file']}:{ev['line']}`: {esc(ev['reason'])}")
+            why = guards.explain(ev["reason"])[0] if ev["kind"] == "recompile" else ev["reason"]
+            lines.append(f"- {ev['kind']} at `{ev['file']}:{ev['line']}`: {esc(why)}")
     return lines + [""]
 
 

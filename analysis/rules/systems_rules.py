@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import guards
 from ..busy import thread_role
 from ..documents import Finding
 from ..gaps import summarize_gaps
@@ -185,13 +186,13 @@ def recompile(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for ev in (ev for ev in ctx.events if ev["kind"] == "recompile"):
         place, idle, said = _placed(ctx, ev, where, how, e, n)
+        why, fix = guards.explain(ev.get("reason"))
         out.append(r.finding(
             range=place, iterations=1 if ev.get("range") else n, impact_ns=idle,
             message=f"{ev.get('function')} at {ev.get('file')}:{ev.get('line')} was "
-            f"recompiled: {ev.get('reason') or 'guard failure not logged'} ({said}).",
+            f"recompiled: {why or 'guard failure not logged'} ({said}).",
             evidence={k: ev.get(k) for k in ("function", "file", "line", "reason", "at_ns")},
-            suggestion="keep shapes and dtypes stable across calls, or mark the varying "
-            "dimension dynamic (torch._dynamo.mark_dynamic / dynamic=True)"))
+            suggestion=fix))
     return out
 
 
