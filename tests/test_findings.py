@@ -264,7 +264,7 @@ def test_guard_failures_are_said_short_with_their_own_fix() -> None:
         "pass the same class each call"
     cpu = torch_logs.load(DATA / "torch_logs" / "recompile_guards_cpu.txt")
     assert [guards.explain(r) for r in cpu["reason"]] == [
-        ("'s' is a different type than when compiled (compiled for "
+        ("'self' is a different type than when compiled (compiled for "
          "__main__.make.<locals>.Block)", guards.TYPE_FIX),
         ("compiled again for another backend or mode (eager, then aot_eager)",
          guards.BACKEND_FIX)]

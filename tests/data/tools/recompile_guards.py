@@ -15,16 +15,24 @@ import torch.nn as nn
 
 def make(d):
     class Block(nn.Module):
-        def __init__(s): super().__init__(); s.l = nn.Linear(d, d)
-        def forward(s, x): return torch.relu(s.l(x))
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(d, d)
+
+        def forward(self, x):
+            return torch.relu(self.lin(x))
     return Block()
 
 
 @functools.cache
 def cls():
     class Block(nn.Module):
-        def __init__(s, d): super().__init__(); s.l = nn.Linear(d, d)
-        def forward(s, x): return torch.relu(s.l(x))
+        def __init__(self, d):
+            super().__init__()
+            self.lin = nn.Linear(d, d)
+
+        def forward(self, x):
+            return torch.relu(self.lin(x))
     return Block
 
 
