@@ -24,8 +24,9 @@ _MAX = 160
 
 SHAPE_FIX = ("keep shapes and dtypes stable across calls, or mark the varying dimension "
              "dynamic (torch._dynamo.mark_dynamic / dynamic=True)")
-TYPE_FIX = ("pass the same class each call: a class defined inside a function is a new type "
-            "every time it runs; define it once at module level")
+SAME_TYPE_FIX = "pass the same class each call"
+TYPE_FIX = (f"{SAME_TYPE_FIX}: a class defined inside a function is a new type every time it "
+            "runs; define it once at module level")
 OBJ_FIX = ("pass the same object each call (Dynamo guards on its identity), or make the "
            "varying object a tensor argument")
 BACKEND_FIX = ("expected when one process compiles the same function in two modes or "
@@ -40,7 +41,7 @@ def explain(reason: str | None) -> tuple[str, str]:
     text = _FRAME.sub("", (reason or "").strip())
     if m := _TYPE_ID.search(text):
         cls = m["cls"] or ""
-        fix = TYPE_FIX if "<locals>" in cls else TYPE_FIX.split(":", 1)[0]
+        fix = TYPE_FIX if "<locals>" in cls else SAME_TYPE_FIX
         said = f" (compiled for {cls})" if cls else ""
         return f"{m['name'].strip()!r} is a different type than when compiled{said}", fix
     if m := _OBJ_ID.search(text):

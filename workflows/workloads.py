@@ -242,6 +242,18 @@ def _block(d: int, heads: int) -> Any:
 TRAIN_HEADS = 16
 
 
+def _backward_and_step(loss: Any, opt: Any) -> None:
+    """The training workloads' tail: backward in a `bwd` range, the optimizer step in an
+    `opt` range."""
+    from .nvtx_ranges import nvtx_range
+
+    with nvtx_range("bwd"):
+        loss.backward()
+    with nvtx_range("opt"):
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
 def train_step(mode: str | None) -> Factory:
     """One training step in bf16 autocast with fused AdamW, `fwd` / `bwd` / `opt` in NVTX
     sub-ranges; mode None is eager, else torch.compile(model, mode=mode) ("default", or
@@ -265,11 +277,7 @@ def train_step(mode: str | None) -> Factory:
                 torch.compiler.cudagraph_mark_step_begin()
             with nvtx_range("fwd"), torch.autocast(x.device.type, dtype=torch.bfloat16):
                 loss = F.mse_loss(state["fwd"](x).float(), target.float())
-            with nvtx_range("bwd"):
-                loss.backward()
-            with nvtx_range("opt"):
-                state["opt"].step()
-                state["opt"].zero_grad(set_to_none=True)
+            _backward_and_step(loss, state["opt"])
             return loss.detach().clone()
         return step
     return build
@@ -327,11 +335,7 @@ def ddp_train_step() -> Factory:
                     for _ in range(DDP_EXTRA if state["extra"] else 0):
                         h = torch.tanh(h @ w)
                     loss = state["model"](h).square().mean()
-                with nvtx_range("bwd"):
-                    loss.backward()
-                with nvtx_range("opt"):
-                    state["opt"].step()
-                    state["opt"].zero_grad(set_to_none=True)
+                _backward_and_step(loss, state["opt"])
             return loss.detach().clone()
         return step
     return build
