@@ -48,21 +48,26 @@ from .render.compute_md import render_compute
 from .render.markdown import render_systems
 from .render.page import render_page
 
-PROGRESS_BYTES = 20 << 20   # say what is happening when a trace is larger than this
 
+def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
+                opts: argparse.Namespace | None = None) -> SystemsDoc:
+    """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys), its GPU
+    operations read window by window on `opts.jobs` processes (model.attribute_file)."""
+    from . import model
+    from .progress import progress_bar
 
-def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None) -> SystemsDoc:
-    """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys)."""
     meta = load_meta(meta_path)
     events = torch_logs.load(logs) if logs else None
-    if trace.is_file() and trace.stat().st_size > PROGRESS_BYTES:
-        print(f"analysis: reading {trace} ({trace.stat().st_size >> 20} MiB)...",
-              file=sys.stderr, flush=True)
+    opts = opts or argparse.Namespace()
     with tempfile.TemporaryDirectory() as tmp:
         db = nsys_rep_to_sqlite(trace, Path(tmp)) if trace.suffix == ".nsys-rep" else trace
-        export = nsys_sqlite.load(db)
+        export = nsys_sqlite.load(db, ops=False)
+        with progress_bar(f"analysis: {trace.name}", getattr(opts, "progress", None)) as bar:
+            tr = model.attribute_file(db, export, systems.watch_paths(meta),
+                                      chunk_rows=getattr(opts, "chunk_rows", None),
+                                      jobs=getattr(opts, "jobs", None), progress=bar)
         export.path = trace
-        return systems.build(export, meta, events)
+        return systems.build(export, meta, events, trace=tr)
 
 
 def write_report(out: Path, stem: str, doc: Any, markdown: str, what: str) -> int:
@@ -99,7 +104,7 @@ def cmd_systems(args: argparse.Namespace) -> int:
     if len(paths) > 1:
         return cmd_ranks(paths, Path(args.output), args)
     doc = systems_doc(paths[0], Path(args.meta) if args.meta else None,
-                      Path(args.torch_logs) if args.torch_logs else None)
+                      Path(args.torch_logs) if args.torch_logs else None, args)
     return write_systems(Path(args.output), doc)
 
 
@@ -241,8 +246,15 @@ def parser(prog: str = "python -m analysis", epilog: str | None = None
                    "cross-rank report")
     s.add_argument("--step", help="with several ranks: the step range (default: the range "
                    "ending in 'step' with most instances)")
-    s.add_argument("--jobs", type=int, help="with several ranks: worker processes (default: "
-                   "one per export, at most the cores)")
+    s.add_argument("--jobs", type=int, help="worker processes: windows of one export read "
+                   "in parallel, or with several ranks one export each (default: the "
+                   "machine's cores)")
+    s.add_argument("--chunk-rows", type=int, metavar="N", help="GPU operations per window "
+                   "of the timeline (default 250000): peak memory follows it, not the trace")
+    s.add_argument("--quiet", dest="progress", action="store_false", default=None,
+                   help="no progress bar")
+    s.add_argument("--progress", dest="progress", action="store_true",
+                   help="a progress bar on stderr even when it is not a terminal")
     s.add_argument("--dask", metavar="ADDRESS", help="with several ranks: run one task per "
                    "export on this Dask scheduler ('local': a cluster of this machine)")
     s.add_argument("--torch-logs", help="TORCH_LOGS=graph_breaks,recompiles output file")

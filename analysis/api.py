@@ -5,7 +5,7 @@
     api.ranges_frame(doc).sort_values("kernel_time_ns", ascending=False).head()
     api.kernels_frame(doc)          # one row per (range, kernel), as nsys stats' nvtx_kern_sum
     api.findings_frame(doc)
-    trace = api.open_trace("trace.sqlite")   # the attributed trace: ops, ranges, pairs, gaps
+    trace = api.open_trace("trace.sqlite")   # the attributed trace: ranges, kernels, gaps...
 
 Documents are the typed SystemsDoc / ComputeDoc of analysis/documents.py (the same the
 command line writes as JSON); the *_frame functions turn their tables into DataFrames.
@@ -35,16 +35,23 @@ def _meta(meta: str | Path | dict[str, Any] | None) -> dict[str, Any] | None:
     return read_json_object(Path(meta), "meta.json")
 
 
-def open_trace(path: str | Path) -> model.Trace:
-    """An Nsight Systems SQLite export, loaded and attributed (analysis/model.py)."""
-    return model.attribute(nsys_sqlite.load(path))
+def open_trace(path: str | Path, meta: dict[str, Any] | None = None,
+               jobs: int | None = None) -> model.Trace:
+    """An Nsight Systems SQLite export, attributed window by window (analysis/model.py)
+    on `jobs` processes (default: every core); `meta` names the ranges whose first
+    iteration is kept."""
+    export = nsys_sqlite.load(path, ops=False)
+    return model.attribute_file(Path(path), export, systems.watch_paths(meta), jobs=jobs)
 
 
 def systems_report(path: str | Path, meta: str | Path | dict[str, Any] | None = None,
-                   torch_logs_path: str | Path | None = None) -> SystemsDoc:
+                   torch_logs_path: str | Path | None = None,
+                   jobs: int | None = None) -> SystemsDoc:
     """The systems/1 document of an export (what `analysis systems` writes as JSON)."""
     events = torch_logs.load(torch_logs_path) if torch_logs_path else None
-    return systems.build(nsys_sqlite.load(path), _meta(meta), events)
+    meta = _meta(meta)
+    trace = open_trace(path, meta, jobs)
+    return systems.build(trace.export, meta, events, trace=trace)
 
 
 def compute_report(csv: str | Path, meta: str | Path | dict[str, Any] | None = None

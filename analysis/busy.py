@@ -39,11 +39,10 @@ def _window_counts(times: np.ndarray, weights: np.ndarray, lo: np.ndarray,
     return b - a, cum[b] - cum[a]
 
 
-def other_thread_kernels(trace: Trace) -> pd.DataFrame:
-    """Kernels launched by other threads of the range's process while it was open:
-    one row per (range instance, launching thread) with any: range, global_tid,
+def other_thread_kernels(ranges: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """Kernels of `ops` launched by other threads of the range's process while it was
+    open: one row per (range instance, launching thread) with any: range, global_tid,
     kernel_count, kernel_time_ns."""
-    ranges, ops = trace.ranges, trace.ops
     kern = ops[(ops["kind"] == "kernel").to_numpy() & (ops["global_tid"] >= 0).to_numpy()]
     kern = kern.sort_values("api_start_ns", kind="stable")
     tid_all = kern["global_tid"].to_numpy(dtype="int64")
@@ -98,46 +97,6 @@ def covered(block_s: np.ndarray, block_e: np.ndarray, lo: np.ndarray,
     return np.maximum(upto(hi) - upto(lo), 0)
 
 
-def process_blocks(ops: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per process (global pid): the union of its GPU operations."""
-    pid = ops["global_pid"].to_numpy(dtype="int64")
-    s, e = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
-    return {int(p): union(s[pid == p], e[pid == p]) for p in np.unique(pid)}
-
-
-def _per_process(blocks: dict[int, tuple[np.ndarray, np.ndarray]], pids: np.ndarray,
-                 lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """covered() of each (lo, hi) by its own process's blocks."""
-    out = np.zeros(len(lo), dtype="int64")
-    for p, (bs, be) in blocks.items():
-        mine = np.flatnonzero(pids == p)
-        if len(mine):
-            out[mine] = covered(bs, be, lo[mine], hi[mine])
-    return out
-
-
-def busy_time(trace: Trace) -> pd.DataFrame:
-    """Per range instance: range, window_ns, busy_ns (process GPU busy inside it)."""
-    r = trace.ranges
-    lo, hi = r["start_ns"].to_numpy(dtype="int64"), r["end_ns"].to_numpy(dtype="int64")
-    pids = r["global_tid"].to_numpy(dtype="int64") & PID_MASK
-    return pd.DataFrame({"range": np.arange(len(r)), "window_ns": hi - lo,
-                         "busy_ns": _per_process(trace.blocks, pids, lo, hi)})
-
-
-def truly_idle(gaps: pd.DataFrame, ranges: pd.DataFrame,
-               blocks: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Per idle gap of a range's own operations: the part of it when no operation of the
-    process ran (another thread's kernels fill gaps of the thread that opened the range)."""
-    if gaps.empty:
-        return np.zeros(0, dtype="int64")
-    rows = gaps["range"].to_numpy(dtype="int64")
-    pids = ranges["global_tid"].to_numpy(dtype="int64")[rows] & PID_MASK
-    lo = gaps["gap_start_ns"].to_numpy(dtype="int64")
-    hi = lo + gaps["gap_ns"].to_numpy(dtype="int64")
-    return np.maximum(hi - lo - _per_process(blocks, pids, lo, hi), 0)
-
-
 THREAD_ROLES = (("pt_autograd", "PyTorch's autograd engine thread (backward)"),
                 ("pt_nccl", "a PyTorch NCCL process-group thread"),
                 ("pt_", "a PyTorch worker thread"))
@@ -156,9 +115,9 @@ def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
     other_threads_kernel_count, other_threads_kernel_time_ns; and per key the other
     launching threads (tid, name, kernel_count, kernel_time_ns), most time first."""
     keys = trace.ranges["key"].to_numpy()
-    busy = busy_time(trace).assign(key=keys)
+    busy = trace.busy.assign(key=keys)
     out = busy.groupby("key")[["window_ns", "busy_ns"]].sum()
-    other = other_thread_kernels(trace)
+    other = trace.other.copy()
     other["key"] = keys[other["range"].to_numpy(dtype="int64")]
     per_thread = other.groupby(["key", "global_tid"], as_index=False)[
         ["kernel_count", "kernel_time_ns"]].sum()

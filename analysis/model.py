@@ -1,41 +1,57 @@
-"""The attributed trace: ONE attribution pass over a loaded export, read by every analysis.
+"""The attributed trace: ONE attribution pass over an export, read by every analysis.
 
-`attribute(export) -> Trace` runs the launch attribution once (GPU operations and CUDA
-graph launches together), builds every range instance's path and key once, and merges
-each instance's GPU operations into busy blocks and idle gaps once. Range summaries,
-kernel tables, gaps, variants and the facts findings read all come from the Trace; none
-recomputes them.
+The GPU operations go through attribution window by window (analysis/partial.py): each
+window of the timeline is attributed to the NVTX ranges (which are small and read whole)
+and reduced to partial aggregates, and the windows merge exactly (analysis/merge.py).
+`attribute(export)` does it for an export already in memory, as one window;
+`attribute_file(path, export)` reads the file's operations window by window
+(analysis/load/nsys_chunks.py), on `jobs` worker processes, so memory is bounded by the
+window size and every core works. Either way the Trace is the same, and every analysis
+(range summaries, kernel tables, gaps, busy time, sequences for the rules, op table,
+first-iteration strips, the whole-trace kernel summary) reads it; none recomputes.
 
-Everything per range key is a grouped aggregate (counts, sums, minima, maxima, first and
-last operation per instance) so that a later chunked reader can build the same Trace
-piece by piece and merge the pieces.
-
-Frames (row positions are the ids the others refer to):
-ranges     the loader's range instances plus `path`, `pid` and `key` (int code of
-           (pid, domain, path): processes are never merged)
-keys       one row per key, index = key: pid, domain, path, first_ns (earliest instance start)
-pairs      (range, call): range instance row -> row of `export.ops` launched inside it
-graph_pairs  (range, call): range instance row -> row of `export.graph_launches`
-instances  per range instance with GPU work: range, gpu_span_ns, gpu_idle_ns
-gaps       per idle gap inside an instance: range, gap_start_ns, gap_ns, host_wait, and
-           idle_ns: the part when no GPU operation of the process ran (busy.truly_idle)
-blocks     per process (global pid): the union of its GPU operations (disjoint, sorted)
+Trace frames (range rows are the rows of `ranges`):
+ranges        the loader's range instances plus `path`, `pid` and `key` (int code of
+              (pid, domain, path): processes are never merged)
+keys          per key: pid, domain, path, first_ns (earliest instance start)
+graph_pairs   (range, call): range instance row -> row of `export.graph_launches`
+kernels       per (key, kernel name): count, total_ns, min_ns, max_ns, avg_ns
+instances     per range instance with GPU work: range, gpu_span_ns, gpu_idle_ns
+gaps          per key: idle gaps of at least gap_ns (partial.GAP_COLUMNS)
+busy          per range instance: window_ns, busy_ns (process GPU busy inside it)
+other         per (range instance, other launching thread): kernel_count, kernel_time_ns
+kernel_names  per kernel name over the whole trace: n, total_ns, min_ns, max_ns
+devices       per device (stream -2) and (device, stream): operations, busy_ns, first/last
+seq_*         kernels per (pid, path) once per launch: per name, per duration, the
+              back-to-back name pairs in order (the systems rules read these)
+op_counts     per emit_nvtx op range instance: kernel_count, kernel_time_ns
+first_ops     the operations of the watched instances (first iterations), in start order
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .busy import process_blocks, truly_idle
-from .gaps import timeline
+from . import merge
+from .errors import InputError
+from .load.nsys_chunks import NEG, POS
 from .load.nsys_sqlite import NsysExport
+from .partial import CALL_COLUMNS, ChunkContext, Partial, compute
 from .ranges import attribute as attribute_calls
 from .ranges import range_paths
 
-CALL_COLUMNS = ["global_tid", "api_start_ns", "api_end_ns"]
+GAP_NS = 5_000
+"""Idle gaps shorter than this are not summarized (the idle rules' threshold)."""
+ATEN_EAGER = r"at::native::"
+"""Demangled names of PyTorch's eager ATen kernels."""
+CHUNK_ROWS = 250_000
+"""GPU operations per window when reading a file (memory is bounded by this)."""
 
 
 @dataclass
@@ -45,30 +61,24 @@ class Trace:
     export: NsysExport
     ranges: pd.DataFrame
     keys: pd.DataFrame
-    pairs: pd.DataFrame
     graph_pairs: pd.DataFrame
+    kernels: pd.DataFrame
     instances: pd.DataFrame
     gaps: pd.DataFrame
-    blocks: dict[int, tuple[np.ndarray, np.ndarray]]
-
-    @property
-    def ops(self) -> pd.DataFrame:
-        return self.export.ops
-
-    def kernel_pairs(self) -> pd.DataFrame:
-        """pairs of kernels only, with the range key, kernel name and timings attached."""
-        ops = self.ops
-        call = self.pairs["call"].to_numpy(dtype="int64")
-        is_kernel = (ops["kind"].to_numpy() == "kernel")[call]
-        sub = self.pairs[is_kernel]
-        call = sub["call"].to_numpy(dtype="int64")
-        return pd.DataFrame({
-            "range": sub["range"].to_numpy(), "call": call,
-            "key": self.ranges["key"].to_numpy()[sub["range"].to_numpy(dtype="int64")],
-            "name": ops["name"].array.take(call),
-            "demangled_name": ops["demangled_name"].array.take(call),
-            "duration_ns": ops["duration_ns"].to_numpy()[call],
-            "api_start_ns": ops["api_start_ns"].to_numpy()[call]})
+    busy: pd.DataFrame
+    other: pd.DataFrame
+    kernel_names: pd.DataFrame
+    devices: pd.DataFrame
+    key_devices: dict[int, list[int]]
+    seq_names: pd.DataFrame
+    seq_durations: pd.DataFrame
+    seq_pairs: pd.DataFrame
+    op_counts: pd.DataFrame
+    first_ops: pd.DataFrame
+    outside: int = 0
+    graph_traced: set[int] = field(default_factory=set)
+    windows: int = 1
+    gap_ns: int = GAP_NS
 
 
 def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -90,28 +100,131 @@ def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return out, keys
 
 
-def attribute(export: NsysExport) -> Trace:
-    """The one attribution pass: ops and graph launches together, then the timeline."""
+def context(export: NsysExport, watch_paths: tuple[str, ...] = ()) -> ChunkContext:
+    """What every window needs: keyed ranges, op ranges, watched instances (the first
+    instance of each path in `watch_paths`), graph launch ids."""
+    from .ops import op_ranges
+
     ranges, keys = keyed(export.ranges)
-    ops_calls = export.ops[CALL_COLUMNS]
+    first = ranges.sort_values("start_ns", kind="stable").drop_duplicates("path")
+    watch = first.index[first["path"].isin(list(watch_paths))].to_numpy(dtype="int64")
+    graph = export.graph_launches
+    ids = graph["correlation_id"].dropna().to_numpy(dtype="int64") if len(graph) else \
+        np.zeros(0, dtype="int64")
+    return ChunkContext(ranges=ranges, keys=keys, op_ranges=op_ranges(ranges), watch=watch,
+                        gap_ns=GAP_NS, graph_ids=ids)
+
+
+def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trace:
+    """Merge the windows' partial aggregates into the Trace."""
     graph_calls = export.graph_launches.reindex(columns=CALL_COLUMNS)
-    calls = pd.concat([ops_calls, graph_calls], ignore_index=True)
-    both = attribute_calls(calls, ranges)
-    n_ops = len(ops_calls)
-    is_op = both["call"].to_numpy() < n_ops
-    pairs = both[is_op].reset_index(drop=True)
-    graph_pairs = both[~is_op].reset_index(drop=True)
-    graph_pairs["call"] = graph_pairs["call"] - n_ops
-    instances, gaps = timeline(export.ops, pairs)
-    blocks = process_blocks(export.ops)
-    gaps["idle_ns"] = truly_idle(gaps, ranges, blocks)
-    return Trace(export=export, ranges=ranges, keys=keys, pairs=pairs,
-                 graph_pairs=graph_pairs, instances=instances, gaps=gaps, blocks=blocks)
+    instances, gaps = merge.instances(parts, ctx.ranges, ctx.gap_ns)
+    key_devices: dict[int, list[int]] = {}
+    for k, d in sorted(set().union(*(p.key_devices for p in parts))):
+        key_devices.setdefault(int(k), []).append(int(d))
+    return Trace(
+        export=export, ranges=ctx.ranges, keys=ctx.keys,
+        graph_pairs=attribute_calls(graph_calls, ctx.ranges),
+        kernels=merge.kernels(parts), instances=instances, gaps=gaps,
+        busy=merge.busy(parts, ctx.ranges),
+        other=merge.summed(parts, "other", ["range", "global_tid"],
+                           {"kernel_count": "sum", "kernel_time_ns": "sum"}),
+        kernel_names=merge.summed(parts, "names", ["name"], {
+            "n": "sum", "total_ns": "sum", "min_ns": "min", "max_ns": "max"}),
+        devices=merge.summed(parts, "devices", ["device", "stream"], {
+            "operations": "sum", "busy_ns": "sum", "first_ns": "min", "last_ns": "max"}),
+        key_devices=key_devices,
+        seq_names=merge.summed(parts, "seq_names", ["pid", "path", "name"], {
+            "count": "sum", "total_ns": "sum", "aten": "any"}),
+        seq_durations=merge.summed(parts, "seq_durations", ["pid", "path", "duration_ns"],
+                                   {"n": "sum"}),
+        seq_pairs=merge.pair_order(parts),
+        op_counts=merge.summed(parts, "op_counts", ["range"], {
+            "kernel_count": "sum", "kernel_time_ns": "sum"}),
+        first_ops=merge.first_ops(parts), outside=sum(p.outside for p in parts),
+        graph_traced=set().union(*(p.graph_traced for p in parts)), windows=len(parts))
 
 
-def outside_kernels(trace: Trace) -> int:
-    """Kernel launches that no range holds."""
-    ops = trace.ops
-    inside = np.zeros(len(ops), dtype=bool)
-    inside[trace.pairs["call"].to_numpy(dtype="int64")] = True
-    return int(((ops["kind"] == "kernel").to_numpy() & ~inside).sum())
+def attribute(export: NsysExport, watch_paths: tuple[str, ...] = ()) -> Trace:
+    """The one attribution pass over an export whose operations are in memory."""
+    ctx = context(export, watch_paths)
+    part = compute(ctx, _normalized(export.ops), NEG, POS, 0, ATEN_EAGER)
+    return combine(export, ctx, [part])
+
+
+def _normalized(ops: pd.DataFrame) -> pd.DataFrame:
+    """An in-memory ops frame as the window reader gives it: names categorical, device and
+    stream -1 where unknown, every op owned, ordered by its row."""
+    out = ops.reset_index(drop=True).assign(halo=False)
+    for c in ("kind", "name", "demangled_name"):
+        if not isinstance(out[c].dtype, pd.CategoricalDtype):
+            out[c] = out[c].astype("category")
+    for c in ("device_id", "stream_id"):
+        if c not in out:
+            out[c] = -1
+    out["table"] = 0
+    out["rowid"] = np.arange(len(out), dtype="int64")
+    return out
+
+
+_WORKER: dict = {}
+
+
+def _init_worker(ctx: ChunkContext) -> None:
+    _WORKER["ctx"] = ctx
+
+
+def _window(layout, index: int) -> Partial:
+    """Read and reduce one window (a top-level function: worker processes run it)."""
+    from .load.nsys_chunks import read_window
+
+    lo, hi = layout.bounds[index], layout.bounds[index + 1]
+    return compute(_WORKER["ctx"], read_window(layout, index), lo, hi, index, ATEN_EAGER)
+
+
+def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] = (),
+                   chunk_rows: int | None = None, jobs: int | None = None,
+                   progress: Callable[[int, int], object] | None = None) -> Trace:
+    """The attribution pass over an export file, window by window (see the module doc).
+    `progress(done, total)` is called before the first window and after each one."""
+    from .load.nsys_chunks import plan
+
+    ctx = context(export, watch_paths)
+    jobs = jobs or os.cpu_count() or 1
+    try:
+        layout = plan(Path(path), chunk_rows or CHUNK_ROWS)
+        parts = _run(layout, ctx, jobs, progress)
+        if not all(p.sorted_ok for p in parts):      # tables not in start order: scan
+            parts = _run(layout.rescanned(), ctx, jobs, progress)
+    except InputError as exc:
+        raise InputError(f"{exc}; export schema version "
+                         f"{export.export_schema_version or 'not recorded'} "
+                         f"({export.product_version or 'unknown nsys'}) is not one this "
+                         "loader reads") from exc
+    return combine(export, ctx, parts)
+
+
+def _run(layout, ctx: ChunkContext, jobs: int,
+         progress: Callable[[int, int], object] | None) -> list[Partial]:
+    total, parts = layout.windows, []
+
+    def tick() -> None:
+        if progress:
+            progress(len(parts), total)
+
+    tick()
+    if jobs <= 1 or layout.windows == 1:
+        _init_worker(ctx)
+        for i in range(layout.windows):
+            parts.append(_window(layout, i))
+            tick()
+        return parts
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=min(jobs, layout.windows), initializer=_init_worker,
+                             initargs=(ctx,)) as pool:
+        futures = [pool.submit(_window, layout, i) for i in range(layout.windows)]
+        for f in as_completed(futures):
+            parts.append(f.result())
+            tick()
+    return sorted(parts, key=lambda p: p.index)

@@ -31,11 +31,11 @@ _SEQ = re.compile(r", seq = (\d+)")
 _BACKWARD = re.compile(r"Backward\d*$")
 
 
-def op_ranges(trace: Trace) -> pd.DataFrame:
-    """Range instances that are emit_nvtx op ranges: range, op, seq (or -1), backward
-    (the op runs in backward: a backward node, or an op inside one), node (a backward node
-    itself, `XBackward0`: the range the forward op's seq links to)."""
-    names = trace.ranges["name"].fillna("").astype(str).tolist()
+def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
+    """Range instances (rows of the keyed ranges) that are emit_nvtx op ranges: range, op,
+    seq (or -1), backward (the op runs in backward: a backward node, or an op inside one),
+    node (a backward node itself, `XBackward0`: the range the forward op's seq links to)."""
+    names = ranges["name"].fillna("").astype(str).tolist()
     rows, ops, seqs = [], [], []
     for i, name in enumerate(names):              # plain string work: 100k+ names
         if ", op_id = " not in name:
@@ -50,7 +50,7 @@ def op_ranges(trace: Trace) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=["range", "op", "seq", "backward", "node"])
     node = np.array([bool(_BACKWARD.search(o)) for o in ops], dtype=bool)
-    paths = trace.ranges["path"].to_numpy(dtype=object)[rows]
+    paths = ranges["path"].to_numpy(dtype=object)[rows]
     inside = np.array([WRAPPER in p for p in paths], dtype=bool)
     return pd.DataFrame({"range": np.array(rows, dtype="int64"),
                          "op": np.array(ops, dtype=object), "seq": np.array(seqs, dtype="int64"),
@@ -58,12 +58,10 @@ def op_ranges(trace: Trace) -> pd.DataFrame:
 
 
 def _per_instance(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame:
-    """Kernels launched inside each op range instance (own thread, inclusive)."""
-    kern = trace.kernel_pairs()[["range", "call", "duration_ns"]]
-    kern = kern.merge(ops[["range", "op"]], on="range")
-    kern = kern.drop_duplicates(["op", "call"])          # nested same-name ops count once
-    per = kern.groupby("range").agg(kernel_count=("call", "size"),
-                                    kernel_time_ns=("duration_ns", "sum"))
+    """Kernels launched inside each op range instance (own thread, inclusive; nested
+    same-name ops count a kernel once), as the attribution pass counted them."""
+    per = trace.op_counts.set_index("range")[["kernel_count", "kernel_time_ns"]] \
+        if len(trace.op_counts) else pd.DataFrame(columns=["kernel_count", "kernel_time_ns"])
     return ops.join(per, on="range").fillna({"kernel_count": 0, "kernel_time_ns": 0})
 
 
@@ -78,7 +76,7 @@ def _forward_of_seq(trace: Trace, ops: pd.DataFrame) -> pd.Series:
 
 def op_table(trace: Trace) -> list[OpRow]:
     """One row per op name (forward rows first by forward + backward kernel time)."""
-    ops = op_ranges(trace)
+    ops = op_ranges(trace.ranges)
     if ops.empty:
         return []
     ops = _per_instance(trace, ops)

@@ -17,7 +17,6 @@ import pandas as pd
 if TYPE_CHECKING:
     from .model import Trace
 
-SEQUENCE_COLUMNS = ["pid", "path", "name", "demangled_name", "duration_ns"]
 SUMMARY_COLUMNS = ["key", "pid", "domain", "path", "instances", "kernel_count",
                    "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns", "graph_launches"]
 
@@ -63,7 +62,8 @@ def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     pairs = []
     valid = calls.dropna(subset=["global_tid", "api_start_ns", "api_end_ns"])
     valid = valid[valid["global_tid"] >= 0]                  # -1: no API call was traced
-    by_tid = {tid: grp.sort_values("api_start_ns") for tid, grp in valid.groupby("global_tid")}
+    by_tid = {tid: grp.sort_values("api_start_ns", kind="stable")
+              for tid, grp in valid.groupby("global_tid")}
     for tid, rgrp in ranges.groupby("global_tid"):
         cgrp = by_tid.get(tid)
         if cgrp is None or cgrp.empty:
@@ -92,14 +92,9 @@ def kernel_table(trace: Trace) -> pd.DataFrame:
 
     A kernel is counted once per range key even if two overlapping instances of the same
     range hold it (`nsys stats` would add its time twice there; its counts agree).
-    Sorted by key, then total time (largest first).
+    Sorted by key, then total time (largest first); made by the attribution pass.
     """
-    kern = trace.kernel_pairs().drop_duplicates(["key", "call"])
-    agg = kern.groupby(["key", "name"], sort=False, observed=True)["duration_ns"].agg(
-        count="count", total_ns="sum", min_ns="min", max_ns="max")
-    agg["avg_ns"] = agg["total_ns"] / agg["count"]
-    agg = agg.reset_index()
-    return agg.sort_values(["key", "total_ns"], ascending=[True, False], kind="stable")
+    return trace.kernels
 
 
 def summarize(trace: Trace, kernels: pd.DataFrame) -> pd.DataFrame:
@@ -125,21 +120,6 @@ def summarize(trace: Trace, kernels: pd.DataFrame) -> pd.DataFrame:
                 "graph_launches"):
         out[col] = out[col].astype("int64")
     return out[SUMMARY_COLUMNS]
-
-
-def kernel_sequences(trace: Trace) -> pd.DataFrame:
-    """Kernels of each range path in launch order: pid, path, name, demangled_name,
-    duration_ns. A kernel appears once per process and path (also when several instances
-    or keys share the path),
-    so rules can look at neighbours in launch order without listing ranges one by one.
-    """
-    kern = trace.kernel_pairs()
-    keys = kern["key"].to_numpy(dtype="int64")
-    kern["path"] = trace.keys["path"].to_numpy()[keys]
-    kern["pid"] = trace.keys["pid"].to_numpy()[keys]
-    kern = kern.drop_duplicates(["pid", "path", "call"])
-    return kern.sort_values(["pid", "path", "api_start_ns"], kind="stable")[
-        SEQUENCE_COLUMNS].reset_index(drop=True)
 
 
 def leaf_paths(paths: list[str]) -> set[str]:

@@ -54,7 +54,7 @@ def _blocks(s: np.ndarray, e: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray,
 def rank_row(trace: Trace, rank: int, step: str | None) -> RankRow:
     """One rank's numbers per step (means over the step's instances)."""
     rows = step_rows(trace, step)
-    ops = trace.ops
+    ops = trace.export.ops
     kern = (ops["kind"] == "kernel").to_numpy()
     s, e = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
     nccl = np.array([bool(NCCL.search(str(n))) for n in ops["name"]], dtype=bool) & kern

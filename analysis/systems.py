@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import busy, compile_events, model, rules, summary
@@ -29,7 +30,6 @@ from .documents import (
     from_dict,
     to_dict,
 )
-from .gaps import first_iteration
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
 from .roofline import datasheet
@@ -77,20 +77,6 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
     return entries
 
 
-def key_devices(trace: model.Trace) -> dict[int, list[int]]:
-    """Per range key, the CUDA devices its own kernels ran on (grouped once)."""
-    if "device_id" not in trace.ops:
-        return {}
-    kern = trace.kernel_pairs()
-    dev = trace.ops["device_id"].to_numpy()[kern["call"].to_numpy(dtype="int64")]
-    pairs = pd.DataFrame({"key": kern["key"].to_numpy(), "device": dev}).drop_duplicates()
-    pairs = pairs[pairs["device"] >= 0].sort_values(["key", "device"])
-    out: dict[int, list[int]] = {}
-    for k, d in zip(pairs["key"].tolist(), pairs["device"].tolist(), strict=True):
-        out.setdefault(k, []).append(d)
-    return out
-
-
 WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
 
 
@@ -115,7 +101,7 @@ def graph_notes(trace: model.Trace) -> list[str]:
     launches = trace.export.graph_launches
     if launches.empty:
         return []
-    traced = set(trace.ops["correlation_id"].dropna().astype("int64"))
+    traced = trace.graph_traced
     untraced = ~launches["correlation_id"].isin(traced).to_numpy()
     if not untraced.any():
         return []
@@ -164,15 +150,34 @@ def variant_rows(entries: list[RangeEntry], meta: Meta | None,
 
 
 def add_first_iterations(variants: list[VariantRow], trace: model.Trace) -> None:
-    """Give each variant row the ops of its first iteration (for the timeline strip)."""
+    """Give each variant row the ops of its first iteration (for the timeline strip): the
+    first `kernels per iteration` kernels of the range's first instance, with the copies
+    and sets that start among them, times relative to the first operation."""
     ranges = trace.ranges
     first = ranges.sort_values("start_ns", kind="stable").drop_duplicates("path")
     first_of = dict(zip(first["path"], first.index, strict=True))
+    ops = trace.first_ops
     for row in variants:
-        if not row.missing:
-            ops = first_iteration(trace.ops, trace.pairs, int(first_of[row.range]),
-                                  round(row.kernels_per_iter))
-            row.first_iteration = [GpuOp(**o) for o in ops]
+        if row.missing:
+            continue
+        sub = ops[ops["range"].to_numpy() == int(first_of[row.range])]
+        is_kernel = (sub["kind"] == "kernel").to_numpy()
+        upto = int(np.searchsorted(np.cumsum(is_kernel), max(round(row.kernels_per_iter), 1)))
+        sub = sub.iloc[:upto + 1]
+        if len(sub):
+            t0 = int(sub["start_ns"].iloc[0])
+            row.first_iteration = [GpuOp(name=str(n), kind=str(k), start_ns=int(s) - t0,
+                                         end_ns=int(e) - t0)
+                                   for n, k, s, e in zip(sub["name"], sub["kind"],
+                                                         sub["start_ns"], sub["end_ns"],
+                                                         strict=True)]
+
+
+def watch_paths(meta: Meta | dict[str, Any] | None) -> tuple[str, ...]:
+    """The range paths whose first instance's operations the attribution keeps: the
+    variants' ranges of meta.json (their first-iteration strips)."""
+    meta = as_meta(meta)
+    return tuple(meta.ranges.values()) if meta and meta.ranges else ()
 
 
 def _events(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str, Any]] | None:
@@ -187,19 +192,20 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     """The systems/1 document for one export, with its findings (`trace`: the export's
     attributed trace, when the caller already made it)."""
     meta, events = as_meta(meta), _events(torch_events)
-    trace = trace if trace is not None else model.attribute(export)
+    if trace is None:
+        trace = model.attribute(export, watch_paths(meta))
     if events:
         events = compile_events.place(trace, events)
     kernels = rng.kernel_table(trace)
     entries = range_entries(rng.summarize(trace, kernels), kernels, busy.per_key(trace),
-                            key_devices(trace))
+                            trace.key_devices)
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
     label_warmup(entries, events or [])
     variants = variant_rows([e for e in entries if not e.warmup], meta, peak)
     add_first_iterations(variants, trace)
     notes = list(export.notes) + (meta.notes if meta else []) + graph_notes(trace)
-    outside = model.outside_kernels(trace)
+    outside = trace.outside
     if outside:
         notes.append(f"{outside} kernel launch(es) lie outside every NVTX range "
                      "(warm-up, compilation or unannotated code); they are in no range.")
@@ -209,8 +215,8 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                              nsys_version=export.product_version,
                              gpus=[Gpu(**g) for g in export.gpus]),
         ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes,
-        ops=op_table(trace), kernel_summary=summary.kernel_summary(export.ops),
-        gpu_busy=summary.gpu_busy(export.ops))
+        ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
+        gpu_busy=summary.gpu_busy(trace.devices))
     if len(trace.ranges):
         doc.findings = run_rules(doc, meta, events or [], trace)
     add_levers(doc, meta)

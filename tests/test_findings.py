@@ -154,14 +154,15 @@ def test_real_launch_bound_trace() -> None:
 
 
 def _sequences(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
-    return pd.DataFrame([{"path": p, "name": n, "demangled_name": d, "duration_ns": 6}
-                         for p, n, d in rows])
+    """Context.seq_names of kernels (path, name, demangled name), 6 ns each."""
+    return pd.DataFrame([{"pid": 1, "path": p, "name": n, "count": 1, "total_ns": 6,
+                          "aten": "at::native::" in d} for p, n, d in rows])
 
 
 def test_eager_aten_kernels_in_compiled_range() -> None:
     ctx = Context(meta=Meta(ranges={"compiled": "w/compiled"},
                             compiled={"graph_breaks": []}))
-    ctx.sequences = _sequences([
+    ctx.seq_names = _sequences([
         ("w/compiled", "triton_poi_fused_0", "triton_poi_fused_0"),
         ("w/compiled", "vectorized_elementwise_kernel",
          "void at::native::vectorized_elementwise_kernel<4, Mul>")])
@@ -173,7 +174,7 @@ def test_eager_aten_kernels_in_compiled_range() -> None:
 def test_graph_break_without_meta_and_ambiguous_range() -> None:
     ctx = Context(events=[{"kind": "graph_break", "file": "m.py", "line": 3,
                            "reason": "print"}])
-    ctx.sequences = _sequences([("a/x", "triton_poi_fused_0", ""),
+    ctx.seq_names = _sequences([("a/x", "triton_poi_fused_0", ""),
                                 ("a/y", "triton_red_fused_1", "")])
     (f,) = _run("graph_break", ctx)
     assert f.range is None and "no single range" in f.message

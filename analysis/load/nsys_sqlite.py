@@ -249,6 +249,18 @@ def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
     return pd.concat([df, calls], axis=1)
 
 
+def empty_ops() -> pd.DataFrame:
+    """An ops frame with no rows, with the columns and types of load_ops."""
+    ints = np.empty((0, 9), dtype=np.int64)
+    df = pd.DataFrame({
+        "kind": pd.Categorical.from_codes(ints[:, 0], categories=list(OP_KINDS)),
+        "name": pd.Categorical([]), "demangled_name": pd.Categorical([]),
+        **{c: ints[:, 0] for c in ("start_ns", "end_ns", "duration_ns", "correlation_id",
+                                   "global_pid", "device_id", "stream_id", "global_tid",
+                                   "api_start_ns", "api_end_ns")}})
+    return df
+
+
 def load_graph_launches(conn: sqlite3.Connection, path: Path) -> pd.DataFrame:
     """CUDA API calls that replay a CUDA graph (their kernels show only with node tracing).
 
@@ -307,8 +319,10 @@ def _export_meta(db: sqlite_utils.Database) -> dict[str, str]:
     return dict(db.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
 
 
-def load(path: str | Path) -> NsysExport:
-    """Read one export; InputError (one line, names the file) when it is not usable."""
+def load(path: str | Path, ops: bool = True) -> NsysExport:
+    """Read one export; InputError (one line, names the file) when it is not usable.
+    `ops=False` leaves the GPU operations out (an empty frame): model.attribute_file reads
+    them window by window."""
     path = Path(path)
     conn = connect(path)
     try:
@@ -317,7 +331,7 @@ def load(path: str | Path) -> NsysExport:
         meta = _export_meta(db)
         try:
             ranges = load_ranges(conn, db, path)
-            ops = load_ops(conn, db, path)
+            frame = load_ops(conn, db, path) if ops else empty_ops()
             launches = load_graph_launches(conn, path)
         except InputError as exc:
             version = meta.get("EXPORT_SCHEMA_VERSION", "not recorded")
@@ -326,7 +340,7 @@ def load(path: str | Path) -> NsysExport:
                              "not one this loader reads") from exc
         notes = [] if len(ranges) else ["the export holds no NVTX ranges "
                                         "(trace with --trace=nvtx and annotate the code)"]
-        return NsysExport(path=path, ranges=ranges, ops=ops, graph_launches=launches,
+        return NsysExport(path=path, ranges=ranges, ops=frame, graph_launches=launches,
                           gpus=load_gpus(db),
                           export_schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
                           product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..documents import SEVERITY_ORDER, ComputeDoc, Finding, Meta, Severity, SystemsDoc
@@ -67,23 +68,44 @@ class Context:
     @cached_property
     def instance_idle_ns(self) -> Any:
         """Per range instance (row of trace.ranges): wall time no GPU op of its process ran."""
-        from ..busy import busy_time
-
-        b = busy_time(self.trace)
+        b = self.trace.busy
         return (b["window_ns"] - b["busy_ns"]).to_numpy()
 
-    @cached_property
-    def sequences(self) -> pd.DataFrame:
-        """Kernels per range path in launch order (ranges.kernel_sequences)."""
-        from ..ranges import SEQUENCE_COLUMNS, kernel_sequences
+    def _mine(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame["pid"] == self.pid].reset_index(drop=True) \
+            if self.pid is not None and len(frame) else frame
 
+    @cached_property
+    def seq_names(self) -> pd.DataFrame:
+        """Kernels per range path, once per launch: pid, path, name, count, total_ns, aten
+        (some demangled name of it is an eager ATen kernel)."""
         if self.trace is None:
-            return pd.DataFrame(columns=SEQUENCE_COLUMNS)
-        if "sequences" not in self.cache:          # one computation for every process
-            self.cache["sequences"] = kernel_sequences(self.trace)
-        seq = self.cache["sequences"]
-        return seq[seq["pid"] == self.pid].reset_index(drop=True) if self.pid is not None \
-            else seq
+            return pd.DataFrame(columns=["pid", "path", "name", "count", "total_ns", "aten"])
+        return self._mine(self.trace.seq_names)
+
+    @cached_property
+    def seq_pairs(self) -> pd.DataFrame:
+        """Distinct back-to-back kernel pairs (a then b) per path, in order of first
+        occurrence on the GPU: pid, path, a, b."""
+        if self.trace is None:
+            return pd.DataFrame(columns=["pid", "path", "a", "b"])
+        return self._mine(self.trace.seq_pairs)
+
+    @cached_property
+    def median_kernel_ns(self) -> dict[str, float]:
+        """Per range path: the median duration of its kernels (once per launch)."""
+        if self.trace is None or not len(self.trace.seq_durations):
+            return {}
+        d = self._mine(self.trace.seq_durations)
+        d = d.groupby(["path", "duration_ns"], sort=True)["n"].sum().reset_index()
+        out = {}
+        for path, g in d.groupby("path", sort=False):
+            values, cum = g["duration_ns"].to_numpy(), np.cumsum(g["n"].to_numpy())
+            n = int(cum[-1])
+            lo = values[np.searchsorted(cum, (n - 1) // 2, side="right")]
+            hi = values[np.searchsorted(cum, n // 2, side="right")]
+            out[path] = (float(lo) + float(hi)) / 2
+        return out
 
     @cached_property
     def kernel_leaves(self) -> list[str]:
@@ -92,7 +114,7 @@ class Context:
         from ..ranges import leaf_paths
 
         warm = {e.name for e in self._ranges() if e.warmup}
-        return sorted(leaf_paths(self.sequences["path"].unique().tolist()) - warm)
+        return sorted(leaf_paths(self.seq_names["path"].unique().tolist()) - warm)
 
     @cached_property
     def leaves(self) -> list[str]:

@@ -11,10 +11,9 @@ import pandas as pd
 from .. import guards
 from ..busy import thread_role
 from ..documents import Finding
-from ..gaps import summarize_gaps
+from ..model import GAP_NS
 from . import Context, Rule, rule
 
-GAP_NS = 5_000
 IDLE_WARN_PCT = 10.0
 LAUNCH_IDLE_PCT = 20.0
 LAUNCH_KERNEL_NS = 20_000
@@ -22,7 +21,6 @@ LAUNCH_KERNEL_NS = 20_000
 GEMM_KERNEL = re.compile(r"(^nvjet_|gemm|cutlass|cudnn|xmma|sm\d+_.*_tn|cublas)", re.I)
 INDUCTOR_POINTWISE = re.compile(r"^triton_poi_fused")
 INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per|tem)_")
-ATEN_EAGER = re.compile(r"at::native::")
 
 
 def iterations(ctx: Context, e: Any) -> int:
@@ -54,15 +52,15 @@ def _matches(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
     return hit[cats.codes] if len(cats) else np.zeros(0, dtype=bool)
 
 
-def gemm_then_pointwise(seq: pd.DataFrame) -> dict[str, tuple[str, str]]:
-    """Per path, the first (GEMM, Inductor pointwise) kernels launched back to back."""
-    gemm, point = _matches(seq["name"], GEMM_KERNEL), _matches(seq["name"], INDUCTOR_POINTWISE)
-    path = seq["path"].to_numpy()
-    hit = np.flatnonzero(gemm[:-1] & point[1:] & (path[:-1] == path[1:]))
-    names = seq["name"].astype(str).to_numpy()
+def gemm_then_pointwise(pairs: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """Per path, the first (GEMM, Inductor pointwise) kernels that ran back to back
+    (`pairs`: Context.seq_pairs, in order of first occurrence)."""
+    if pairs.empty:
+        return {}
+    hit = _matches(pairs["a"], GEMM_KERNEL) & _matches(pairs["b"], INDUCTOR_POINTWISE)
     out: dict[str, tuple[str, str]] = {}
-    for i in hit:
-        out.setdefault(path[i], (names[i], names[i + 1]))
+    for path, a, b in pairs.loc[hit, ["path", "a", "b"]].itertuples(index=False):
+        out.setdefault(path, (str(a), str(b)))
     return out
 
 
@@ -94,9 +92,8 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
                               "ideal_kernels": meta.ideal_kernels, "kernels": names},
                     suggestion=_suggest_fusion(names)))
         return out
-    pairs = gemm_then_pointwise(ctx.sequences)
-    seq = ctx.sequences
-    epilogue = seq.groupby(["path", "name"], observed=True)["duration_ns"].sum()
+    pairs = gemm_then_pointwise(ctx.seq_pairs)
+    epilogue = ctx.seq_names.groupby(["path", "name"])["total_ns"].sum()
     return [r.finding(range=path, kernel=b, impact_ns=float(epilogue.get((path, b), 0)),
                       message=f"in {path} the GEMM kernel {a} is followed by the separate "
                       f"pointwise kernel {b}: the epilogue was not fused.",
@@ -109,7 +106,7 @@ def compiled_range(ctx: Context) -> tuple[str | None, str]:
     """The range compile events belong to, and how it was chosen."""
     if ctx.meta and ctx.meta.ranges.get("compiled"):
         return ctx.meta.ranges["compiled"], "the compiled variant's range (meta.json)"
-    seq = ctx.sequences
+    seq = ctx.seq_names
     inductor = set(seq["path"][_matches(seq["name"], INDUCTOR_KERNEL)])
     found = [p for p in ctx.kernel_leaves if p in inductor]
     if len(found) == 1:
@@ -148,12 +145,11 @@ def graph_break(r: Rule, ctx: Context) -> list[Finding]:
             suggestion="remove the data-dependent Python control flow or side effect at that "
             "line (torch.where / torch.cond instead of `if tensor`, no print in the compiled "
             "function), or compile only the part without it"))
-    seq = ctx.sequences
+    seq = ctx.seq_names
     in_range = seq[seq["path"] == where] if where else seq.iloc[:0]
-    aten = sorted(set(in_range["name"][_matches(in_range["demangled_name"], ATEN_EAGER)]
-                      .astype(str)))
+    aten = sorted(set(in_range["name"][in_range["aten"].astype(bool)].astype(str)))
     if aten:
-        eager = in_range["duration_ns"][in_range["name"].astype(str).isin(aten)].sum()
+        eager = in_range["total_ns"][in_range["name"].astype(str).isin(aten)].sum()
         out.append(r.finding(
             range=where, kernel=aten[0], iterations=n, impact_ns=float(eager) / n,
             message=f"{len(aten)} eager ATen kernel(s) ran inside the compiled range {where}: "
@@ -208,12 +204,12 @@ def _idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
     trace = ctx.trace
     if trace is None:
         return []
-    per_key = summarize_gaps(trace.gaps, trace.ranges, GAP_NS)
+    per_key = trace.gaps
     paths, pids = trace.keys["path"], trace.keys["pid"]
     gap_rows = {paths[k]: g for k, g in zip(per_key["key"], per_key.to_dict("records"),
                                            strict=True)
                 if ctx.pid is None or pids[k] == ctx.pid}
-    medians = ctx.sequences.groupby("path")["duration_ns"].median()
+    medians = ctx.median_kernel_ns
     compiled = {ev["range"] for ev in ctx.events if ev.get("range")}
     out = []
     for path in ctx.leaves:
@@ -221,7 +217,7 @@ def _idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
             continue                   # its idle time is compilation (the compile rules)
         e, gaps = ctx.entries[path], gap_rows.get(path)
         if gaps and e.gpu_span_ns:
-            out.append((e, gaps, float(medians[path]) if path in medians.index else None))
+            out.append((e, gaps, medians.get(path)))
     return out
 
 

@@ -1,0 +1,235 @@
+"""Reading an export's GPU operations window by window: bounded memory on any trace size.
+
+`plan(path, chunk_rows) -> Layout` cuts the GPU timeline into windows [lo, hi) of about
+`chunk_rows` operations each (boundaries taken from the kernel table's start times);
+`read_window(layout, i) -> frame` reads window i: the operations that start in it (owned)
+plus those that started earlier and still run at `lo` (halo, `halo` True: they count only
+in interval unions, never in counts or sums), each with the CUDA API call that launched
+it. Columns are those of `nsys_sqlite.load_ops` plus `halo`, `table` (0 kernel, 1 memcpy,
+2 memset) and `rowid`; rows come in (table, rowid) order, the order of the whole load.
+
+Nsight Systems writes every activity table in start order, so a window is a rowid range
+found by binary search and read through the table's own B-tree. That order is trusted
+and checked: a window whose rows are not sorted or leave its time bounds sets
+`Window.sorted_ok` False on the frame (`frame.attrs`), and the caller reads again with
+`layout.scan` set, which selects by start time with a full scan (right for any order).
+
+Launching calls: the correlation ids of the window's operations go into an indexed
+temporary table and only matching CUDA API rows are read, first from the API rows that
+started up to LOOKBACK_NS before the window's earliest operation, then further back, and
+for ids still missing (calls never traced, or an unsorted API table) with a full scan:
+every operation gets its call exactly as the whole-trace join gives it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .nsys_sqlite import (
+    OP_KINDS,
+    OP_TABLES,
+    PID_MASK,
+    _categorical,
+    _columns,
+    _op_sql,
+    _strings,
+    connect,
+)
+
+API = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NEG, POS = -(1 << 62), 1 << 62
+LOOKBACK_NS = (250_000_000, 2_000_000_000)   # a launch queued this long before its op ran
+CALL_COLUMNS = ["global_tid", "api_start_ns", "api_end_ns"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each window's rows are: op tables present (table index -> (name, columns)),
+    window bounds, each table's longest operation (bounds the halo), rowid bounds."""
+
+    path: Path
+    tables: dict[int, tuple[str, frozenset]]
+    bounds: tuple[int, ...]                    # lo of window i is bounds[i], hi bounds[i+1]
+    longest_ns: dict[int, int]
+    total_rows: int
+    scan: bool = False
+    chunk_rows: int = 0
+
+    @property
+    def windows(self) -> int:
+        return len(self.bounds) - 1
+
+    def rescanned(self) -> Layout:
+        return replace(self, scan=True)
+
+
+@dataclass
+class _Db:
+    conn: sqlite3.Connection
+    max_rowid: dict[str, int] = field(default_factory=dict)
+
+
+def _first_rowid(db: _Db, table: str, t: int) -> int:
+    """Smallest rowid whose start is >= t, by binary search (the table in start order)."""
+    if table not in db.max_rowid:
+        db.max_rowid[table] = db.conn.execute(
+            f"SELECT ifnull(max(rowid), 0) FROM {table}").fetchone()[0]
+    lo, hi = 1, db.max_rowid[table] + 1
+    sql = f"SELECT start FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1"
+    while lo < hi:
+        mid = (lo + hi) // 2
+        row = db.conn.execute(sql, (mid,)).fetchone()
+        if row is None or row[0] >= t:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def plan(path: Path, chunk_rows: int) -> Layout:
+    """Windows of about `chunk_rows` GPU operations each (at least one window)."""
+    conn = connect(path)
+    try:
+        tables = {}
+        for i, t in enumerate(OP_TABLES):
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                            (t,)).fetchone():
+                import sqlite_utils
+
+                tables[i] = (t, frozenset(_columns(sqlite_utils.Database(conn), t)))
+        sizes = {i: conn.execute(f"SELECT count(*), ifnull(max(end - start), 0) FROM {t}")
+                 .fetchone() for i, (t, _) in tables.items()}
+        total = sum(n for n, _ in sizes.values())
+        k = max(1, -(-total // max(chunk_rows, 1)))
+        n_kern = sizes.get(0, (0, 0))[0]
+        probes = [int(n_kern * j / k) for j in range(1, k)] if n_kern else []
+        cuts = []
+        for r in probes:
+            row = conn.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid >= ? "
+                               "ORDER BY rowid LIMIT 1", (max(r, 1),)).fetchone()
+            if row is not None:
+                cuts.append(int(row[0]))
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{path}: cannot read export ({exc})") from exc
+    finally:
+        conn.close()
+    bounds = (NEG, *sorted(set(cuts)), POS)
+    return Layout(path=path, tables=tables, bounds=bounds,
+                  longest_ns={i: int(d) for i, (_, d) in sizes.items()}, total_rows=total,
+                  chunk_rows=chunk_rows)
+
+
+def _fetch(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int) -> np.ndarray:
+    rows = conn.execute(sql, params).fetchall()
+    return np.array(rows, dtype=np.int64).reshape(len(rows), ncols)
+
+
+def _table_rows(db: _Db, layout: Layout, i: int, lo: int, hi: int) -> tuple[np.ndarray, bool]:
+    """Owned and halo rows of one op table in [lo, hi): (rowid + the _op_sql columns +
+    halo flag) and whether the start order held."""
+    name, cols = layout.tables[i]
+    base = _op_sql(name, i, set(cols)).replace("SELECT ", "SELECT o.rowid, ", 1)
+    if layout.scan:
+        owned = _fetch(db.conn, f"{base} WHERE o.start >= ? AND o.start < ?", (lo, hi), 10)
+        halo = _fetch(db.conn, f"{base} WHERE o.start < ? AND o.end > ?", (lo, lo), 10)
+        ok = True
+    else:
+        r0 = _first_rowid(db, name, lo) if lo > NEG else 1
+        r1 = _first_rowid(db, name, hi) if hi < POS else (1 << 62)
+        owned = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 10)
+        h0 = _first_rowid(db, name, lo - layout.longest_ns[i]) if lo > NEG else r0
+        halo = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ? AND o.end > ?",
+                      (h0, r0, lo), 10)
+        s = owned[:, 4]
+        ok = bool(((s >= lo) & (s < hi)).all() and (np.diff(s) >= 0).all()
+                  and (halo[:, 4] < lo).all())
+    rows = np.concatenate([halo, owned])
+    flag = np.r_[np.ones(len(halo), bool), np.zeros(len(owned), bool)]
+    order = np.argsort(rows[:, 0], kind="stable")
+    return np.column_stack([rows[order], flag[order]]), ok
+
+
+def _calls(db: _Db, layout: Layout, ops: pd.DataFrame) -> pd.DataFrame:
+    """The launching call (global_tid, api_start_ns, api_end_ns) of each op, -1 if none."""
+    want = pd.DataFrame({"correlation_id": ops["correlation_id"].to_numpy(),
+                         "global_pid": ops["global_pid"].to_numpy()})
+    conn, found = db.conn, []
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS want_ids (id INTEGER)")
+    conn.execute("CREATE INDEX IF NOT EXISTS temp.want_ids_id ON want_ids (id)")
+    missing = np.unique(want["correlation_id"].to_numpy())
+    matched = np.zeros(len(want), dtype=bool)
+    hi_row = _first_rowid(db, API, int(ops["start_ns"].max()) + 1) if len(ops) else 1
+    earliest = int(ops["start_ns"].min()) if len(ops) else 0
+    sql = (f"SELECT correlationId, globalTid, start, end, rowid FROM {API} "
+           "WHERE correlationId IN (SELECT id FROM temp.want_ids)")
+    for step in (*LOOKBACK_NS, None):
+        if not len(missing):
+            break
+        conn.execute("DELETE FROM temp.want_ids")
+        conn.executemany("INSERT INTO temp.want_ids VALUES (?)", ((int(c),) for c in missing))
+        if step is None or layout.scan:
+            rows = _fetch(conn, sql, (), 5)
+        else:
+            lo_row = _first_rowid(db, API, earliest - step)
+            rows = _fetch(conn, f"{sql} AND rowid >= ? AND rowid < ?", (lo_row, hi_row), 5)
+            hi_row = lo_row
+        found.append(rows)
+        got = pd.DataFrame(rows[:, :2], columns=["correlation_id", "global_tid"])
+        got["global_pid"] = got["global_tid"] & PID_MASK
+        hit = pd.MultiIndex.from_frame(want).isin(
+            pd.MultiIndex.from_frame(got[["correlation_id", "global_pid"]]))
+        matched |= hit
+        missing = np.unique(want["correlation_id"].to_numpy()[~matched])
+        if step is None or layout.scan:
+            break
+    rows = np.concatenate(found) if found else np.empty((0, 5), dtype=np.int64)
+    api = pd.DataFrame(rows, columns=["correlation_id", "global_tid", "api_start_ns",
+                                      "api_end_ns", "rowid"]).sort_values("rowid", kind="stable")
+    api["global_pid"] = api["global_tid"] & PID_MASK
+    api = api.drop_duplicates(["correlation_id", "global_pid"])
+    out = want.merge(api, how="left", on=["correlation_id", "global_pid"])
+    return out[CALL_COLUMNS].fillna(-1).astype("int64")
+
+
+def read_window(layout: Layout, index: int,
+                strings: dict[int, str] | None = None) -> pd.DataFrame:
+    """Window `index`'s operations (owned and halo) with their launching calls; the frame's
+    attrs["sorted_ok"] says whether the tables' start order held (see the module doc)."""
+    lo, hi = layout.bounds[index], layout.bounds[index + 1]
+    db = _Db(connect(layout.path))
+    try:
+        parts, ok = [], True
+        for i in sorted(layout.tables):
+            rows, good = _table_rows(db, layout, i, lo, hi)
+            parts.append(rows)
+            ok &= good
+        raw = np.concatenate(parts) if parts else np.empty((0, 11), dtype=np.int64)
+        strings = strings if strings is not None else _strings(db.conn, layout.path)
+        df = frame(raw[:, 1:10], strings)
+        df["halo"] = raw[:, 10].astype(bool)
+        df["table"], df["rowid"] = raw[:, 1], raw[:, 0]
+        calls = _calls(db, layout, df)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{layout.path}: cannot read export ({exc})") from exc
+    finally:
+        db.conn.close()
+    out = pd.concat([df, calls], axis=1)
+    out.attrs["sorted_ok"] = ok
+    return out
+
+
+def frame(raw: np.ndarray, strings: dict[int, str]) -> pd.DataFrame:
+    """The ops frame of `nsys_sqlite.load_ops` from the integer columns of `_op_sql`."""
+    return pd.DataFrame({
+        "kind": pd.Categorical.from_codes(raw[:, 0], categories=list(OP_KINDS)),
+        "name": _categorical(raw[:, 1], strings),
+        "demangled_name": _categorical(raw[:, 2], strings),
+        "start_ns": raw[:, 3], "end_ns": raw[:, 4], "duration_ns": raw[:, 4] - raw[:, 3],
+        "correlation_id": raw[:, 5], "global_pid": raw[:, 6], "device_id": raw[:, 7],
+        "stream_id": raw[:, 8]})
