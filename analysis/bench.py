@@ -67,8 +67,11 @@ def _repeat(conn: sqlite3.Connection, table: str, cols: list[str], copies: int, 
             shifted.append(f"t.{c} + k.i * {corr}")
         else:
             shifted.append(f"t.{c}")
+    # copy by copy, rows in their own order: the table stays in start order, as Nsight
+    # Systems writes it
     conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(shifted)} "
-                 f"FROM {table} t, k WHERE {where.replace('eventType', 't.eventType')}")
+                 f"FROM k, {table} t WHERE {where.replace('eventType', 't.eventType')} "
+                 "ORDER BY k.i, t.rowid")
 
 
 def peak_child(argv: list[str]) -> tuple[float, float]:

@@ -132,11 +132,13 @@ def pair_order(parts: list[Partial]) -> pd.DataFrame:
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame(columns=["pid", "path", "a", "b"])
-    return pd.concat(frames, ignore_index=True).drop_duplicates().reset_index(drop=True)
+    pairs = pd.concat(frames, ignore_index=True).drop_duplicates()
+    return pairs.sort_values(["pid", "path"], kind="stable").reset_index(drop=True)
 
 
 def first_ops(parts: list[Partial]) -> pd.DataFrame:
     """The watched instances' operations in start order (at most FIRST_OPS_CAP each)."""
     ops = _cat(parts, "first_ops").sort_values(["range", "start_ns", "table", "rowid"],
                                                kind="stable")
+    ops = ops.drop(columns="window")
     return ops.groupby("range", sort=False).head(FIRST_OPS_CAP).reset_index(drop=True)

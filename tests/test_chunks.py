@@ -1,0 +1,140 @@
+"""The windowed attribution gives the same documents as one window, on every committed
+export and on random synthetic ones, whatever the window size, order or worker count."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis import model, systems
+from analysis.documents import to_json
+from analysis.io import load_meta
+from analysis.load import nsys_sqlite, torch_logs
+from analysis.load.nsys_chunks import plan
+
+DATA = Path(__file__).parent / "data"
+EXPORTS = sorted(p.parent.name for p in DATA.glob("*/trace.sqlite.xz"))
+
+
+FRAMES = ("kernels", "instances", "gaps", "busy", "other", "kernel_names", "devices",
+          "seq_names", "seq_durations", "seq_pairs", "op_counts", "first_ops")
+
+
+def _trace(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None) -> model.Trace:
+    export = nsys_sqlite.load(path, ops=False)
+    return model.attribute_file(path, export, systems.watch_paths(meta),
+                                chunk_rows=chunk_rows, jobs=jobs)
+
+
+def _doc(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None, events=None) -> str:
+    trace = _trace(path, chunk_rows, jobs, meta)
+    return to_json(systems.build(trace.export, meta, events, trace=trace))
+
+
+def _same_trace(a: model.Trace, b: model.Trace) -> None:
+    """Every aggregate of the two traces equal (not only what the document shows)."""
+    for name in FRAMES:
+        fa, fb = (getattr(t, name).reset_index(drop=True) for t in (a, b))
+        if len(fa) or len(fb):
+            pd.testing.assert_frame_equal(fa, fb, check_dtype=False, obj=name)
+    assert (a.outside, a.graph_traced, a.key_devices) == (b.outside, b.graph_traced,
+                                                          b.key_devices)
+
+
+def _inputs(name: str) -> tuple[Path, object, object]:
+    folder = DATA / name
+    meta = load_meta(folder / "meta.json") if (folder / "meta.json").exists() else None
+    logs = folder / "torch_logs.txt"
+    return folder / "trace.sqlite", meta, torch_logs.load(logs) if logs.exists() else None
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_small_windows_give_the_same_document(name: str) -> None:
+    path, meta, events = _inputs(name)
+    whole = _doc(path, 10**9, meta=meta, events=events)
+    rows = plan(path, 10**9).total_rows
+    for windows in (3, 11):
+        layout = plan(path, max(rows // windows, 1))
+        assert layout.windows > 1
+        assert _doc(path, max(rows // windows, 1), meta=meta, events=events) == whole
+    _same_trace(_trace(path, max(rows // 7, 1), meta=meta), _trace(path, 10**9, meta=meta))
+
+
+def test_worker_processes_and_the_in_memory_path_agree() -> None:
+    path, meta, events = _inputs("train_step")
+    whole = _doc(path, 10**9, meta=meta, events=events)
+    assert _doc(path, 997, jobs=2, meta=meta, events=events) == whole
+    export = nsys_sqlite.load(path)
+    doc = systems.build(export, meta, events)
+    assert to_json(doc) == whole
+
+
+# --- synthetic exports --------------------------------------------------------------
+
+SCHEMA = """
+CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, streamId INT,
+    correlationId INT, globalPid INT, shortName INT, demangledName INT);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, streamId INT,
+    correlationId INT, globalPid INT);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
+    correlationId INT, nameId INT);
+CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, globalTid INT,
+    domainId INT, endGlobalTid INT);
+"""
+PID = 7 << 24
+TIDS = (PID | 7, PID | 8)
+NAMES = ["ampere_sgemm_128x64_tn", "triton_poi_fused_relu_0", "void at::native::k<4>",
+         "elementwise", "nccl_all_reduce"]
+
+
+def _write(path: Path, ops: list[tuple], ranges: list[tuple], shuffle: bool) -> None:
+    """An export: `ops` (kind, start, dur, stream, tid, lag, name) and `ranges`
+    (style, name, tid, start, end), tables in start order unless `shuffle`."""
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA)
+    conn.executemany("INSERT INTO StringIds VALUES (?, ?)",
+                     [(i + 1, n) for i, n in enumerate([*NAMES, "cudaLaunchKernel"])])
+    kern, copy, api = [], [], []
+    for corr, (kind, start, dur, stream, tid, lag, name) in enumerate(ops, start=1):
+        api.append((start - lag, start - lag + 3, TIDS[tid], corr, len(NAMES) + 1))
+        row = (start, start + dur, 0, stream, corr, PID)
+        (kern if kind == "kernel" else copy).append(row + ((name + 1, name + 1)
+                                                           if kind == "kernel" else ()))
+    order = (lambda rows: rows[::-1]) if shuffle else sorted
+    conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?)",
+                     order(kern))
+    conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,?,?,?)", order(copy))
+    conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?)", order(api))
+    conn.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,NULL,NULL)",
+                     [(s, e, 59 if style else 60, name, TIDS[tid])
+                      for style, name, tid, s, e in ranges])
+    conn.commit()
+    conn.close()
+
+
+op = st.tuples(st.sampled_from(["kernel", "kernel", "kernel", "memcpy"]),
+               st.integers(1_000, 200_000), st.integers(1, 40_000), st.integers(1, 2),
+               st.integers(0, 1), st.integers(1, 30_000), st.integers(0, len(NAMES) - 1))
+rng = st.tuples(st.booleans(), st.sampled_from(["step", "fwd", "bwd"]), st.integers(0, 1),
+                st.integers(0, 150_000), st.integers(1, 120_000)).map(
+    lambda r: (r[0], r[1], r[2], r[3], r[3] + r[4]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(op, min_size=1, max_size=40), ranges=st.lists(rng, min_size=1, max_size=8),
+       chunk=st.integers(1, 12), shuffle=st.booleans())
+def test_random_windows_give_the_same_document(tmp_path: Path, ops, ranges, chunk,
+                                               shuffle) -> None:
+    path = tmp_path / f"t{chunk}{int(shuffle)}.sqlite"
+    path.unlink(missing_ok=True)
+    _write(path, ops, ranges, shuffle)
+    whole = _trace(path, 10**9)
+    _same_trace(_trace(path, chunk), whole)
+    assert to_json(systems.build(whole.export, None, None, trace=whole)) == _doc(path, chunk)
