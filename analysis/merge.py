@@ -142,3 +142,12 @@ def first_ops(parts: list[Partial]) -> pd.DataFrame:
                                                kind="stable")
     ops = ops.drop(columns="window")
     return ops.groupby("range", sort=False).head(FIRST_OPS_CAP).reset_index(drop=True)
+
+
+def rank(parts: list[Partial]) -> dict[str, int]:
+    """ranks.rank_measures summed over the windows (empty when not asked for)."""
+    out: dict[str, int] = {}
+    for p in parts:
+        for k, v in (p.rank or {}).items():
+            out[k] = out.get(k, 0) + v
+    return out

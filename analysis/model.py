@@ -31,7 +31,8 @@ first_ops     the operations of the watched instances (first iterations), in sta
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,6 +80,8 @@ class Trace:
     graph_traced: set[int] = field(default_factory=set)
     windows: int = 1
     gap_ns: int = GAP_NS
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="int64"))
+    rank: dict[str, int] = field(default_factory=dict)   # ranks.rank_measures, summed
 
 
 def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -100,10 +103,13 @@ def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return out, keys
 
 
-def context(export: NsysExport, watch_paths: tuple[str, ...] = ()) -> ChunkContext:
+def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool = False,
+            step: str | None = None) -> ChunkContext:
     """What every window needs: keyed ranges, op ranges, watched instances (the first
-    instance of each path in `watch_paths`), graph launch ids."""
+    instance of each path in `watch_paths`), graph launch ids, and with `ranks` the step
+    range's instances (ranks.step_rows: `step`, or the one found)."""
     from .ops import op_ranges
+    from .ranks import step_rows
 
     ranges, keys = keyed(export.ranges)
     first = ranges.sort_values("start_ns", kind="stable").drop_duplicates("path")
@@ -112,7 +118,8 @@ def context(export: NsysExport, watch_paths: tuple[str, ...] = ()) -> ChunkConte
     ids = graph["correlation_id"].dropna().to_numpy(dtype="int64") if len(graph) else \
         np.zeros(0, dtype="int64")
     return ChunkContext(ranges=ranges, keys=keys, op_ranges=op_ranges(ranges), watch=watch,
-                        gap_ns=GAP_NS, graph_ids=ids)
+                        gap_ns=GAP_NS, graph_ids=ids,
+                        steps=step_rows(ranges, step) if ranks else None)
 
 
 def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trace:
@@ -142,7 +149,9 @@ def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trac
         op_counts=merge.summed(parts, "op_counts", ["range"], {
             "kernel_count": "sum", "kernel_time_ns": "sum"}),
         first_ops=merge.first_ops(parts), outside=sum(p.outside for p in parts),
-        graph_traced=set().union(*(p.graph_traced for p in parts)), windows=len(parts))
+        graph_traced=set().union(*(p.graph_traced for p in parts)), windows=len(parts),
+        steps=ctx.steps if ctx.steps is not None else np.zeros(0, dtype="int64"),
+        rank=merge.rank(parts))
 
 
 def attribute(export: NsysExport, watch_paths: tuple[str, ...] = ()) -> Trace:
@@ -170,61 +179,110 @@ def _normalized(ops: pd.DataFrame) -> pd.DataFrame:
 _WORKER: dict = {}
 
 
-def _init_worker(ctx: ChunkContext) -> None:
-    _WORKER["ctx"] = ctx
+def _init_worker(ctxs: list[ChunkContext]) -> None:
+    _WORKER["ctxs"] = ctxs
 
 
-def _window(layout, index: int) -> Partial:
-    """Read and reduce one window (a top-level function: worker processes run it)."""
+def window_task(layout, ctx: ChunkContext, index: int) -> Partial:
+    """Read and reduce one window of one export (a top-level function: worker processes
+    and Dask tasks run it)."""
     from .load.nsys_chunks import read_window
 
     lo, hi = layout.bounds[index], layout.bounds[index + 1]
-    return compute(_WORKER["ctx"], read_window(layout, index), lo, hi, index, ATEN_EAGER)
+    return compute(ctx, read_window(layout, index), lo, hi, index, ATEN_EAGER)
+
+
+def _local_task(layout, which: int, index: int) -> Partial:
+    return window_task(layout, _WORKER["ctxs"][which], index)
+
+
+Task = tuple  # (layout, context index, window index)
+Runner = Callable[[list[ChunkContext], list[Task]], list[Partial]]
+
+
+def local_runner(jobs: int, progress: Callable[[int, int], object] | None = None) -> Runner:
+    """Run window tasks on `jobs` worker processes (the contexts shipped once to each),
+    or in this process when jobs is 1; `progress(done, total)` after each window."""
+    def run(ctxs: list[ChunkContext], tasks: list[Task]) -> list[Partial]:
+        done: list[Partial] = []
+
+        def tick() -> None:
+            if progress:
+                progress(len(done), len(tasks))
+
+        tick()
+        if jobs <= 1 or len(tasks) <= 1:
+            _init_worker(ctxs)
+            for t in tasks:
+                done.append(_local_task(*t))
+                tick()
+            return done
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)),
+                                 initializer=_init_worker, initargs=(ctxs,)) as pool:
+            futures = {pool.submit(_local_task, *t): n for n, t in enumerate(tasks)}
+            out: list[Partial | None] = [None] * len(tasks)
+            for f in as_completed(futures):
+                out[futures[f]] = f.result()
+                done.append(out[futures[f]])
+                tick()
+        return out
+    return run
+
+
+def attribute_files(paths: list[Path], exports: list[NsysExport], ctxs: list[ChunkContext],
+                    runner: Runner, chunk_rows: int | None = None) -> list[Trace]:
+    """Attribute several export files: every window of every file is one task of
+    `runner` (local processes or a Dask cluster); a file whose tables turn out not to be
+    in start order is read again by scanning (see load/nsys_chunks.py)."""
+    from .load.nsys_chunks import plan
+
+    layouts = []
+    for path, export in zip(paths, exports, strict=True):
+        with _versioned(export):
+            layouts.append(plan(Path(path), chunk_rows or CHUNK_ROWS))
+    parts = _attribute(layouts, ctxs, exports, runner)
+    redo = [i for i, ps in enumerate(parts) if not all(p.sorted_ok for p in ps)]
+    if redo:
+        again = _attribute([layouts[i].rescanned() for i in redo], [ctxs[i] for i in redo],
+                           [exports[i] for i in redo], runner)
+        for i, ps in zip(redo, again, strict=True):
+            parts[i] = ps
+    return [combine(e, c, ps) for e, c, ps in zip(exports, ctxs, parts, strict=True)]
+
+
+def _attribute(layouts: list, ctxs: list[ChunkContext], exports: list[NsysExport],
+               runner: Runner) -> list[list[Partial]]:
+    tasks = [(lay, t, i) for t, lay in enumerate(layouts) for i in range(lay.windows)]
+    with _versioned(exports[0] if len(exports) == 1 else None):
+        results = runner(ctxs, tasks)
+    parts: list[list[Partial]] = [[] for _ in layouts]
+    for (_, t, _), part in zip(tasks, results, strict=True):
+        parts[t].append(part)
+    return [sorted(ps, key=lambda p: p.index) for ps in parts]
+
+
+@contextmanager
+def _versioned(export: NsysExport | None) -> Iterator[None]:
+    """An unreadable export says which export schema (and nsys) wrote it."""
+    try:
+        yield
+    except InputError as exc:
+        if export is None:
+            raise
+        raise InputError(f"{exc}; export schema version "
+                         f"{export.export_schema_version or 'not recorded'} "
+                         f"({export.product_version or 'unknown nsys'}) is not one this "
+                         "loader reads") from exc
 
 
 def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] = (),
                    chunk_rows: int | None = None, jobs: int | None = None,
                    progress: Callable[[int, int], object] | None = None) -> Trace:
-    """The attribution pass over an export file, window by window (see the module doc).
-    `progress(done, total)` is called before the first window and after each one."""
-    from .load.nsys_chunks import plan
-
-    ctx = context(export, watch_paths)
-    jobs = jobs or os.cpu_count() or 1
-    try:
-        layout = plan(Path(path), chunk_rows or CHUNK_ROWS)
-        parts = _run(layout, ctx, jobs, progress)
-        if not all(p.sorted_ok for p in parts):      # tables not in start order: scan
-            parts = _run(layout.rescanned(), ctx, jobs, progress)
-    except InputError as exc:
-        raise InputError(f"{exc}; export schema version "
-                         f"{export.export_schema_version or 'not recorded'} "
-                         f"({export.product_version or 'unknown nsys'}) is not one this "
-                         "loader reads") from exc
-    return combine(export, ctx, parts)
-
-
-def _run(layout, ctx: ChunkContext, jobs: int,
-         progress: Callable[[int, int], object] | None) -> list[Partial]:
-    total, parts = layout.windows, []
-
-    def tick() -> None:
-        if progress:
-            progress(len(parts), total)
-
-    tick()
-    if jobs <= 1 or layout.windows == 1:
-        _init_worker(ctx)
-        for i in range(layout.windows):
-            parts.append(_window(layout, i))
-            tick()
-        return parts
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    with ProcessPoolExecutor(max_workers=min(jobs, layout.windows), initializer=_init_worker,
-                             initargs=(ctx,)) as pool:
-        futures = [pool.submit(_window, layout, i) for i in range(layout.windows)]
-        for f in as_completed(futures):
-            parts.append(f.result())
-            tick()
-    return sorted(parts, key=lambda p: p.index)
+    """The attribution pass over one export file, window by window on `jobs` processes
+    (default: every core); `progress(done, total)` before the first window and after
+    each one."""
+    runner = local_runner(jobs or os.cpu_count() or 1, progress)
+    return attribute_files([path], [export], [context(export, watch_paths)], runner,
+                           chunk_rows)[0]

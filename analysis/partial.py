@@ -38,6 +38,7 @@ class ChunkContext:
     watch: np.ndarray               # range rows whose operations are kept (first iteration)
     gap_ns: int                     # idle gaps at least this long are summarized per key
     graph_ids: np.ndarray           # correlation ids of CUDA graph launches
+    steps: np.ndarray | None = None  # ranks: the step range's instances (rows)
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Partial:
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
     sorted_ok: bool = True
+    rank: dict[str, int] | None = None
 
 
 def _blocks(ops: pd.DataFrame, lo: int, hi: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -293,4 +295,14 @@ def compute(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int, index: int,
         outside=int((kern & ~inside[~ops["halo"].to_numpy()]).sum()),
         graph_traced=set(np.intersect1d(owned["correlation_id"].to_numpy(),
                                         ctx.graph_ids).tolist()),
-        sorted_ok=sorted_ok)
+        sorted_ok=sorted_ok, rank=_rank(ctx, ops, lo, hi))
+
+
+def _rank(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int) -> dict[str, int] | None:
+    if ctx.steps is None:
+        return None
+    from .ranks import rank_measures
+
+    r = ctx.ranges
+    return rank_measures(ops, r["start_ns"].to_numpy(dtype="int64")[ctx.steps],
+                         r["end_ns"].to_numpy(dtype="int64")[ctx.steps], lo, hi)

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from .busy import covered, union
 from .documents import RankRow, RanksDoc, SystemsDoc
@@ -34,50 +35,64 @@ def rank_of(path: Path, position: int) -> int:
     return int(m.group(1)) if m else position
 
 
-def step_rows(trace: Trace, step: str | None) -> np.ndarray:
-    """Rows of trace.ranges that are the step's instances (see the module doc)."""
-    r = trace.ranges
-    names = r["path"].to_numpy(dtype=object)
+def step_rows(ranges: pd.DataFrame, step: str | None) -> np.ndarray:
+    """Rows of the keyed ranges that are the step's instances (see the module doc)."""
+    names = ranges["path"].to_numpy(dtype=object)
     if step is not None:
-        rows = np.flatnonzero((names == step) | (r["name"].to_numpy(dtype=object) == step))
-        return rows
-    counts = r.groupby("path").size()
+        return np.flatnonzero((names == step) | (ranges["name"].to_numpy(dtype=object) == step))
+    counts = ranges.groupby("path").size()
     steps = counts[[p.split("/")[-1].lower().endswith("step") for p in counts.index]]
     pick = (steps if len(steps) else counts).idxmax() if len(counts) else None
     return np.flatnonzero(names == pick) if pick is not None else np.zeros(0, dtype=int)
 
 
-def _blocks(s: np.ndarray, e: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return union(s[mask], e[mask])
+def _clipped(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    bs, be = union(s, e)
+    bs, be = np.maximum(bs, lo), np.minimum(be, hi)
+    keep = be > bs
+    return bs[keep], be[keep]
 
 
-def rank_row(trace: Trace, rank: int, step: str | None) -> RankRow:
-    """One rank's numbers per step (means over the step's instances)."""
-    rows = step_rows(trace, step)
-    ops = trace.export.ops
+def rank_measures(ops: pd.DataFrame, steps_lo: np.ndarray, steps_hi: np.ndarray, lo: int,
+                  hi: int) -> dict[str, int]:
+    """One window's share of a rank's numbers (sums over windows give the whole): kernel
+    time of compute and NCCL kernels started inside a step (owned operations), and the
+    unions (NCCL, compute beside NCCL, all operations inside the steps) clipped to the
+    window [lo, hi)."""
+    names = ops["name"].astype("category")
+    hit = np.array([bool(NCCL.search(str(c))) for c in names.cat.categories], dtype=bool)
     kern = (ops["kind"] == "kernel").to_numpy()
-    s, e = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
-    nccl = np.array([bool(NCCL.search(str(n))) for n in ops["name"]], dtype=bool) & kern
+    nccl = (hit[names.cat.codes.to_numpy()] if len(ops) else np.zeros(0, bool)) & kern
     compute = kern & ~nccl
+    s, e = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
+    ws, we = union(steps_lo, steps_hi)
+    at = np.searchsorted(ws, s, side="right") - 1
+    inside = (at >= 0) & (s < we[np.maximum(at, 0)]) if len(ws) else np.zeros(len(s), bool)
+    owned, dur = ~ops["halo"].to_numpy(dtype=bool), e - s
+    c_blocks = _clipped(s[compute & inside], e[compute & inside], lo, hi)
+    n_s, n_e = _clipped(s[nccl & inside], e[nccl & inside], lo, hi)
+    every = _clipped(s, e, lo, hi)
+    return {"compute_ns": int(dur[compute & inside & owned].sum()),
+            "nccl_ns": int(dur[nccl & inside & owned].sum()),
+            "nccl_total_ns": int(dur[nccl & owned].sum()), "nccl_union_ns": int((n_e - n_s).sum()),
+            "overlap_ns": int(covered(*c_blocks, n_s, n_e).sum()) if len(n_s) else 0,
+            "busy_ns": int(covered(*every, steps_lo, steps_hi).sum()) if len(steps_lo) else 0}
+
+
+def rank_row(trace: Trace, rank: int) -> RankRow:
+    """One rank's numbers per step (means over the step's instances), from the measures
+    the attribution pass summed over its windows."""
+    rows = trace.steps
     lo = trace.ranges["start_ns"].to_numpy(dtype="int64")[rows]
     hi = trace.ranges["end_ns"].to_numpy(dtype="int64")[rows]
-    n = max(len(rows), 1)
-    inside = np.zeros(len(ops), dtype=bool)
-    for a, b in zip(lo, hi, strict=True):
-        inside |= (s >= a) & (s < b)
-    c_blocks = _blocks(s, e, compute & inside)
-    n_blocks = _blocks(s, e, nccl & inside)
-    overlap = covered(*c_blocks, n_blocks[0], n_blocks[1]).sum() if len(n_blocks[0]) else 0
-    every = _blocks(s, e, np.ones(len(ops), dtype=bool))
-    busy = covered(*every, lo, hi).sum() if len(rows) else 0
+    n, m = max(len(rows), 1), trace.rank
     window = int((hi - lo).sum())
     return RankRow(
-        rank=rank, steps=len(rows), path=str(trace.export.path),
-        step_ns=window / n, compute_kernel_ns=float((e - s)[compute & inside].sum()) / n,
-        nccl_kernel_ns=float((e - s)[nccl & inside].sum()) / n,
-        nccl_kernel_total_ns=int((e - s)[nccl].sum()),
-        exposed_comm_ns=float((n_blocks[1] - n_blocks[0]).sum() - overlap) / n,
-        busy_pct=float(100.0 * busy / window) if window else 0.0)
+        rank=rank, steps=len(rows), path=str(trace.export.path), step_ns=window / n,
+        compute_kernel_ns=float(m["compute_ns"]) / n, nccl_kernel_ns=float(m["nccl_ns"]) / n,
+        nccl_kernel_total_ns=int(m["nccl_total_ns"]),
+        exposed_comm_ns=float(m["nccl_union_ns"] - m["overlap_ns"]) / n,
+        busy_pct=float(100.0 * m["busy_ns"] / window) if window else 0.0)
 
 
 def compare(rows: list[RankRow]) -> RanksDoc:
@@ -91,37 +106,29 @@ def compare(rows: list[RankRow]) -> RanksDoc:
     return doc
 
 
-def analyze_rank(path: str, rank: int, step: str | None) -> tuple[SystemsDoc, RankRow]:
-    """One rank's export: its systems document and its row, from one attribution pass
-    (a top-level function: worker processes run it)."""
+def analyze_ranks(paths: list[Path], step: str | None, jobs: int, dask: str | None = None
+                  ) -> tuple[list[SystemsDoc], RanksDoc]:
+    """Every rank's export, read window by window: every window of every export is one
+    task, on a Dask cluster (`dask`: a scheduler address, or "local" for a cluster of
+    this machine's cores; the `dask` extra), else on `jobs` local worker processes (1: in
+    this one). The results are the same either way."""
     from . import model, systems
     from .load import nsys_sqlite
 
-    export = nsys_sqlite.load(path)
-    trace = model.attribute(export)
-    return systems.build(export, trace=trace), rank_row(trace, rank, step)
+    exports = [nsys_sqlite.load(p, ops=False) for p in paths]
+    ctxs = [model.context(e, ranks=True, step=step) for e in exports]
+    runner = _on_dask(dask) if dask else model.local_runner(jobs)
+    traces = model.attribute_files(paths, exports, ctxs, runner)
+    docs, rows = [], []
+    for i, (p, trace) in enumerate(zip(paths, traces, strict=True)):
+        docs.append(systems.build(trace.export, trace=trace))
+        rows.append(rank_row(trace, rank_of(p, i)))
+    return docs, compare(rows)
 
 
-def analyze_ranks(paths: list[Path], step: str | None, jobs: int, dask: str | None = None
-                  ) -> tuple[list[SystemsDoc], RanksDoc]:
-    """Every rank's export, one task each: on a Dask cluster (`dask`: a scheduler address,
-    or "local" for a cluster of this machine's cores; the `dask` extra), else on `jobs`
-    local worker processes (1: in this one). The results are the same either way."""
-    args = [(str(p), rank_of(p, i), step) for i, p in enumerate(paths)]
-    if dask:
-        results = _on_dask(dask, args)
-    elif jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(analyze_rank, *zip(*args, strict=True)))
-    else:
-        results = [analyze_rank(*a) for a in args]
-    return [d for d, _ in results], compare([r for _, r in results])
-
-
-def _on_dask(address: str, args: list[tuple]) -> list[tuple[SystemsDoc, RankRow]]:
-    """Run analyze_rank over `args` on a Dask cluster, one task per export."""
+def _on_dask(address: str):
+    """A runner (function, argument lists) -> results on a Dask cluster: the windows'
+    shared context is scattered once, each window is one task."""
     try:
         from distributed import Client, LocalCluster
     except ImportError as exc:
@@ -129,11 +136,18 @@ def _on_dask(address: str, args: list[tuple]) -> list[tuple[SystemsDoc, RankRow]
 
         raise ToolMissing("--dask needs Dask distributed: pip install "
                           "'nsight-workflows[dask]'") from exc
-    cluster = LocalCluster(processes=True, dashboard_address=None) \
-        if address == "local" else None
-    with Client(cluster or address) as client:
-        futures = client.map(analyze_rank, *zip(*args, strict=True), pure=False)
-        results = client.gather(futures)
-    if cluster is not None:
-        cluster.close()
-    return results
+
+    from .model import window_task
+
+    def run(ctxs: list, tasks: list[tuple]) -> list:
+        cluster = LocalCluster(processes=True, dashboard_address=None) \
+            if address == "local" else None
+        with Client(cluster or address) as client:
+            shared = client.scatter(ctxs, broadcast=True)
+            futures = [client.submit(window_task, layout, shared[t], i, pure=False)
+                       for layout, t, i in tasks]
+            results = client.gather(futures)
+        if cluster is not None:
+            cluster.close()
+        return results
+    return run

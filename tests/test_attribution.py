@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import patch
 
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import gaps, model
+from analysis import model
 from analysis import ranges as rng
 from analysis.load.nsys_sqlite import NsysExport
 
@@ -78,21 +79,24 @@ def test_summary_span_idle_and_kernels() -> None:
 
 
 def _timeline(ivs: list[tuple[int, int, int]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """timeline() of one range (index 0) holding ops (start, duration, api_start)."""
+    """(instances, gap summary) of one range holding ops (start, duration, api_start),
+    every gap summarized (threshold 1 ns)."""
     ops = _ops([("k", 1, api, api + 1, s, s + d) for s, d, api in ivs])
-    pairs = pd.DataFrame({"range": [0] * len(ivs), "call": list(range(len(ivs)))})
-    return gaps.timeline(ops, pairs)
+    with patch.object(model, "GAP_NS", 1):
+        trace = trace_of(_ranges([("w", 1, -1, 10**6)]), ops)
+    return trace.instances, trace.gaps
 
 
 def test_timeline_merges_overlapping_streams() -> None:
     inst, gap_rows = _timeline([(0, 10, 0), (5, 3, 1), (20, 10, 15), (21, 4, 25)])
     assert inst[["gpu_span_ns", "gpu_idle_ns"]].values.tolist() == [[30, 10]]
-    assert gap_rows[["gap_start_ns", "gap_ns", "host_wait"]].values.tolist() == [[10, 10, True]]
+    assert gap_rows[["gaps", "gap_ns", "largest_gap_ns", "host_wait_ns"]].values.tolist() == [
+        [1, 10, 10, 10]]
 
 
 def test_timeline_host_wait_only_when_launch_came_late() -> None:
     _, gap_rows = _timeline([(0, 10, 0), (30, 5, 5)])     # launched early: other wait
-    assert gap_rows["host_wait"].tolist() == [False]
+    assert gap_rows[["gaps", "host_wait_ns"]].values.tolist() == [[1, 0]]
 
 
 intervals = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 200),
@@ -109,6 +113,7 @@ def test_timeline_matches_brute_force(ivs: list[tuple[int, int, int]]) -> None:
     assert inst["gpu_span_ns"].tolist() == [span]
     assert inst["gpu_idle_ns"].tolist() == [span - len(covered)]
     assert int(gap_rows["gap_ns"].sum()) == span - len(covered)
+    assert len(gap_rows) == (1 if span > len(covered) else 0)
 
 
 calls = st.lists(st.tuples(st.integers(1, 2), st.integers(0, 1000), st.integers(0, 50)),

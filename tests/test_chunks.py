@@ -18,7 +18,7 @@ from analysis.load import nsys_sqlite, torch_logs
 from analysis.load.nsys_chunks import plan
 
 DATA = Path(__file__).parent / "data"
-EXPORTS = sorted(p.parent.name for p in DATA.glob("*/trace.sqlite.xz"))
+EXPORTS = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*.sqlite.xz"))
 
 
 FRAMES = ("kernels", "instances", "gaps", "busy", "other", "kernel_names", "devices",
@@ -47,10 +47,15 @@ def _same_trace(a: model.Trace, b: model.Trace) -> None:
 
 
 def _inputs(name: str) -> tuple[Path, object, object]:
-    folder = DATA / name
-    meta = load_meta(folder / "meta.json") if (folder / "meta.json").exists() else None
+    """An export (name: its path under tests/data) with the meta.json and TORCH_LOGS
+    beside it when it is a run's trace.sqlite."""
+    path = DATA / name
+    folder = path.parent
+    own = path.name == "trace.sqlite"
+    meta = load_meta(folder / "meta.json") if own and (folder / "meta.json").exists() \
+        else None
     logs = folder / "torch_logs.txt"
-    return folder / "trace.sqlite", meta, torch_logs.load(logs) if logs.exists() else None
+    return path, meta, torch_logs.load(logs) if own and logs.exists() else None
 
 
 @pytest.mark.parametrize("name", EXPORTS)
@@ -66,7 +71,7 @@ def test_small_windows_give_the_same_document(name: str) -> None:
 
 
 def test_worker_processes_and_the_in_memory_path_agree() -> None:
-    path, meta, events = _inputs("train_step")
+    path, meta, events = _inputs("train_step/trace.sqlite")
     whole = _doc(path, 10**9, meta=meta, events=events)
     assert _doc(path, 997, jobs=2, meta=meta, events=events) == whole
     export = nsys_sqlite.load(path)
