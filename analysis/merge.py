@@ -117,23 +117,35 @@ def summed(parts: list[Partial], attr: str, by: list[str], how: dict[str, str]
 
 
 def pair_order(parts: list[Partial]) -> pd.DataFrame:
-    """Distinct back-to-back kernel name pairs per (pid, path) in order of first occurrence
+    """Distinct back-to-back kernel name pairs per pathid in order of first occurrence
     over the whole trace (window edges joined through each window's first/last kernel)."""
-    last: dict[tuple, str] = {}
+    last: dict[int, str] = {}
     frames = []
     for p in sorted(parts, key=lambda p: p.index):
         edge = []
-        for pid, path, first, end in p.seq_ends.itertuples(index=False):
-            if (pid, path) in last:
-                edge.append((pid, path, last[(pid, path)], first))
-            last[(pid, path)] = end
-        frames.append(pd.DataFrame(edge, columns=["pid", "path", "a", "b"]))
+        for pathid, first, end in p.seq_ends.itertuples(index=False):
+            if pathid in last:
+                edge.append((pathid, last[pathid], first))
+            last[pathid] = end
+        frames.append(pd.DataFrame(edge, columns=["pathid", "a", "b"]))
         frames.append(p.seq_pairs)
     frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame(columns=["pid", "path", "a", "b"])
+        return pd.DataFrame(columns=["pathid", "a", "b"])
     pairs = pd.concat(frames, ignore_index=True).drop_duplicates()
-    return pairs.sort_values(["pid", "path"], kind="stable").reset_index(drop=True)
+    return pairs.sort_values("pathid", kind="stable").reset_index(drop=True)
+
+
+def with_paths(frame: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
+    """`pathid` replaced by the (pid, path) it stands for (the Trace's keys)."""
+    paths = keys.drop_duplicates("pathid").set_index("pathid")[["pid", "path"]]
+    if frame.empty:
+        return pd.DataFrame(columns=["pid", "path", *[c for c in frame if c != "pathid"]])
+    ids = frame["pathid"].to_numpy(dtype="int64")
+    out = frame.drop(columns="pathid")
+    out.insert(0, "path", paths["path"].reindex(ids).to_numpy())
+    out.insert(0, "pid", paths["pid"].reindex(ids).to_numpy())
+    return out.reset_index(drop=True)
 
 
 def first_ops(parts: list[Partial]) -> pd.DataFrame:

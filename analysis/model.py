@@ -13,7 +13,8 @@ first-iteration strips, the whole-trace kernel summary) reads it; none recompute
 Trace frames (range rows are the rows of `ranges`):
 ranges        the loader's range instances plus `path`, `pid` and `key` (int code of
               (pid, domain, path): processes are never merged)
-keys          per key: pid, domain, path, first_ns (earliest instance start)
+keys          per key: pid, domain, path, first_ns (earliest instance start), pathid
+              (int code of (pid, path): keys of several domains share it)
 graph_pairs   (range, call): range instance row -> row of `export.graph_launches`
 kernels       per (key, kernel name): count, total_ns, min_ns, max_ns, avg_ns
 instances     per range instance with GPU work: range, gpu_span_ns, gpu_idle_ns
@@ -25,6 +26,7 @@ devices       per device (stream -2) and (device, stream): operations, busy_ns, 
 seq_*         kernels per (pid, path) once per launch: per name, per duration, the
               back-to-back name pairs in order (the systems rules read these)
 op_counts     per emit_nvtx op range instance: kernel_count, kernel_time_ns
+op_ranges     the emit_nvtx op range instances (ops.op_ranges)
 first_ops     the operations of the watched instances (first iterations), in start order
 """
 
@@ -76,6 +78,7 @@ class Trace:
     seq_pairs: pd.DataFrame
     op_counts: pd.DataFrame
     first_ops: pd.DataFrame
+    op_ranges: pd.DataFrame
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
     windows: int = 1
@@ -100,6 +103,10 @@ def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                           dtype="int64")
     keys = out.drop_duplicates("key").set_index("key")[["pid", "domain", "path"]].sort_index()
     keys["first_ns"] = out.groupby("key")["start_ns"].min()
+    paths: dict[tuple[int, str], int] = {}
+    keys["pathid"] = np.array([paths.setdefault(k, len(paths)) for k in
+                               zip(keys["pid"].tolist(), keys["path"].tolist(), strict=True)],
+                              dtype="int64")
     return out, keys
 
 
@@ -141,11 +148,12 @@ def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trac
         devices=merge.summed(parts, "devices", ["device", "stream"], {
             "operations": "sum", "busy_ns": "sum", "first_ns": "min", "last_ns": "max"}),
         key_devices=key_devices,
-        seq_names=merge.summed(parts, "seq_names", ["pid", "path", "name"], {
-            "count": "sum", "total_ns": "sum", "aten": "any"}),
-        seq_durations=merge.summed(parts, "seq_durations", ["pid", "path", "duration_ns"],
-                                   {"n": "sum"}),
-        seq_pairs=merge.pair_order(parts),
+        seq_names=merge.with_paths(merge.summed(parts, "seq_names", ["pathid", "name"], {
+            "count": "sum", "total_ns": "sum", "aten": "any"}), ctx.keys),
+        seq_durations=merge.with_paths(merge.summed(
+            parts, "seq_durations", ["pathid", "duration_ns"], {"n": "sum"}), ctx.keys),
+        seq_pairs=merge.with_paths(merge.pair_order(parts), ctx.keys),
+        op_ranges=ctx.op_ranges,
         op_counts=merge.summed(parts, "op_counts", ["range"], {
             "kernel_count": "sum", "kernel_time_ns": "sum"}),
         first_ops=merge.first_ops(parts), outside=sum(p.outside for p in parts),

@@ -76,7 +76,7 @@ def _forward_of_seq(trace: Trace, ops: pd.DataFrame) -> pd.Series:
 
 def op_table(trace: Trace) -> list[OpRow]:
     """One row per op name (forward rows first by forward + backward kernel time)."""
-    ops = op_ranges(trace.ranges)
+    ops = trace.op_ranges
     if ops.empty:
         return []
     ops = _per_instance(trace, ops)

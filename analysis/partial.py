@@ -92,7 +92,7 @@ def process_covered(blocks: dict[int, tuple[np.ndarray, np.ndarray]], pids: np.n
 
 
 def _kernel_pairs(ctx: ChunkContext, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """Pairs of owned kernels with key, path, pid, name and the columns that order them."""
+    """Pairs of owned kernels with key, pathid, name and the columns that order them."""
     call = pairs["call"].to_numpy(dtype="int64")
     keep = ((ops["kind"].to_numpy() == "kernel") & ~ops["halo"].to_numpy())[call]
     call, rng = call[keep], pairs["range"].to_numpy(dtype="int64")[keep]
@@ -100,7 +100,7 @@ def _kernel_pairs(ctx: ChunkContext, ops: pd.DataFrame, pairs: pd.DataFrame) -> 
     return pd.DataFrame({
         "range": rng, "call": call, "key": key,
         "tid": ctx.ranges["global_tid"].to_numpy(dtype="int64")[rng],
-        "path": ctx.keys["path"].to_numpy()[key], "pid": ctx.keys["pid"].to_numpy()[key],
+        "pathid": ctx.keys["pathid"].to_numpy()[key],
         "name": ops["name"].array.take(call),
         "demangled_name": ops["demangled_name"].array.take(call),
         "duration_ns": ops["duration_ns"].to_numpy()[call],
@@ -221,23 +221,29 @@ def names(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 def sequences(kp: pd.DataFrame, aten: np.ndarray) -> tuple[pd.DataFrame, ...]:
-    """Kernels of each (process, range path), once per launch, in GPU start order: per
-    name (count, total ns, any eager ATen demangled name), per duration (how many: the
-    median merges from these), the distinct back-to-back name pairs in order of first
-    occurrence, and the first and last name (to join pairs across window edges)."""
-    seq = kp.drop_duplicates(["pid", "path", "call"]).sort_values(
-        ["pid", "path", "start_ns", "table", "rowid"], kind="stable")
-    seq = seq.assign(name=seq["name"].astype(str), aten=aten[seq.index.to_numpy()])
-    by_name = seq.groupby(["pid", "path", "name"], sort=False).agg(
+    """Kernels of each (process, range path) (`pathid`), once per launch, in GPU start
+    order: per name (count, total ns, any eager ATen demangled name), per duration (how
+    many: the median merges from these), the distinct back-to-back name pairs in order of
+    first occurrence, and the first and last name (to join pairs across window edges)."""
+    seq = kp.drop_duplicates(["pathid", "call"]).sort_values(
+        ["pathid", "start_ns", "table", "rowid"], kind="stable")
+    seq = seq.assign(aten=aten[seq.index.to_numpy()])
+    by_name = seq.groupby(["pathid", "name"], sort=False, observed=True).agg(
         count=("duration_ns", "size"), total_ns=("duration_ns", "sum"),
         aten=("aten", "any")).reset_index()
-    durations = seq.groupby(["pid", "path", "duration_ns"]).size().rename("n").reset_index()
-    pid, path, name = (seq[c].to_numpy() for c in ("pid", "path", "name"))
-    same = (pid[1:] == pid[:-1]) & (path[1:] == path[:-1])
-    pairs = pd.DataFrame({"pid": pid[1:][same], "path": path[1:][same],
-                          "a": name[:-1][same], "b": name[1:][same]}).drop_duplicates()
-    ends = seq.groupby(["pid", "path"], sort=False)["name"].agg(["first", "last"])
-    return by_name, durations, pairs, ends.reset_index()
+    by_name["name"] = by_name["name"].astype(str)
+    durations = seq.groupby(["pathid", "duration_ns"]).size().rename("n").reset_index()
+    names = np.asarray(seq["name"].cat.categories.astype(str), dtype=object)
+    pid, code = seq["pathid"].to_numpy(), seq["name"].cat.codes.to_numpy()
+    same = pid[1:] == pid[:-1]
+    pairs = pd.DataFrame({"pathid": pid[1:][same], "a": code[:-1][same],
+                          "b": code[1:][same]}).drop_duplicates()
+    pairs["a"], pairs["b"] = names[pairs["a"].to_numpy()], names[pairs["b"].to_numpy()]
+    heads = np.flatnonzero(np.r_[True, ~same]) if len(pid) else np.zeros(0, dtype=int)
+    tails = np.r_[heads[1:], len(pid)] - 1 if len(pid) else heads
+    ends = pd.DataFrame({"pathid": pid[heads], "first": names[code[heads]],
+                         "last": names[code[tails]]})
+    return by_name, durations, pairs, ends
 
 
 def op_counts(ctx: ChunkContext, kp: pd.DataFrame) -> pd.DataFrame:

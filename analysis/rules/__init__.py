@@ -98,14 +98,18 @@ class Context:
             return {}
         d = self._mine(self.trace.seq_durations)
         d = d.groupby(["path", "duration_ns"], sort=True)["n"].sum().reset_index()
-        out = {}
-        for path, g in d.groupby("path", sort=False):
-            values, cum = g["duration_ns"].to_numpy(), np.cumsum(g["n"].to_numpy())
-            n = int(cum[-1])
-            lo = values[np.searchsorted(cum, (n - 1) // 2, side="right")]
-            hi = values[np.searchsorted(cum, n // 2, side="right")]
-            out[path] = (float(lo) + float(hi)) / 2
-        return out
+        if d.empty:
+            return {}
+        path, values = d["path"].to_numpy(dtype=object), d["duration_ns"].to_numpy()
+        count = d["n"].to_numpy(dtype="int64")
+        cum = np.cumsum(count)
+        heads = np.flatnonzero(np.r_[True, path[1:] != path[:-1]])
+        tails = np.r_[heads[1:], len(path)] - 1
+        before = cum[heads] - count[heads]            # kernels of the paths sorted before
+        n = cum[tails] - before
+        lo = values[np.searchsorted(cum, before + (n - 1) // 2, side="right")]
+        hi = values[np.searchsorted(cum, before + n // 2, side="right")]
+        return dict(zip(path[heads].tolist(), ((lo + hi) / 2).tolist(), strict=True))
 
     @cached_property
     def kernel_leaves(self) -> list[str]:
