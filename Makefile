@@ -20,7 +20,8 @@ NCU_ITERS ?= 1
 CLOCK_CONTROL ?= none
 VARIANT ?=
 LAUNCH_COUNT ?=
-COPIES ?= 100 300 1000
+COPIES ?= 100 500 1000 2500 5200
+REPEAT ?= 3
 THRESHOLD ?= 5
 METRIC ?= auto
 NPROC ?= 1
@@ -38,7 +39,7 @@ help: ## list targets and their variables
 	@echo "           SIZE=$(SIZE) (default|small) NPROC=$(NPROC) STRAGGLER=$(STRAGGLER) (ddp_step)"
 	@echo "           ITERS=$(ITERS) NCU_ITERS=$(NCU_ITERS) CLOCK_CONTROL=$(CLOCK_CONTROL) (none|base)"
 	@echo "           LAUNCH_COUNT=$(LAUNCH_COUNT) RUNS=$(RUNS) PY=$(PY)"
-	@echo "           BASE=$(BASE) NEW=$(NEW) THRESHOLD=$(THRESHOLD) METRIC=$(METRIC) COPIES=$(COPIES)"
+	@echo "           BASE=$(BASE) NEW=$(NEW) THRESHOLD=$(THRESHOLD) METRIC=$(METRIC) COPIES=$(COPIES) REPEAT=$(REPEAT)"
 
 setup: ## create .venv and install the package with test dependencies (CPU torch for kernel tests)
 	python3 -m venv .venv
@@ -107,8 +108,8 @@ bench: ## [WORKLOAD=a,b]: median times vs true and measured ceilings -> reports/
 sweep: ## KERNEL=matmul_relu|attention|attention_causal: time every config -> reports/bench/sweep_*
 	$(PY) -m workflows.sweep $(KERNEL) -o reports/bench
 
-bench-analysis: ## time python -m analysis vs nsys stats: 0.1M-1M kernels, and an NVTX-heavy capture -> reports/bench/
-	$(PY) -m analysis.bench --copies $(COPIES) -o reports/bench
-	$(PY) -m analysis.bench --base tests/data/emit_nvtx_200/trace.sqlite --copies 1 \
-	    --stem analysis_nvtx_heavy -o reports/bench
+bench-analysis: ## time and memory of python -m analysis vs nsys stats: 0.1M-5M kernels, an NVTX-heavy capture x1-x5 -> reports/bench/
+	$(PY) -m analysis.bench --copies $(COPIES) --repeat $(REPEAT) -o reports/bench
+	$(PY) -m analysis.bench --base tests/data/emit_nvtx_200/trace.sqlite --copies 1 3 5 \
+	    --repeat $(REPEAT) --stem analysis_nvtx_heavy -o reports/bench
 	$(PY) -m analysis.bench_ranks --ranks 16 -o reports/bench

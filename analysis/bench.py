@@ -1,14 +1,16 @@
 """How fast is `python -m analysis systems` on big traces, against `nsys stats`?
 
-    python -m analysis.bench [--base tests/data/gelu/trace.sqlite] [--copies 300 1000 3000]
-                             [--nsys PATH] [-o reports/bench]
+    python -m analysis.bench [--base tests/data/gelu/trace.sqlite] [--copies 100 ... 5200]
+                             [--repeat 3] [--nsys PATH] [-o reports/bench] [--stem analysis]
 
 Builds big exports by replaying a real one K times: every kernel, memcpy, memset, CUDA
 API and NVTX row is copied with its timestamps shifted past the previous copy and its
-correlation id shifted past every id used so far, so attribution stays one to one. It
-then times the analysis (wall and peak RSS, in a child process) and, when an nsys is
-given or found, `nsys stats --report nvtx_kern_sum:base --report nvtx_gpu_proj_sum` on
-the same file, checks that both give the same numbers, and writes analysis.md/.json.
+correlation id shifted past every id used so far, so attribution stays one to one (and
+each table stays in start order, as Nsight Systems writes it). It then times the analysis
+and, when an nsys is given or found, `nsys stats --report nvtx_kern_sum:base --report
+nvtx_gpu_proj_sum` on the same file, in paired runs (wall time, and peak memory of every
+process each tool starts), checks that both give the same numbers, and writes
+STEM.md/.json and STEM.png (time and memory against trace size, both tools).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .io import unpack_xz, write_atomic
+from .io import unpack_xz, write_atomic, write_png
+from .render.plots import bench_png
 
 TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME")
@@ -48,7 +51,8 @@ def replicate(base: Path, out: Path, copies: int) -> dict[str, int]:
         cols = [r[1] for r in conn.execute("PRAGMA table_info(NVTX_EVENTS)")]
         _repeat(conn, "NVTX_EVENTS", cols, copies, span, None,
                 where="eventType IN (59, 60, 70, 71)")
-    counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in timed}
+    counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in (*timed, "NVTX_EVENTS")}
     conn.close()
     return counts
 
@@ -75,55 +79,95 @@ def _repeat(conn: sqlite3.Connection, table: str, cols: list[str], copies: int, 
 
 
 def peak_child(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of `argv`, measured in a wrapper of its own."""
-    wrapper = ("import resource, subprocess, sys; "
-               "subprocess.run(sys.argv[1:], check=True, capture_output=True); "
-               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    """Wall seconds and peak memory (MiB) of `argv` with every process it starts: the sum
+    of their resident sets, sampled every 20 ms (psutil; without it, the largest single
+    process's peak from the kernel's accounting)."""
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", wrapper, *argv], check=True,
-                         capture_output=True, text=True)
-    return time.perf_counter() - t0, int(res.stdout.split()[-1]) / 1024
+    try:
+        import psutil
+    except ImportError:
+        wrapper = ("import resource, subprocess, sys; "
+                   "subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+                   "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+        res = subprocess.run([sys.executable, "-c", wrapper, *argv], check=True,
+                             capture_output=True, text=True)
+        return time.perf_counter() - t0, int(res.stdout.split()[-1]) / 1024
+    proc, peak = psutil.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, sum(p.memory_info().rss
+                                 for p in [proc, *proc.children(recursive=True)]))
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, argv,
+                                            stderr=proc.stderr.read() if proc.stderr else "")
+    return wall, peak / 2**20
 
 
-def measure(trace: Path, nsys: str | None, work: Path) -> dict:
-    """Time the analysis (and nsys stats) on one trace; check they agree."""
+def _nsys_argv(nsys: str, base: Path, trace: Path) -> list[str]:
+    return [nsys, "stats", "--report", "nvtx_kern_sum:base", "--report", "nvtx_gpu_proj_sum",
+            "--format", "csv", "--force-overwrite", "true", "--output", str(base), str(trace)]
+
+
+def measure(trace: Path, nsys: str | None, work: Path, repeat: int = 1) -> dict:
+    """Paired runs of the analysis and nsys stats on one trace (`repeat` pairs, the two
+    tools alternating), their medians, and whether they gave the same numbers."""
+    from statistics import median
+
     from .documents import SystemsDoc
     from .io import load_json_doc
     from .nsys_reference import mismatches
 
-    row: dict = {}
-    row["analysis_s"], row["analysis_rss_mib"] = peak_child(
-        [sys.executable, "-m", "analysis", "systems", str(trace), "-o", str(work / "out")])
+    runs = []
+    for _ in range(repeat):
+        run = dict(zip(("analysis_s", "analysis_mib"), peak_child(
+            [sys.executable, "-m", "analysis", "systems", str(trace), "-o",
+             str(work / "out"), "--quiet"]), strict=True))
+        if nsys:
+            run.update(zip(("nsys_stats_s", "nsys_stats_mib"),
+                           peak_child(_nsys_argv(nsys, work / "stats", trace)), strict=True))
+            run["ratio"] = run["analysis_s"] / run["nsys_stats_s"]
+        runs.append(run)
+    row: dict = {"runs": runs, **{k: median(r[k] for r in runs) for k in runs[0]}}
     if nsys:
-        base = work / "stats"
-        row["nsys_stats_s"], row["nsys_stats_rss_mib"] = peak_child(
-            [nsys, "stats", "--report", "nvtx_kern_sum:base", "--report", "nvtx_gpu_proj_sum",
-             "--format", "csv", "--force-overwrite", "true", "--output", str(base), str(trace)])
-        row["ratio"] = row["analysis_s"] / row["nsys_stats_s"]
         doc = load_json_doc(work / "out" / "systems.json", SystemsDoc)
-        diffs = mismatches(doc, Path(f"{base}_nvtx_kern_sum_base.csv"),
-                           Path(f"{base}_nvtx_gpu_proj_sum.csv"))
+        diffs = mismatches(doc, Path(f"{work / 'stats'}_nvtx_kern_sum_base.csv"),
+                           Path(f"{work / 'stats'}_nvtx_gpu_proj_sum.csv"))
         row["same_numbers"] = not diffs
         row["first_differences"] = diffs[:5]
     return row
 
 
-def render(rows: list[dict], base: Path, nsys: str | None) -> str:
-    lines = ["# Analysis speed on big traces", "",
+def render(rows: list[dict], base: Path, nsys: str | None, png: str | None) -> str:
+    n = len(rows[0]["runs"]) if rows else 0
+    lines = ["# Analysis speed and memory on big traces", "",
              f"Traces: `{base}` replayed K times (python -m analysis.bench). Machine: "
-             f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}."
+             f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()};"
+             f" the analysis on its defaults (every core, windows of 250,000 GPU operations)."
              f" Reference: `nsys stats --report nvtx_kern_sum:base --report nvtx_gpu_proj_sum`"
-             f" ({nsys or 'not available'}).", "",
-             "| copies | kernels | CUDA API rows | analysis | peak RSS | nsys stats | peak RSS |"
-             " analysis / nsys | same numbers |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             f" ({nsys or 'not available'}). {n} paired run(s) per size, medians; memory is "
+             "the peak of the summed resident sets of every process a tool ran.", "",
+             "| copies | kernels | CUDA API rows | NVTX ranges | analysis | peak memory | "
+             "nsys stats | peak memory | analysis / nsys (median of pairs) | same numbers |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         lines.append(
-            f"| {r['copies']:,} | {r['kernels']:,} | {r['api_rows']:,} | {r['analysis_s']:.1f} s"
-            f" | {r['analysis_rss_mib']:,.0f} MiB | "
-            + (f"{r['nsys_stats_s']:.1f} s | {r['nsys_stats_rss_mib']:,.0f} MiB | "
+            f"| {r['copies']:,} | {r['kernels']:,} | {r['api_rows']:,} | {r['ranges']:,} | "
+            f"{r['analysis_s']:.1f} s | {r['analysis_mib']:,.0f} MiB | "
+            + (f"{r['nsys_stats_s']:.1f} s | {r['nsys_stats_mib']:,.0f} MiB | "
                f"{r['ratio']:.2f} | {'yes' if r['same_numbers'] else 'NO'} |"
                if "nsys_stats_s" in r else "– | – | – | – |"))
+    if len(rows) > 1:
+        lo, hi = rows[0], rows[-1]
+        lines += ["", f"From {lo['kernels']:,} to {hi['kernels']:,} kernels the analysis's "
+                  f"peak memory grew {hi['analysis_mib'] / lo['analysis_mib']:.2f}x"
+                  + (f", nsys stats' {hi['nsys_stats_mib'] / lo['nsys_stats_mib']:.2f}x"
+                     if "nsys_stats_mib" in hi else "") + "."]
+    if png:
+        lines += ["", f"![time and memory against trace size]({png})"]
     return "\n".join(lines) + "\n"
 
 
@@ -131,10 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", type=Path, default=Path("tests/data/gelu/trace.sqlite"))
-    p.add_argument("--copies", type=int, nargs="+", default=[300, 1000, 3000])
+    p.add_argument("--copies", type=int, nargs="+", default=[100, 500, 1000, 2500, 5200])
+    p.add_argument("--repeat", type=int, default=3, help="paired runs per size (medians)")
     p.add_argument("--nsys", help="nsys for the reference timing (default: $NSYS or PATH)")
     p.add_argument("-o", "--output", type=Path, default=Path("reports/bench"))
-    p.add_argument("--stem", default="analysis", help="output file names: STEM.md, STEM.json")
+    p.add_argument("--stem", default="analysis", help="output file names: STEM.md, STEM.json, "
+                   "STEM.png")
     args = p.parse_args(argv)
     unpack_xz(args.base.parent)          # the committed captures are stored xz-compressed
     nsys = args.nsys or os.environ.get("NSYS") or shutil.which("nsys")
@@ -148,12 +194,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{k} copies: {counts['CUPTI_ACTIVITY_KIND_KERNEL']:,} kernels", flush=True)
             row = {"copies": k, "kernels": counts["CUPTI_ACTIVITY_KIND_KERNEL"],
                    "api_rows": counts["CUPTI_ACTIVITY_KIND_RUNTIME"],
-                   **measure(trace, nsys, work)}
-            print(json.dumps(row), flush=True)
+                   "ranges": counts["NVTX_EVENTS"], **measure(trace, nsys, work, args.repeat)}
+            print(json.dumps({k: v for k, v in row.items() if k != "runs"}), flush=True)
             rows.append(row)
+            trace.unlink()
     args.output.mkdir(parents=True, exist_ok=True)
+    png = write_png(args.output, f"{args.stem}.png", lambda path: bench_png(rows, path))
     write_atomic(args.output / f"{args.stem}.json", json.dumps(rows, indent=2) + "\n")
-    write_atomic(args.output / f"{args.stem}.md", render(rows, args.base, nsys))
+    write_atomic(args.output / f"{args.stem}.md", render(rows, args.base, nsys, png))
     print(f"wrote {args.output / (args.stem + '.md')}")
     return 0 if all(r.get("same_numbers", True) for r in rows) else 1
 

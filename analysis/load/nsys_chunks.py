@@ -10,9 +10,11 @@ it. Columns are those of `nsys_sqlite.load_ops` plus `halo`, `table` (0 kernel, 
 
 Nsight Systems writes every activity table in start order, so a window is a rowid range
 found by binary search and read through the table's own B-tree. That order is trusted
-and checked: a window whose rows are not sorted or leave its time bounds sets
-`Window.sorted_ok` False on the frame (`frame.attrs`), and the caller reads again with
-`layout.scan` set, which selects by start time with a full scan (right for any order).
+and checked: the window bounds sampled from the kernel table must come in order (else
+`layout.scan` is set from the start), and a window whose rows are not sorted or leave its
+time bounds says so (`frame.attrs["sorted_ok"]` False): the caller then reads again with
+`layout.scan` set, which selects by start time with a full scan per window (right for
+any order, slower).
 
 Launching calls: the correlation ids of the window's operations go into an indexed
 temporary table and only matching CUDA API rows are read, first from the API rows that
@@ -122,7 +124,7 @@ def plan(path: Path, chunk_rows: int) -> Layout:
     bounds = (NEG, *sorted(set(cuts)), POS)
     return Layout(path=path, tables=tables, bounds=bounds,
                   longest_ns={i: int(d) for i, (_, d) in sizes.items()}, total_rows=total,
-                  chunk_rows=chunk_rows)
+                  chunk_rows=chunk_rows, scan=cuts != sorted(cuts))   # out of order: scan
 
 
 def _fetch(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int) -> np.ndarray:

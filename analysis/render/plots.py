@@ -3,6 +3,7 @@
 roofline_png      compute/1: ceilings and one point per range
 time_bars_png     systems/1: time per iteration per variant, speedup labels
 timeline_png      systems/1: one iteration per variant, kernels as boxes, gaps visible
+bench_png         analysis.bench rows: time and memory against trace size, both tools
 """
 
 from __future__ import annotations
@@ -105,4 +106,24 @@ def roofline_png(doc: ComputeDoc, path: Path) -> Path | None:
     ax.set_title(f"Roofline: {pb / 1e12:.2f} TB/s DRAM, {pf / 1e12:.0f} TFLOP/s peak")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
+
+
+def bench_png(rows: list[dict[str, Any]], path: Path) -> Path | None:
+    """Wall time and peak memory against trace size, the analysis beside nsys stats."""
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, (t_ax, m_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    x = [r["kernels"] / 1e6 for r in rows]
+    for key, label, style in (("analysis", "python -m analysis", "o-"),
+                              ("nsys_stats", "nsys stats", "s--")):
+        if f"{key}_s" in rows[0]:
+            t_ax.plot(x, [r[f"{key}_s"] for r in rows], style, label=label)
+            m_ax.plot(x, [r[f"{key}_mib"] for r in rows], style, label=label)
+    t_ax.set(xlabel="kernels (millions)", ylabel="wall time (s, median)", title="time")
+    m_ax.set(xlabel="kernels (millions)", ylabel="peak memory (MiB)", title="memory")
+    for ax in (t_ax, m_ax):
+        ax.grid(alpha=0.3)
+        ax.legend()
     return _save(fig, path)
