@@ -115,7 +115,7 @@ def cmd_ranks(paths: list[Path], out: Path, args: argparse.Namespace) -> int:
 
     for p in paths:
         connect_check(p)
-    jobs = args.jobs or min(len(paths), os.cpu_count() or 1)
+    jobs = args.jobs or os.cpu_count() or 1
     docs, ranks = analyze_ranks(paths, args.step, jobs, args.dask)
     folders = {}
     for doc, row in zip(docs, [rank_of(p, i) for i, p in enumerate(paths)], strict=True):

@@ -14,19 +14,34 @@ from analysis.load.nsys_sqlite import NsysExport
 from tests.conftest import DATA
 
 
-def test_attribution_runs_once_per_analysis(monkeypatch, tmp_path: Path) -> None:
-    calls = []
-    real = model.attribute_calls
+def test_attribution_runs_once_per_window(monkeypatch, tmp_path: Path) -> None:
+    """GPU operations are attributed once per window of the timeline (each window once),
+    CUDA graph launches once per export; nothing is attributed again downstream."""
+    from analysis import partial
+    from analysis.load.nsys_chunks import plan
 
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
+    calls = {"window": 0, "graph": 0}
 
-    monkeypatch.setattr(model, "attribute_calls", counting)
+    def counting(module, what):
+        real = module.attribute_calls
+
+        def count(*args, **kwargs):
+            calls[what] += 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, "attribute_calls", count)
+
+    counting(partial, "window")
+    counting(model, "graph")
     cap = DATA / "graph_break"
-    assert main(["systems", str(cap / "trace.sqlite"), "--meta", str(cap / "meta.json"),
-                 "--torch-logs", str(cap / "torch_logs.txt"), "-o", str(tmp_path)]) == 0
-    assert len(calls) == 1
+    for rows, out in ((None, "a"), (200, "b")):
+        calls.update(window=0, graph=0)
+        argv = ["systems", str(cap / "trace.sqlite"), "--meta", str(cap / "meta.json"),
+                "--torch-logs", str(cap / "torch_logs.txt"), "-o", str(tmp_path / out),
+                "--jobs", "1"] + (["--chunk-rows", str(rows)] if rows else [])
+        assert main(argv) == 0
+        windows = plan(cap / "trace.sqlite", rows or model.CHUNK_ROWS).windows
+        assert calls == {"window": windows, "graph": 1}
+        assert (windows == 1) if rows is None else (windows > 5)
 
 
 def synthetic(n_ranges: int) -> NsysExport:

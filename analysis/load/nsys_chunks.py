@@ -33,21 +33,13 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .nsys_sqlite import (
-    OP_KINDS,
-    OP_TABLES,
-    PID_MASK,
-    _categorical,
-    _columns,
-    _op_sql,
-    _strings,
-    connect,
-)
+from .nsys_sqlite import OP_TABLES, PID_MASK, _columns, _op_sql, _strings, connect, ops_frame
 
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NEG, POS = -(1 << 62), 1 << 62
 LOOKBACK_NS = (250_000_000, 2_000_000_000)   # a launch queued this long before its op ran
 CALL_COLUMNS = ["global_tid", "api_start_ns", "api_end_ns"]
+_STRINGS: dict[tuple[str, int], dict[int, str]] = {}
 
 
 @dataclass(frozen=True)
@@ -212,8 +204,13 @@ def read_window(layout: Layout, index: int,
             parts.append(rows)
             ok &= good
         raw = np.concatenate(parts) if parts else np.empty((0, 11), dtype=np.int64)
-        strings = strings if strings is not None else _strings(db.conn, layout.path)
-        df = frame(raw[:, 1:10], strings)
+        if strings is None:                 # once per process and file: windows share it
+            key = (str(layout.path), layout.path.stat().st_mtime_ns)
+            if key not in _STRINGS:
+                _STRINGS.clear()            # the last file's only: memory stays bounded
+                _STRINGS[key] = _strings(db.conn, layout.path)
+            strings = _STRINGS[key]
+        df = ops_frame(raw[:, 1:10], strings)
         df["halo"] = raw[:, 10].astype(bool)
         df["table"], df["rowid"] = raw[:, 1], raw[:, 0]
         calls = _calls(db, layout, df)
@@ -225,13 +222,3 @@ def read_window(layout: Layout, index: int,
     out.attrs["sorted_ok"] = ok
     return out
 
-
-def frame(raw: np.ndarray, strings: dict[int, str]) -> pd.DataFrame:
-    """The ops frame of `nsys_sqlite.load_ops` from the integer columns of `_op_sql`."""
-    return pd.DataFrame({
-        "kind": pd.Categorical.from_codes(raw[:, 0], categories=list(OP_KINDS)),
-        "name": _categorical(raw[:, 1], strings),
-        "demangled_name": _categorical(raw[:, 2], strings),
-        "start_ns": raw[:, 3], "end_ns": raw[:, 4], "duration_ns": raw[:, 4] - raw[:, 3],
-        "correlation_id": raw[:, 5], "global_pid": raw[:, 6], "device_id": raw[:, 7],
-        "stream_id": raw[:, 8]})

@@ -232,19 +232,23 @@ def _launching_calls(conn: sqlite3.Connection, path: Path, ops: pd.DataFrame) ->
     return out[cols].fillna(-1).astype("int64")
 
 
-def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
-    """GPU operations joined to the CUDA API call that launched each (see module doc)."""
-    parts = [_op_sql(t, kind, cols) for kind, t in enumerate(OP_TABLES)
-             if (cols := _columns(db, t))]
-    raw = _fetch_ints(conn, path, " UNION ALL ".join(parts), 9)
-    strings = _strings(conn, path)
-    df = pd.DataFrame({
+def ops_frame(raw: np.ndarray, strings: dict[int, str]) -> pd.DataFrame:
+    """The GPU-side columns of the ops frame from the integer columns of `_op_sql`."""
+    return pd.DataFrame({
         "kind": pd.Categorical.from_codes(raw[:, 0], categories=list(OP_KINDS)),
         "name": _categorical(raw[:, 1], strings),
         "demangled_name": _categorical(raw[:, 2], strings),
         "start_ns": raw[:, 3], "end_ns": raw[:, 4], "duration_ns": raw[:, 4] - raw[:, 3],
         "correlation_id": raw[:, 5], "global_pid": raw[:, 6], "device_id": raw[:, 7],
         "stream_id": raw[:, 8]})
+
+
+def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
+    """GPU operations joined to the CUDA API call that launched each (see module doc)."""
+    parts = [_op_sql(t, kind, cols) for kind, t in enumerate(OP_TABLES)
+             if (cols := _columns(db, t))]
+    raw = _fetch_ints(conn, path, " UNION ALL ".join(parts), 9)
+    df = ops_frame(raw, _strings(conn, path))
     calls = _launching_calls(conn, path, df)
     return pd.concat([df, calls], axis=1)
 
