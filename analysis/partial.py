@@ -262,8 +262,10 @@ def first_ops(ctx: ChunkContext, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.D
     keep = ~ops["halo"].to_numpy()[call]
     call = call[keep]
     return pd.DataFrame({"range": p["range"].to_numpy()[keep],
-                         "name": ops["name"].astype(str).to_numpy()[call],
-                         "kind": ops["kind"].astype(str).to_numpy()[call],
+                         "name": np.asarray(ops["name"].array.take(call), dtype=object)
+                         .astype(str),
+                         "kind": np.asarray(ops["kind"].array.take(call), dtype=object)
+                         .astype(str),
                          "start_ns": ops["start_ns"].to_numpy()[call],
                          "end_ns": ops["end_ns"].to_numpy()[call],
                          "table": ops["table"].to_numpy()[call],

@@ -31,9 +31,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import sqlite_utils
 
 from ..errors import InputError
-from .nsys_sqlite import OP_TABLES, PID_MASK, _columns, _op_sql, _strings, connect, ops_frame
+from .nsys_sqlite import OP_TABLES, PID_MASK, _columns, _strings, connect, ops_frame
 
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NEG, POS = -(1 << 62), 1 << 62
@@ -54,6 +55,7 @@ class Layout:
     total_rows: int
     scan: bool = False
     chunk_rows: int = 0
+    launch_names: tuple[int, ...] = ()        # StringIds of API calls that launch GPU work
 
     @property
     def windows(self) -> int:
@@ -86,37 +88,53 @@ def _first_rowid(db: _Db, table: str, t: int) -> int:
     return lo
 
 
+def _tables(conn: sqlite3.Connection) -> dict[int, tuple[str, frozenset]]:
+    """The op tables the export has: table index -> (name, its columns)."""
+    db = sqlite_utils.Database(conn)
+    return {i: (t, frozenset(_columns(db, t))) for i, t in enumerate(OP_TABLES)
+            if db[t].exists()}
+
+
+def _cuts(conn: sqlite3.Connection, n_kern: int, k: int) -> list[int]:
+    """Start times at k-1 evenly spaced rowids of the kernel table: the window bounds."""
+    cuts = []
+    for r in (int(n_kern * j / k) for j in range(1, k)):
+        row = conn.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid >= ? "
+                           "ORDER BY rowid LIMIT 1", (max(r, 1),)).fetchone()
+        if row is not None:
+            cuts.append(int(row[0]))
+    return cuts
+
+
+def _launch_names(conn: sqlite3.Connection) -> tuple[int, ...]:
+    """StringIds of the CUDA API calls that can launch GPU work (kernel launches, graph
+    launches, copies, sets): the first read of a window's calls takes only these."""
+    if "nameId" not in _columns(sqlite_utils.Database(conn), API):
+        return ()
+    return tuple(i for (i,) in conn.execute(
+        "SELECT id FROM StringIds WHERE value LIKE '%Launch%' OR value LIKE '%Memcpy%' "
+        "OR value LIKE '%Memset%'"))
+
+
 def plan(path: Path, chunk_rows: int) -> Layout:
     """Windows of about `chunk_rows` GPU operations each (at least one window)."""
     conn = connect(path)
     try:
-        tables = {}
-        for i, t in enumerate(OP_TABLES):
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                            (t,)).fetchone():
-                import sqlite_utils
-
-                tables[i] = (t, frozenset(_columns(sqlite_utils.Database(conn), t)))
+        tables = _tables(conn)
         sizes = {i: conn.execute(f"SELECT count(*), ifnull(max(end - start), 0) FROM {t}")
                  .fetchone() for i, (t, _) in tables.items()}
         total = sum(n for n, _ in sizes.values())
         k = max(1, -(-total // max(chunk_rows, 1)))
-        n_kern = sizes.get(0, (0, 0))[0]
-        probes = [int(n_kern * j / k) for j in range(1, k)] if n_kern else []
-        cuts = []
-        for r in probes:
-            row = conn.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid >= ? "
-                               "ORDER BY rowid LIMIT 1", (max(r, 1),)).fetchone()
-            if row is not None:
-                cuts.append(int(row[0]))
+        cuts = _cuts(conn, sizes.get(0, (0, 0))[0], k) if k > 1 else []
+        launch = _launch_names(conn)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
     finally:
         conn.close()
-    bounds = (NEG, *sorted(set(cuts)), POS)
-    return Layout(path=path, tables=tables, bounds=bounds,
+    return Layout(path=path, tables=tables, bounds=(NEG, *sorted(set(cuts)), POS),
                   longest_ns={i: int(d) for i, (_, d) in sizes.items()}, total_rows=total,
-                  chunk_rows=chunk_rows, scan=cuts != sorted(cuts))   # out of order: scan
+                  chunk_rows=chunk_rows, scan=cuts != sorted(cuts),   # out of order: scan
+                  launch_names=launch)
 
 
 def _fetch(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int) -> np.ndarray:
@@ -124,45 +142,96 @@ def _fetch(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int) -> np.
     return np.array(rows, dtype=np.int64).reshape(len(rows), ncols)
 
 
+SLOT = 1 << 34          # two small integers travel as one: (a + 8) * SLOT + (b + 8)
+
+
+def _window_sql(table: str, kind: int, cols: frozenset) -> str:
+    """The columns of `nsys_sqlite._op_sql` with fewer values per row (each value costs a
+    Python object): rowid, names (short and demangled, packed), start, end, correlation
+    id, global pid, device and stream (packed); `_unpack` restores them."""
+    if kind == 0:
+        short = "shortName" if "shortName" in cols else "demangledName"
+        names = f"(ifnull(o.{short}, -3) + 8) * {SLOT} + ifnull(o.demangledName, -3) + 8"
+    else:
+        names = f"{(8 - kind) * SLOT + 8 - kind}"
+    device = "o.deviceId" if "deviceId" in cols else "-1"
+    stream = "o.streamId" if "streamId" in cols else "-1"
+    return (f"SELECT o.rowid, {names}, o.start, o.end, o.correlationId, o.globalPid, "
+            f"({device} + 8) * {SLOT} + {stream} + 8 FROM {table} o")
+
+
+def _unpack(rows: np.ndarray, kind: int) -> np.ndarray:
+    """rowid, kind, name id, demangled id, start, end, correlation id, global pid, device,
+    stream: the rows of `_window_sql` unpacked."""
+    names, devs = np.divmod(rows[:, 1], SLOT), np.divmod(rows[:, 6], SLOT)
+    return np.column_stack([rows[:, 0], np.full(len(rows), kind), names[0] - 8,
+                            names[1] - 8, rows[:, 2:6], devs[0] - 8, devs[1] - 8])
+
+
 def _table_rows(db: _Db, layout: Layout, i: int, lo: int, hi: int) -> tuple[np.ndarray, bool]:
-    """Owned and halo rows of one op table in [lo, hi): (rowid + the _op_sql columns +
-    halo flag) and whether the start order held."""
+    """Owned and halo rows of one op table in [lo, hi) in rowid order (see `_unpack`, plus
+    a halo flag) and whether the start order held."""
     name, cols = layout.tables[i]
-    base = _op_sql(name, i, set(cols)).replace("SELECT ", "SELECT o.rowid, ", 1)
+    base = _window_sql(name, i, cols)
     if layout.scan:
-        owned = _fetch(db.conn, f"{base} WHERE o.start >= ? AND o.start < ?", (lo, hi), 10)
-        halo = _fetch(db.conn, f"{base} WHERE o.start < ? AND o.end > ?", (lo, lo), 10)
+        owned = _fetch(db.conn, f"{base} WHERE o.start >= ? AND o.start < ?", (lo, hi), 7)
+        halo = _fetch(db.conn, f"{base} WHERE o.start < ? AND o.end > ?", (lo, lo), 7)
         ok = True
     else:
         r0 = _first_rowid(db, name, lo) if lo > NEG else 1
         r1 = _first_rowid(db, name, hi) if hi < POS else (1 << 62)
-        owned = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 10)
+        owned = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 7)
         h0 = _first_rowid(db, name, lo - layout.longest_ns[i]) if lo > NEG else r0
         halo = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ? AND o.end > ?",
-                      (h0, r0, lo), 10)
-        s = owned[:, 4]
+                      (h0, r0, lo), 7)
+        s = owned[:, 2]
         ok = bool(((s >= lo) & (s < hi)).all() and (np.diff(s) >= 0).all()
-                  and (halo[:, 4] < lo).all())
+                  and (halo[:, 2] < lo).all())
     rows = np.concatenate([halo, owned])
     flag = np.r_[np.ones(len(halo), bool), np.zeros(len(owned), bool)]
-    order = np.argsort(rows[:, 0], kind="stable")
-    return np.column_stack([rows[order], flag[order]]), ok
+    if layout.scan:                     # halo rows may follow owned ones in the table
+        order = np.argsort(rows[:, 0], kind="stable")
+        rows, flag = rows[order], flag[order]
+    return np.column_stack([_unpack(rows, i), flag]), ok
+
+
+def _launch_rows(db: _Db, layout: Layout, earliest: int, hi_row: int) -> np.ndarray:
+    """API rows of launching calls (by name) that started from `earliest` to the window's
+    end: most of the window's calls, read without a list of ids."""
+    if not layout.launch_names or layout.scan:
+        return np.empty((0, 5), dtype=np.int64)
+    marks = ",".join("?" * len(layout.launch_names))
+    return _fetch(db.conn, f"SELECT correlationId, globalTid, start, end, rowid FROM {API} "
+                  f"WHERE rowid >= ? AND rowid < ? AND nameId IN ({marks})",
+                  (_first_rowid(db, API, earliest), hi_row, *layout.launch_names), 5)
+
+
+def _matched(want: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Which wanted (correlation id, process) pairs `rows` (API rows) hold."""
+    corr, pid = want["correlation_id"].to_numpy(), want["global_pid"].to_numpy()
+    got_pid = rows[:, 1] & PID_MASK
+    out = np.zeros(len(want), dtype=bool)
+    for p in np.unique(got_pid):                     # a few processes at most
+        mine = pid == p
+        out[mine] = np.isin(corr[mine], rows[got_pid == p, 0])
+    return out
 
 
 def _calls(db: _Db, layout: Layout, ops: pd.DataFrame) -> pd.DataFrame:
     """The launching call (global_tid, api_start_ns, api_end_ns) of each op, -1 if none."""
     want = pd.DataFrame({"correlation_id": ops["correlation_id"].to_numpy(),
                          "global_pid": ops["global_pid"].to_numpy()})
-    conn, found = db.conn, []
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS want_ids (id INTEGER)")
-    conn.execute("CREATE INDEX IF NOT EXISTS temp.want_ids_id ON want_ids (id)")
-    missing = np.unique(want["correlation_id"].to_numpy())
-    matched = np.zeros(len(want), dtype=bool)
+    conn = db.conn
     hi_row = _first_rowid(db, API, int(ops["start_ns"].max()) + 1) if len(ops) else 1
     earliest = int(ops["start_ns"].min()) if len(ops) else 0
+    found = [_launch_rows(db, layout, earliest, hi_row)]
+    matched = _matched(want, found[0])
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS want_ids (id INTEGER)")
+    conn.execute("CREATE INDEX IF NOT EXISTS temp.want_ids_id ON want_ids (id)")
     sql = (f"SELECT correlationId, globalTid, start, end, rowid FROM {API} "
            "WHERE correlationId IN (SELECT id FROM temp.want_ids)")
     for step in (*LOOKBACK_NS, None):
+        missing = np.unique(want["correlation_id"].to_numpy()[~matched])
         if not len(missing):
             break
         conn.execute("DELETE FROM temp.want_ids")
@@ -174,17 +243,12 @@ def _calls(db: _Db, layout: Layout, ops: pd.DataFrame) -> pd.DataFrame:
             rows = _fetch(conn, f"{sql} AND rowid >= ? AND rowid < ?", (lo_row, hi_row), 5)
             hi_row = lo_row
         found.append(rows)
-        got = pd.DataFrame(rows[:, :2], columns=["correlation_id", "global_tid"])
-        got["global_pid"] = got["global_tid"] & PID_MASK
-        hit = pd.MultiIndex.from_frame(want).isin(
-            pd.MultiIndex.from_frame(got[["correlation_id", "global_pid"]]))
-        matched |= hit
-        missing = np.unique(want["correlation_id"].to_numpy()[~matched])
+        matched |= _matched(want, rows)
         if step is None or layout.scan:
             break
-    rows = np.concatenate(found) if found else np.empty((0, 5), dtype=np.int64)
-    api = pd.DataFrame(rows, columns=["correlation_id", "global_tid", "api_start_ns",
-                                      "api_end_ns", "rowid"]).sort_values("rowid", kind="stable")
+    api = pd.DataFrame(np.concatenate(found), columns=[
+        "correlation_id", "global_tid", "api_start_ns", "api_end_ns", "rowid"]).sort_values(
+        "rowid", kind="stable")
     api["global_pid"] = api["global_tid"] & PID_MASK
     api = api.drop_duplicates(["correlation_id", "global_pid"])
     out = want.merge(api, how="left", on=["correlation_id", "global_pid"])
