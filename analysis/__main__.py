@@ -115,8 +115,11 @@ def cmd_ranks(paths: list[Path], out: Path, args: argparse.Namespace) -> int:
 
     for p in paths:
         connect_check(p)
+    from .progress import progress_bar
+
     jobs = args.jobs or os.cpu_count() or 1
-    docs, ranks = analyze_ranks(paths, args.step, jobs, args.dask)
+    with progress_bar(f"analysis: {len(paths)} ranks", args.progress) as bar:
+        docs, ranks = analyze_ranks(paths, args.step, jobs, args.dask, bar)
     folders = {}
     for doc, row in zip(docs, [rank_of(p, i) for i, p in enumerate(paths)], strict=True):
         folders[row] = f"rank{row}"

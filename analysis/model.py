@@ -201,7 +201,20 @@ def window_task(layout, ctx: ChunkContext, index: int) -> Partial:
 
 
 def _local_task(layout, which: int, index: int) -> Partial:
-    return window_task(layout, _WORKER["ctxs"][which], index)
+    part = window_task(layout, _WORKER["ctxs"][which], index)
+    _release_free_memory()
+    return part
+
+
+def _release_free_memory() -> None:
+    """Give the window's freed heap back to the system (glibc keeps it otherwise, and a
+    worker's resident memory would creep up window after window)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass                                   # not glibc: nothing to do
 
 
 Task = tuple  # (layout, context index, window index)

@@ -106,18 +106,19 @@ def compare(rows: list[RankRow]) -> RanksDoc:
     return doc
 
 
-def analyze_ranks(paths: list[Path], step: str | None, jobs: int, dask: str | None = None
-                  ) -> tuple[list[SystemsDoc], RanksDoc]:
+def analyze_ranks(paths: list[Path], step: str | None, jobs: int, dask: str | None = None,
+                  progress=None) -> tuple[list[SystemsDoc], RanksDoc]:
     """Every rank's export, read window by window: every window of every export is one
     task, on a Dask cluster (`dask`: a scheduler address, or "local" for a cluster of
     this machine's cores; the `dask` extra), else on `jobs` local worker processes (1: in
-    this one). The results are the same either way."""
+    this one; `progress(done, total)` after each window). The results are the same
+    either way."""
     from . import model, systems
     from .load import nsys_sqlite
 
     exports = [nsys_sqlite.load(p, ops=False) for p in paths]
     ctxs = [model.context(e, ranks=True, step=step) for e in exports]
-    runner = _on_dask(dask) if dask else model.local_runner(jobs)
+    runner = _on_dask(dask) if dask else model.local_runner(jobs, progress)
     traces = model.attribute_files(paths, exports, ctxs, runner)
     docs, rows = [], []
     for i, (p, trace) in enumerate(zip(paths, traces, strict=True)):

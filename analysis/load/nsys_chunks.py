@@ -137,9 +137,16 @@ def plan(path: Path, chunk_rows: int) -> Layout:
                   launch_names=launch)
 
 
+FETCH_ROWS = 32_768
+
+
 def _fetch(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int) -> np.ndarray:
-    rows = conn.execute(sql, params).fetchall()
-    return np.array(rows, dtype=np.int64).reshape(len(rows), ncols)
+    """Integer rows of a query as an (n, ncols) array, FETCH_ROWS at a time: the Python
+    tuples sqlite3 makes (tens of bytes per value) never pile up for a whole window."""
+    cur, parts = conn.execute(sql, params), []
+    while rows := cur.fetchmany(FETCH_ROWS):
+        parts.append(np.array(rows, dtype=np.int64).reshape(len(rows), ncols))
+    return np.concatenate(parts) if parts else np.empty((0, ncols), dtype=np.int64)
 
 
 SLOT = 1 << 34          # two small integers travel as one: (a + 8) * SLOT + (b + 8)
