@@ -34,7 +34,15 @@ import pandas as pd
 import sqlite_utils
 
 from ..errors import InputError
-from .nsys_sqlite import OP_TABLES, PID_MASK, _columns, _strings, connect, ops_frame
+from .nsys_sqlite import (
+    OP_TABLES,
+    PID_MASK,
+    _columns,
+    _strings,
+    connect,
+    op_columns,
+    ops_frame,
+)
 
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NEG, POS = -(1 << 62), 1 << 62
@@ -156,15 +164,10 @@ def _window_sql(table: str, kind: int, cols: frozenset) -> str:
     """The columns of `nsys_sqlite._op_sql` with fewer values per row (each value costs a
     Python object): rowid, names (short and demangled, packed), start, end, correlation
     id, global pid, device and stream (packed); `_unpack` restores them."""
-    if kind == 0:
-        short = "shortName" if "shortName" in cols else "demangledName"
-        names = f"(ifnull(o.{short}, -3) + 8) * {SLOT} + ifnull(o.demangledName, -3) + 8"
-    else:
-        names = f"{(8 - kind) * SLOT + 8 - kind}"
-    device = "o.deviceId" if "deviceId" in cols else "-1"
-    stream = "o.streamId" if "streamId" in cols else "-1"
-    return (f"SELECT o.rowid, {names}, o.start, o.end, o.correlationId, o.globalPid, "
-            f"({device} + 8) * {SLOT} + {stream} + 8 FROM {table} o")
+    name, demangled, device, stream = op_columns(kind, cols)
+    return (f"SELECT o.rowid, ({name} + 8) * {SLOT} + {demangled} + 8, o.start, o.end, "
+            f"o.correlationId, o.globalPid, ({device} + 8) * {SLOT} + {stream} + 8 "
+            f"FROM {table} o")
 
 
 def _unpack(rows: np.ndarray, kind: int) -> np.ndarray:

@@ -161,17 +161,23 @@ def _fetch_ints(conn: sqlite3.Connection, path: Path, sql: str, ncols: int) -> n
     return np.concatenate(chunks) if chunks else np.empty((0, ncols), dtype=np.int64)
 
 
-def _op_sql(table: str, kind: int, cols: set[str]) -> str:
-    """Integer columns of one GPU-operation table (name ids; sentinels for copies/sets)."""
+def op_columns(kind: int, cols: set[str] | frozenset) -> tuple[str, str, str, str]:
+    """SQL for one GPU-operation table's name id, demangled name id (sentinels for copies
+    and sets, and for unnamed kernels), device and stream (-1 where the table has none)."""
     if kind == 0:
         short = "shortName" if "shortName" in cols else "demangledName"
-        names = f"ifnull(o.{short}, -3), ifnull(o.demangledName, -3)"
+        name, demangled = f"ifnull(o.{short}, -3)", "ifnull(o.demangledName, -3)"
     else:
-        names = f"{-kind}, {-kind}"
-    device = "o.deviceId" if "deviceId" in cols else "-1"
-    stream = "o.streamId" if "streamId" in cols else "-1"
-    return (f"SELECT {kind}, {names}, o.start, o.end, o.correlationId, o.globalPid, "
-            f"{device}, {stream} FROM {table} o")
+        name = demangled = str(-kind)
+    return (name, demangled, "o.deviceId" if "deviceId" in cols else "-1",
+            "o.streamId" if "streamId" in cols else "-1")
+
+
+def _op_sql(table: str, kind: int, cols: set[str]) -> str:
+    """Integer columns of one GPU-operation table (name ids; sentinels for copies/sets)."""
+    name, demangled, device, stream = op_columns(kind, cols)
+    return (f"SELECT {kind}, {name}, {demangled}, o.start, o.end, o.correlationId, "
+            f"o.globalPid, {device}, {stream} FROM {table} o")
 
 
 def _strings(conn: sqlite3.Connection, path: Path) -> dict[int, str]:
