@@ -29,8 +29,7 @@ def progress_bar(desc: str, wanted: bool | None) -> Iterator[Callable[[int, int]
     def update(done: int, total: int) -> None:
         if bar.total != total:
             bar.total = total
-        bar.n = done
-        bar.refresh()
+        bar.update(done - bar.n)           # update(), not refresh(): it honours the delay
 
     try:
         yield update
