@@ -1,7 +1,8 @@
 """Command line: turn Nsight exports into reports.
 
     python -m analysis systems TRACE.sqlite|TRACE.nsys-rep [--torch-logs LOG]
-                               [--meta META.json] -o DIR
+                               [--meta META.json] [--jobs N] [--chunk-rows N]
+                               [--quiet|--progress] -o DIR
     python -m analysis compute NCU.csv|NCU.ncu-rep [--meta META.json] -o DIR
     python -m analysis page DIR [--workload NAME]
     python -m analysis diff A B [--threshold PCT] [--metric auto|span|kernel|busy] [-o DIFF.md]
