@@ -142,6 +142,7 @@ def measure(trace: Path, nsys: str | None, work: Path, repeat: int = 1) -> dict:
 
 
 def render(rows: list[dict], base: Path, nsys: str | None, png: str | None) -> str:
+    """The markdown table of the runs (medians), the memory growth, the plot."""
     n = len(rows[0]["runs"]) if rows else 0
     lines = ["# Analysis speed and memory on big traces", "",
              f"Traces: `{base}` replayed K times (python -m analysis.bench). Machine: "
@@ -172,6 +173,7 @@ def render(rows: list[dict], base: Path, nsys: str | None, png: str | None) -> s
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Replay, measure and write STEM.md/.json/.png; exit 1 when numbers differ."""
     p = argparse.ArgumentParser(prog="python -m analysis.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", type=Path, default=Path("tests/data/gelu/trace.sqlite"))
