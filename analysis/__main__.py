@@ -41,6 +41,7 @@ from .io import (
     ncu_rep_to_csv,
     nsys_rep_to_sqlite,
     write_atomic,
+    write_json_atomic,
     write_png,
 )
 from .load import ncu_csv, nsys_sqlite, torch_logs
@@ -73,7 +74,7 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
 
 def write_report(out: Path, stem: str, doc: Any, markdown: str, what: str) -> int:
     """DIR/<stem>.json and DIR/<stem>.md, atomically; say where they went."""
-    write_atomic(out / f"{stem}.json", to_json(doc))
+    write_json_atomic(out / f"{stem}.json", doc)
     write_atomic(out / f"{stem}.md", markdown)
     print(f"wrote {out / (stem + '.md')} and {out / (stem + '.json')} ({what})")
     return 0

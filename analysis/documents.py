@@ -14,7 +14,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
 Severity = typing.Literal["info", "warning", "error"]
@@ -398,6 +398,34 @@ def to_json(obj: Any) -> str:
     _encode(obj, "\n", out)
     out.append("\n")
     return "".join(out)
+
+
+class _Spill(list):
+    """A fragment list that writes itself out every FLUSH fragments (bounded memory)."""
+
+    FLUSH = 65_536
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        super().__init__()
+        self.fh = fh
+
+    def append(self, text: str) -> None:       # type: ignore[override]
+        super().append(text)
+        if len(self) >= self.FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        self.fh.write("".join(self).encode("utf-8"))
+        self.clear()
+
+
+def dump_json(obj: Any, fh: IO[bytes]) -> None:
+    """to_json(obj), written to `fh` as it is made: a 40 MB document never sits whole in
+    memory (nor its fragments)."""
+    out = _Spill(fh)
+    _encode(obj, "\n", out)
+    out.append("\n")
+    out.flush()
 
 
 _STR = json.encoder.encode_basestring_ascii          # type: ignore[attr-defined]

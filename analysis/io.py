@@ -61,6 +61,14 @@ def write_atomic(path: Path, text: str) -> None:
     _replace_atomically(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
+def write_json_atomic(path: Path, doc: object) -> None:
+    """A document as JSON (documents.to_json's text), streamed into a temporary file and
+    renamed: memory stays bounded on documents of tens of MB."""
+    from .documents import dump_json
+
+    _replace_atomically(path, lambda fh: dump_json(doc, fh))
+
+
 def unpack_xz(root: Path) -> list[Path]:
     """Decompress every `*.sqlite.xz` under `root` beside itself, unless an up-to-date
     copy is there already; return the paths written.
