@@ -23,10 +23,14 @@ def progress_bar(desc: str, wanted: bool | None) -> Iterator[Callable[[int, int]
         return
     from tqdm import tqdm
 
-    bar = tqdm(desc=desc, unit="window", file=sys.stderr, delay=0 if wanted else DELAY_S,
-               leave=False, dynamic_ncols=True)
+    bars: list = []                   # made at the first call, when the total is known
 
     def update(done: int, total: int) -> None:
+        if not bars:
+            bars.append(tqdm(desc=desc, total=total, unit="window", file=sys.stderr,
+                             delay=0 if wanted else DELAY_S, leave=False,
+                             dynamic_ncols=True))
+        bar = bars[0]
         if bar.total != total:
             bar.total = total
         bar.update(done - bar.n)           # update(), not refresh(): it honours the delay
@@ -34,4 +38,5 @@ def progress_bar(desc: str, wanted: bool | None) -> Iterator[Callable[[int, int]
     try:
         yield update
     finally:
-        bar.close()
+        for bar in bars:
+            bar.close()
