@@ -67,7 +67,8 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
         with progress_bar(f"analysis: {trace.name}", getattr(opts, "progress", None)) as bar:
             tr = model.attribute_file(db, export, systems.watch_paths(meta),
                                       chunk_rows=getattr(opts, "chunk_rows", None),
-                                      jobs=getattr(opts, "jobs", None), progress=bar)
+                                      jobs=getattr(opts, "jobs", None), progress=bar,
+                                      events=systems.event_list(events))
         export.path = trace
         return systems.build(export, meta, events, trace=tr)
 

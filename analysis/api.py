@@ -36,12 +36,13 @@ def _meta(meta: str | Path | dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def open_trace(path: str | Path, meta: dict[str, Any] | None = None,
-               jobs: int | None = None) -> model.Trace:
+               jobs: int | None = None, events: list[dict] | None = None) -> model.Trace:
     """An Nsight Systems SQLite export, attributed window by window (analysis/model.py)
     on `jobs` processes (default: every core); `meta` names the ranges whose first
-    iteration is kept."""
+    iteration is kept, TORCH_LOGS `events` the range instances that compiled."""
     export = nsys_sqlite.load(path, ops=False)
-    return model.attribute_file(Path(path), export, systems.watch_paths(meta), jobs=jobs)
+    return model.attribute_file(Path(path), export, systems.watch_paths(meta), jobs=jobs,
+                                events=events)
 
 
 def systems_report(path: str | Path, meta: str | Path | dict[str, Any] | None = None,
@@ -50,7 +51,7 @@ def systems_report(path: str | Path, meta: str | Path | dict[str, Any] | None = 
     """The systems/1 document of an export (what `analysis systems` writes as JSON)."""
     events = torch_logs.load(torch_logs_path) if torch_logs_path else None
     meta = _meta(meta)
-    trace = open_trace(path, meta, jobs)
+    trace = open_trace(path, meta, jobs, systems.event_list(events))
     return systems.build(trace.export, meta, events, trace=trace)
 
 

@@ -34,13 +34,19 @@ def _wall_ns(stamp: str, year: int) -> int | None:
 
 def trace_times(trace: Trace, events: list[dict[str, Any]]) -> list[int | None]:
     """Each event's time on the trace clock (ns), or None when it cannot be placed."""
-    start = trace.export.session_start_utc_ns
+    return times_on(trace.ranges, trace.export.session_start_utc_ns, events)
+
+
+def times_on(ranges: Any, start: int | None, events: list[dict[str, Any]]
+             ) -> list[int | None]:
+    """Each event's time on the clock of an export whose timestamp 0 is `start` (UTC ns)
+    and whose ranges are `ranges`, or None when it cannot be placed."""
     if start is None or not events:
         return [None] * len(events)
     year = dt.datetime.fromtimestamp(start / 1e9, dt.timezone.utc).year
     walls = [_wall_ns(e.get("logged_at") or "", year) for e in events]
     rel = [w - start if w is not None else None for w in walls]
-    ends = trace.ranges["end_ns"]
+    ends = ranges["end_ns"]
     last = int(ends.max()) if len(ends) else 0
     known = [t for t in rel if t is not None]
     if known and not 0 <= known[0] <= last:
@@ -53,16 +59,20 @@ def trace_times(trace: Trace, events: list[dict[str, Any]]) -> list[int | None]:
 def place(trace: Trace, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The events with `at_ns` (trace clock), `range` (the innermost range path open then)
     and `range_row` (that instance's row in trace.ranges), None where unknown."""
-    r = trace.ranges
-    start, end = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+    return place_on(trace.ranges, trace.export.session_start_utc_ns, events)
+
+
+def place_on(r: Any, start: int | None, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """place() on keyed ranges `r` of an export whose timestamp 0 is `start` (UTC ns)."""
+    lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
     depth = r["path"].str.count("/").to_numpy() if len(r) else np.zeros(0)
     out = []
-    for event, at in zip(events, trace_times(trace, events), strict=True):
+    for event, at in zip(events, times_on(r, start, events), strict=True):
         row = None
         if at is not None:
-            inside = np.flatnonzero((start <= at) & (at < end))
+            inside = np.flatnonzero((lo <= at) & (at < hi))
             if len(inside):
-                row = int(inside[np.lexsort((start[inside], depth[inside]))[-1]])
+                row = int(inside[np.lexsort((lo[inside], depth[inside]))[-1]])
         out.append({**event, "at_ns": at, "range_row": row,
                     "range": str(r["path"].iat[row]) if row is not None else None})
     return out

@@ -87,12 +87,22 @@ class Trace:
     rank: dict[str, int] = field(default_factory=dict)   # ranks.rank_measures, summed
 
 
-def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+COMPILE_PART = " [compile]"
+"""Suffix of the instances of a repeated range in which torch.compile compiled (TORCH_LOGS
+placed a graph break or recompile in them): they become an entry of their own, labelled
+warm-up, and the range's other instances stay as they are."""
+
+
+def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
+          session_start: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ranges with `path`, `pid` (the OS process id) and an int `key` per (process, domain,
     path): ranges of different processes are never merged. The keys frame: pid, domain,
-    path, first_ns."""
+    path, first_ns, pathid. With TORCH_LOGS `events`, the instance of a repeated range
+    that compiled (and the ranges inside it) get COMPILE_PART in their path."""
     out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
     out["pid"] = (out["global_tid"].to_numpy(dtype="int64") >> 24) & 0xFFFFFF
+    if events:
+        out["path"] = compile_parts(out, events, session_start)
     # numbered in Python, in order of first appearance: pandas' string handling differs
     # between versions and storages (one H200 install merged every key into one)
     codes: dict[tuple[int, str, str], int] = {}
@@ -110,15 +120,41 @@ def keyed(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return out, keys
 
 
+def compile_parts(r: pd.DataFrame, events: list[dict], session_start: int | None
+                  ) -> pd.Series:
+    """Paths with COMPILE_PART given to each instance, of a range repeated in its process,
+    in which a compile event was logged (the innermost range open then), and to the
+    ranges nested in that instance."""
+    from .compile_events import place_on
+
+    path = r["path"].to_numpy(dtype=object).copy()
+    repeats = r.groupby(["pid", "path"])["path"].transform("size").to_numpy()
+    rows = {ev["range_row"] for ev in place_on(r, session_start, events)
+            if ev.get("range_row") is not None}
+    tid, dom = r["global_tid"].to_numpy(), r["domain"].fillna("").to_numpy()
+    lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+    for row in sorted(rows, key=lambda x: len(path[x])):
+        if repeats[row] < 2 or path[row].endswith(COMPILE_PART):
+            continue
+        old = path[row]
+        inner = np.flatnonzero((tid == tid[row]) & (dom == dom[row]) & (lo >= lo[row])
+                               & (hi <= hi[row]))
+        for q in inner:
+            if path[q] == old or path[q].startswith(old + "/"):
+                path[q] = old + COMPILE_PART + path[q][len(old):]
+    return pd.Series(path, index=r.index, dtype=object)
+
+
 def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool = False,
-            step: str | None = None) -> ChunkContext:
+            step: str | None = None, events: list[dict] | None = None) -> ChunkContext:
     """What every window needs: keyed ranges, op ranges, watched instances (the first
     instance of each path in `watch_paths`), graph launch ids, and with `ranks` the step
-    range's instances (ranks.step_rows: `step`, or the one found)."""
+    range's instances (ranks.step_rows: `step`, or the one found); TORCH_LOGS `events` set
+    the instances that compiled apart (keyed)."""
     from .ops import op_ranges
     from .ranks import step_rows
 
-    ranges, keys = keyed(export.ranges)
+    ranges, keys = keyed(export.ranges, events, export.session_start_utc_ns)
     first = ranges.sort_values("start_ns", kind="stable").drop_duplicates("path")
     watch = first.index[first["path"].isin(list(watch_paths))].to_numpy(dtype="int64")
     graph = export.graph_launches
@@ -162,9 +198,10 @@ def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trac
         rank=merge.rank(parts))
 
 
-def attribute(export: NsysExport, watch_paths: tuple[str, ...] = ()) -> Trace:
+def attribute(export: NsysExport, watch_paths: tuple[str, ...] = (),
+              events: list[dict] | None = None) -> Trace:
     """The one attribution pass over an export whose operations are in memory."""
-    ctx = context(export, watch_paths)
+    ctx = context(export, watch_paths, events=events)
     part = compute(ctx, _normalized(export.ops), NEG, POS, 0, ATEN_EAGER)
     return combine(export, ctx, [part])
 
@@ -300,10 +337,11 @@ def _versioned(export: NsysExport | None) -> Iterator[None]:
 
 def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] = (),
                    chunk_rows: int | None = None, jobs: int | None = None,
-                   progress: Callable[[int, int], object] | None = None) -> Trace:
+                   progress: Callable[[int, int], object] | None = None,
+                   events: list[dict] | None = None) -> Trace:
     """The attribution pass over one export file, window by window on `jobs` processes
     (default: every core); `progress(done, total)` before the first window and after
-    each one."""
+    each one; `events` (TORCH_LOGS) as in `context`."""
     runner = local_runner(jobs or os.cpu_count() or 1, progress)
-    return attribute_files([path], [export], [context(export, watch_paths)], runner,
-                           chunk_rows)[0]
+    return attribute_files([path], [export], [context(export, watch_paths, events=events)],
+                           runner, chunk_rows)[0]

@@ -14,10 +14,13 @@ from pathlib import Path
 import pandas as pd
 
 from .documents import SystemsDoc
+from .model import COMPILE_PART
 
 
 def label(domain: str | None, path: str) -> str:
-    leaf = path.split("/")[-1]
+    """`nsys stats`' name of a range entry (its instances that compiled, set apart by the
+    analysis, are the same range there)."""
+    leaf = path.split("/")[-1].removesuffix(COMPILE_PART)
     return f"{domain}:{leaf}" if domain else leaf
 
 

@@ -180,6 +180,11 @@ def watch_paths(meta: Meta | dict[str, Any] | None) -> tuple[str, ...]:
     return tuple(meta.ranges.values()) if meta and meta.ranges else ()
 
 
+def event_list(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str, Any]] | None:
+    """TORCH_LOGS events as a list of dicts (the loader's frame converted once)."""
+    return _events(torch_events)
+
+
 def _events(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str, Any]] | None:
     if torch_events is None or isinstance(torch_events, list):
         return torch_events
@@ -193,7 +198,7 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     attributed trace, when the caller already made it)."""
     meta, events = as_meta(meta), _events(torch_events)
     if trace is None:
-        trace = model.attribute(export, watch_paths(meta))
+        trace = model.attribute(export, watch_paths(meta), events)
     if events:
         events = compile_events.place(trace, events)
     kernels = rng.kernel_table(trace)

@@ -132,3 +132,43 @@ def test_attribute_matches_brute_force(c: list[tuple], s: list[tuple]) -> None:
     want = {(ri, ci) for ri, (rt, ra, rd) in enumerate(s) for ci, (t, a, d) in enumerate(c)
             if t == rt and ra <= a and a + d <= ra + rd}
     assert got == want
+
+
+def test_the_step_that_compiled_is_set_apart_not_the_whole_range() -> None:
+    """A training loop whose first `step` compiled (a recompile logged while it was open):
+    that instance and the ranges inside it become `step [compile]`, labelled warm-up; the
+    other steps stay `step`, no warm-up, and nsys stats' view (by range name) still adds
+    them up."""
+    import datetime as dt
+
+    from analysis import systems
+    from analysis.documents import to_dict
+    from analysis.nsys_reference import ours_proj
+
+    ms = 1_000_000
+    r = _ranges([("step", 1, 0, 500 * ms), ("fwd", 1, 10 * ms, 400 * ms),
+                 ("step", 1, 600 * ms, 700 * ms), ("fwd", 1, 610 * ms, 650 * ms),
+                 ("step", 1, 800 * ms, 900 * ms), ("fwd", 1, 810 * ms, 850 * ms)])
+    ops = _ops([("k", 1, s + ms, s + 2 * ms, s + 3 * ms, s + 4 * ms)
+                for s in (20 * ms, 620 * ms, 820 * ms)])
+    start = int(dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.timezone.utc).timestamp()) * 10**9
+    export = NsysExport(path=Path("inline"), ranges=r,
+                        ops=ops.assign(demangled_name=ops["name"], global_pid=0),
+                        graph_launches=NO_GRAPHS, gpus=[], export_schema_version=None,
+                        product_version=None, session_start_utc_ns=start)
+    def doc_for(at: str):
+        return systems.build(export, None, [{
+            "kind": "recompile", "function": "forward", "file": "m.py", "line": 3,
+            "reason": "size mismatch", "logged_at": f"1130 08:00:00.{at}"}])
+
+    doc = doc_for("450000")               # in the first step, after its fwd
+    by = {e.name: e for e in doc.ranges}
+    assert set(by) == {"step", "step/fwd", "step [compile]", "step [compile]/fwd"}
+    assert by["step [compile]"].warmup and not by["step"].warmup
+    assert (by["step"].instances, by["step [compile]"].instances) == (2, 1)
+    assert to_dict(doc)["run"]["torch_log_events"][0]["range"] == "step [compile]"
+    proj = ours_proj(doc)
+    assert proj.loc["d:step", "instances"] == 3 and proj.loc["d:fwd", "instances"] == 3
+    by = {e.name: e for e in doc_for("200000").ranges}     # inside the first fwd
+    assert set(by) == {"step", "step/fwd", "step/fwd [compile]"}
+    assert by["step/fwd [compile]"].warmup and by["step"].instances == 3

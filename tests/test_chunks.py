@@ -25,14 +25,16 @@ FRAMES = ("kernels", "instances", "gaps", "busy", "other", "kernel_names", "devi
           "seq_names", "seq_durations", "seq_pairs", "op_counts", "first_ops")
 
 
-def _trace(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None) -> model.Trace:
+def _trace(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None,
+           events=None) -> model.Trace:
     export = nsys_sqlite.load(path, ops=False)
     return model.attribute_file(path, export, systems.watch_paths(meta),
-                                chunk_rows=chunk_rows, jobs=jobs)
+                                chunk_rows=chunk_rows, jobs=jobs,
+                                events=systems.event_list(events))
 
 
 def _doc(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None, events=None) -> str:
-    trace = _trace(path, chunk_rows, jobs, meta)
+    trace = _trace(path, chunk_rows, jobs, meta, events)
     return to_json(systems.build(trace.export, meta, events, trace=trace))
 
 
