@@ -3,6 +3,7 @@ export and on random synthetic ones, whatever the window size, order or worker c
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -166,3 +167,27 @@ def test_rows_out_of_order_inside_a_window_are_caught(tmp_path: Path) -> None:
     assert not layout.scan and not all(read_window(layout, i).attrs["sorted_ok"]
                                        for i in range(layout.windows))
     _same_trace(_trace(path, 10), _trace(path, 10**9))
+
+
+def test_compiled_instance_set_apart_through_the_file_path(tmp_path: Path) -> None:
+    """A loop of `step` ranges read from a file, a recompile logged in the second step:
+    that step becomes `step [compile]` (warm-up) whatever the window size."""
+    import datetime as dt
+
+    ms = 1_000_000
+    ops = [("kernel", s + 5 * ms, 2 * ms, 1, 0, 1 * ms, 0) for s in range(0, 400 * ms, 100 * ms)]
+    ranges = [(True, "step", 0, s, s + 90 * ms) for s in range(0, 400 * ms, 100 * ms)]
+    path = tmp_path / "loop.sqlite"
+    _write(path, ops, ranges, False)
+    start = int(dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.timezone.utc).timestamp()) * 10**9
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INT)")
+        conn.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?)", (start,))
+    events = [{"kind": "recompile", "function": "f", "file": "m.py", "line": 1,
+               "reason": "shape", "logged_at": "1130 08:00:00.150000"}]
+    docs = [_doc(path, rows, events=events) for rows in (10**9, 2)]
+    assert docs[0] == docs[1]
+    doc = json.loads(docs[0])
+    by = {e["name"]: e for e in doc["ranges"]}
+    assert by["step"]["instances"] == 3 and not by["step"].get("warmup")
+    assert by["step [compile]"]["instances"] == 1 and by["step [compile]"]["warmup"]
