@@ -59,7 +59,7 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
     from .progress import progress_bar
 
     meta = load_meta(meta_path)
-    events = torch_logs.load(logs) if logs else None
+    events = systems.event_list(torch_logs.load(logs)) if logs else None
     opts = opts or argparse.Namespace()
     with tempfile.TemporaryDirectory() as tmp:
         db = nsys_rep_to_sqlite(trace, Path(tmp)) if trace.suffix == ".nsys-rep" else trace
@@ -68,7 +68,7 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
             tr = model.attribute_file(db, export, systems.watch_paths(meta),
                                       chunk_rows=getattr(opts, "chunk_rows", None),
                                       jobs=getattr(opts, "jobs", None), progress=bar,
-                                      events=systems.event_list(events))
+                                      events=events)
         export.path = trace
         return systems.build(export, meta, events, trace=tr)
 

@@ -49,9 +49,10 @@ def systems_report(path: str | Path, meta: str | Path | dict[str, Any] | None = 
                    torch_logs_path: str | Path | None = None,
                    jobs: int | None = None) -> SystemsDoc:
     """The systems/1 document of an export (what `analysis systems` writes as JSON)."""
-    events = torch_logs.load(torch_logs_path) if torch_logs_path else None
+    events = systems.event_list(torch_logs.load(torch_logs_path)) if torch_logs_path \
+        else None
     meta = _meta(meta)
-    trace = open_trace(path, meta, jobs, systems.event_list(events))
+    trace = open_trace(path, meta, jobs, events)
     return systems.build(trace.export, meta, events, trace=trace)
 
 

@@ -81,6 +81,16 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[heads], run_end[tails]
 
 
+def clipped_union(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """union() of the intervals, clipped to the window [lo, hi): the window's share of a
+    union, so that a union over a whole trace is the sum of its windows' shares."""
+    bs, be = union(starts, ends)
+    bs, be = np.maximum(bs, lo), np.minimum(be, hi)
+    keep = be > bs
+    return bs[keep], be[keep]
+
+
 def covered(block_s: np.ndarray, block_e: np.ndarray, lo: np.ndarray,
             hi: np.ndarray) -> np.ndarray:
     """Length of [lo, hi] covered by the disjoint sorted blocks, for each (lo, hi)."""

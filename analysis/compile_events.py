@@ -32,11 +32,6 @@ def _wall_ns(stamp: str, year: int) -> int | None:
     return int(when.replace(tzinfo=dt.timezone.utc).timestamp() * 10**6) * 1000
 
 
-def trace_times(trace: Trace, events: list[dict[str, Any]]) -> list[int | None]:
-    """Each event's time on the trace clock (ns), or None when it cannot be placed."""
-    return times_on(trace.ranges, trace.export.session_start_utc_ns, events)
-
-
 def times_on(ranges: Any, start: int | None, events: list[dict[str, Any]]
              ) -> list[int | None]:
     """Each event's time on the clock of an export whose timestamp 0 is `start` (UTC ns)

@@ -166,15 +166,9 @@ class RangeEntry:
 
 
 @dataclass
-class KernelSummaryRow:
+class KernelSummaryRow(KernelStat):
     """One kernel name over the whole trace (nsys stats' cuda_gpu_kern_sum:base row)."""
 
-    name: str
-    count: int
-    total_ns: int
-    avg_ns: float
-    min_ns: int
-    max_ns: int
     time_pct: float                    # of all kernel time in the trace
 
 

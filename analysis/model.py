@@ -33,8 +33,8 @@ first_ops     the operations of the watched instances (first iterations), in sta
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,10 +42,9 @@ import numpy as np
 import pandas as pd
 
 from . import merge
-from .errors import InputError
 from .load.nsys_chunks import NEG, POS
-from .load.nsys_sqlite import NsysExport
-from .partial import CALL_COLUMNS, ChunkContext, Partial, compute
+from .load.nsys_sqlite import CALL_COLUMNS, NsysExport, versioned
+from .partial import ChunkContext, Partial, compute
 from .ranges import attribute as attribute_calls
 from .ranges import range_paths
 
@@ -81,8 +80,6 @@ class Trace:
     op_ranges: pd.DataFrame
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
-    windows: int = 1
-    gap_ns: int = GAP_NS
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="int64"))
     rank: dict[str, int] = field(default_factory=dict)   # ranks.rank_measures, summed
 
@@ -193,7 +190,7 @@ def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trac
         op_counts=merge.summed(parts, "op_counts", ["range"], {
             "kernel_count": "sum", "kernel_time_ns": "sum"}),
         first_ops=merge.first_ops(parts), outside=sum(p.outside for p in parts),
-        graph_traced=set().union(*(p.graph_traced for p in parts)), windows=len(parts),
+        graph_traced=set().union(*(p.graph_traced for p in parts)),
         steps=ctx.steps if ctx.steps is not None else np.zeros(0, dtype="int64"),
         rank=merge.rank(parts))
 
@@ -298,7 +295,7 @@ def attribute_files(paths: list[Path], exports: list[NsysExport], ctxs: list[Chu
 
     layouts = []
     for path, export in zip(paths, exports, strict=True):
-        with _versioned(export):
+        with _versioned([export]):
             layouts.append(plan(Path(path), chunk_rows or CHUNK_ROWS))
     parts = _attribute(layouts, ctxs, exports, runner)
     redo = [i for i, ps in enumerate(parts) if not all(p.sorted_ok for p in ps)]
@@ -313,7 +310,7 @@ def attribute_files(paths: list[Path], exports: list[NsysExport], ctxs: list[Chu
 def _attribute(layouts: list, ctxs: list[ChunkContext], exports: list[NsysExport],
                runner: Runner) -> list[list[Partial]]:
     tasks = [(lay, t, i) for t, lay in enumerate(layouts) for i in range(lay.windows)]
-    with _versioned(exports[0] if len(exports) == 1 else None):
+    with _versioned(exports):
         results = runner(ctxs, tasks)
     parts: list[list[Partial]] = [[] for _ in layouts]
     for (_, t, _), part in zip(tasks, results, strict=True):
@@ -321,18 +318,11 @@ def _attribute(layouts: list, ctxs: list[ChunkContext], exports: list[NsysExport
     return [sorted(ps, key=lambda p: p.index) for ps in parts]
 
 
-@contextmanager
-def _versioned(export: NsysExport | None) -> Iterator[None]:
-    """An unreadable export says which export schema (and nsys) wrote it."""
-    try:
-        yield
-    except InputError as exc:
-        if export is None:
-            raise
-        raise InputError(f"{exc}; export schema version "
-                         f"{export.export_schema_version or 'not recorded'} "
-                         f"({export.product_version or 'unknown nsys'}) is not one this "
-                         "loader reads") from exc
+def _versioned(exports: list[NsysExport]) -> AbstractContextManager:
+    """For one export, unreadable windows name its export schema (nsys_sqlite.versioned)."""
+    if len(exports) != 1:
+        return nullcontext()
+    return versioned(exports[0].export_schema_version, exports[0].product_version)
 
 
 def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] = (),

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .busy import covered, other_thread_kernels, union
-from .load.nsys_sqlite import PID_MASK
+from .busy import clipped_union, covered, other_thread_kernels
+from .load.nsys_sqlite import CALL_COLUMNS, PID_MASK
 from .ranges import attribute as attribute_calls
 
-CALL_COLUMNS = ["global_tid", "api_start_ns", "api_end_ns"]
 FIRST_OPS_CAP = 100_000        # GPU operations kept per watched range instance (strip)
 
 
@@ -71,13 +70,7 @@ def _blocks(ops: pd.DataFrame, lo: int, hi: int) -> dict[int, tuple[np.ndarray, 
     """Per process: the union of its operations (owned and halo), clipped to [lo, hi)."""
     pid = ops["global_pid"].to_numpy(dtype="int64")
     s, e = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
-    out = {}
-    for p in np.unique(pid):
-        bs, be = union(s[pid == p], e[pid == p])
-        bs, be = np.maximum(bs, lo), np.minimum(be, hi)
-        keep = be > bs
-        out[int(p)] = (bs[keep], be[keep])
-    return out
+    return {int(p): clipped_union(s[pid == p], e[pid == p], lo, hi) for p in np.unique(pid)}
 
 
 def process_covered(blocks: dict[int, tuple[np.ndarray, np.ndarray]], pids: np.ndarray,
@@ -202,8 +195,8 @@ def devices(ops: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     for d in np.unique(dev):
         on = dev == d
         for st, mask in [(-2, on)] + [(int(x), on & (stream == x)) for x in np.unique(stream[on])]:
-            bs, be = union(s[mask], e[mask])
-            length = int(np.clip(np.minimum(be, hi) - np.maximum(bs, lo), 0, None).sum())
+            bs, be = clipped_union(s[mask], e[mask], lo, hi)
+            length = int((be - bs).sum())
             mine = mask & owned
             rows.append((int(d), st, int(mine.sum()), length,
                          int(s[mine].min()) if mine.any() else np.iinfo(np.int64).max,

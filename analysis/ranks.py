@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .busy import covered, union
+from .busy import clipped_union, covered, union
 from .documents import RankRow, RanksDoc, SystemsDoc
 from .model import Trace
 
@@ -46,13 +46,6 @@ def step_rows(ranges: pd.DataFrame, step: str | None) -> np.ndarray:
     return np.flatnonzero(names == pick) if pick is not None else np.zeros(0, dtype=int)
 
 
-def _clipped(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    bs, be = union(s, e)
-    bs, be = np.maximum(bs, lo), np.minimum(be, hi)
-    keep = be > bs
-    return bs[keep], be[keep]
-
-
 def rank_measures(ops: pd.DataFrame, steps_lo: np.ndarray, steps_hi: np.ndarray, lo: int,
                   hi: int) -> dict[str, int]:
     """One window's share of a rank's numbers (sums over windows give the whole): kernel
@@ -69,9 +62,9 @@ def rank_measures(ops: pd.DataFrame, steps_lo: np.ndarray, steps_hi: np.ndarray,
     at = np.searchsorted(ws, s, side="right") - 1
     inside = (at >= 0) & (s < we[np.maximum(at, 0)]) if len(ws) else np.zeros(len(s), bool)
     owned, dur = ~ops["halo"].to_numpy(dtype=bool), e - s
-    c_blocks = _clipped(s[compute & inside], e[compute & inside], lo, hi)
-    n_s, n_e = _clipped(s[nccl & inside], e[nccl & inside], lo, hi)
-    every = _clipped(s, e, lo, hi)
+    c_blocks = clipped_union(s[compute & inside], e[compute & inside], lo, hi)
+    n_s, n_e = clipped_union(s[nccl & inside], e[nccl & inside], lo, hi)
+    every = clipped_union(s, e, lo, hi)
     return {"compute_ns": int(dur[compute & inside & owned].sum()),
             "nccl_ns": int(dur[nccl & inside & owned].sum()),
             "nccl_total_ns": int(dur[nccl & owned].sum()), "nccl_union_ns": int((n_e - n_s).sum()),

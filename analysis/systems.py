@@ -181,11 +181,7 @@ def watch_paths(meta: Meta | dict[str, Any] | None) -> tuple[str, ...]:
 
 
 def event_list(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str, Any]] | None:
-    """TORCH_LOGS events as a list of dicts (the loader's frame converted once)."""
-    return _events(torch_events)
-
-
-def _events(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str, Any]] | None:
+    """TORCH_LOGS events as a list of dicts (the loader's frame converted; a list as is)."""
     if torch_events is None or isinstance(torch_events, list):
         return torch_events
     return torch_events.astype(object).where(torch_events.notna(), None).to_dict("records")
@@ -196,7 +192,7 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
           trace: model.Trace | None = None) -> SystemsDoc:
     """The systems/1 document for one export, with its findings (`trace`: the export's
     attributed trace, when the caller already made it)."""
-    meta, events = as_meta(meta), _events(torch_events)
+    meta, events = as_meta(meta), event_list(torch_events)
     if trace is None:
         trace = model.attribute(export, watch_paths(meta), events)
     if events:

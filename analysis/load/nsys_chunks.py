@@ -35,6 +35,7 @@ import sqlite_utils
 
 from ..errors import InputError
 from .nsys_sqlite import (
+    CALL_COLUMNS,
     OP_TABLES,
     PID_MASK,
     _columns,
@@ -47,7 +48,6 @@ from .nsys_sqlite import (
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NEG, POS = -(1 << 62), 1 << 62
 LOOKBACK_NS = (250_000_000, 2_000_000_000)   # a launch queued this long before its op ran
-CALL_COLUMNS = ["global_tid", "api_start_ns", "api_end_ns"]
 _STRINGS: dict[tuple[str, int], dict[int, str]] = {}
 
 
@@ -62,7 +62,6 @@ class Layout:
     longest_ns: dict[int, int]
     total_rows: int
     scan: bool = False
-    chunk_rows: int = 0
     launch_names: tuple[int, ...] = ()        # StringIds of API calls that launch GPU work
 
     @property
@@ -141,7 +140,7 @@ def plan(path: Path, chunk_rows: int) -> Layout:
         conn.close()
     return Layout(path=path, tables=tables, bounds=(NEG, *sorted(set(cuts)), POS),
                   longest_ns={i: int(d) for i, (_, d) in sizes.items()}, total_rows=total,
-                  chunk_rows=chunk_rows, scan=cuts != sorted(cuts),   # out of order: scan
+                  scan=cuts != sorted(cuts),          # bounds out of order: scan
                   launch_names=launch)
 
 
@@ -265,8 +264,7 @@ def _calls(db: _Db, layout: Layout, ops: pd.DataFrame) -> pd.DataFrame:
     return out[CALL_COLUMNS].fillna(-1).astype("int64")
 
 
-def read_window(layout: Layout, index: int,
-                strings: dict[int, str] | None = None) -> pd.DataFrame:
+def read_window(layout: Layout, index: int) -> pd.DataFrame:
     """Window `index`'s operations (owned and halo) with their launching calls; the frame's
     attrs["sorted_ok"] says whether the tables' start order held (see the module doc)."""
     lo, hi = layout.bounds[index], layout.bounds[index + 1]
@@ -278,12 +276,11 @@ def read_window(layout: Layout, index: int,
             parts.append(rows)
             ok &= good
         raw = np.concatenate(parts) if parts else np.empty((0, 11), dtype=np.int64)
-        if strings is None:                 # once per process and file: windows share it
-            key = (str(layout.path), layout.path.stat().st_mtime_ns)
-            if key not in _STRINGS:
-                _STRINGS.clear()            # the last file's only: memory stays bounded
-                _STRINGS[key] = _strings(db.conn, layout.path)
-            strings = _STRINGS[key]
+        key = (str(layout.path), layout.path.stat().st_mtime_ns)
+        if key not in _STRINGS:             # once per process and file: windows share it
+            _STRINGS.clear()                # the last file's only: memory stays bounded
+            _STRINGS[key] = _strings(db.conn, layout.path)
+        strings = _STRINGS[key]
         df = ops_frame(raw[:, 1:10], strings)
         df["halo"] = raw[:, 10].astype(bool)
         df["table"], df["rowid"] = raw[:, 1], raw[:, 0]

@@ -23,6 +23,8 @@ thread_names    global_tid -> name (ThreadNames), e.g. PyTorch's `pt_autograd_0`
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +50,8 @@ REQUIRED = {
     "CUPTI_ACTIVITY_KIND_RUNTIME": "does not contain CUDA API data (trace with --trace=cuda)",
 }
 SQLITE_MAGIC = b"SQLite format 3\x00"
+CALL_COLUMNS = ["global_tid", "api_start_ns", "api_end_ns"]
+"""The launching call's columns of an op (-1 where no call was traced)."""
 
 
 @dataclass
@@ -234,8 +238,7 @@ def _launching_calls(conn: sqlite3.Connection, path: Path, ops: pd.DataFrame) ->
     api = api.drop_duplicates(["correlation_id", "global_pid"])
     out = ops[["correlation_id", "global_pid"]].merge(api, how="left",
                                                       on=["correlation_id", "global_pid"])
-    cols = ["global_tid", "api_start_ns", "api_end_ns"]
-    return out[cols].fillna(-1).astype("int64")
+    return out[CALL_COLUMNS].fillna(-1).astype("int64")
 
 
 def ops_frame(raw: np.ndarray, strings: dict[int, str]) -> pd.DataFrame:
@@ -329,6 +332,17 @@ def _export_meta(db: sqlite_utils.Database) -> dict[str, str]:
     return dict(db.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
 
 
+@contextmanager
+def versioned(schema: str | None, product: str | None) -> Iterator[None]:
+    """An InputError raised inside also says which export schema (and nsys) wrote the
+    file: an unreadable export is most often one of a layout this loader does not know."""
+    try:
+        yield
+    except InputError as exc:
+        raise InputError(f"{exc}; export schema version {schema or 'not recorded'} "
+                         f"({product or 'unknown nsys'}) is not one this loader reads") from exc
+
+
 def load(path: str | Path, ops: bool = True) -> NsysExport:
     """Read one export; InputError (one line, names the file) when it is not usable.
     `ops=False` leaves the GPU operations out (an empty frame): model.attribute_file reads
@@ -339,15 +353,10 @@ def load(path: str | Path, ops: bool = True) -> NsysExport:
         db = sqlite_utils.Database(conn)
         _check_tables(db, path)
         meta = _export_meta(db)
-        try:
+        with versioned(meta.get("EXPORT_SCHEMA_VERSION"), meta.get("EXPORT_PRODUCT_VERSION")):
             ranges = load_ranges(conn, db, path)
             frame = load_ops(conn, db, path) if ops else empty_ops()
             launches = load_graph_launches(conn, path)
-        except InputError as exc:
-            version = meta.get("EXPORT_SCHEMA_VERSION", "not recorded")
-            raise InputError(f"{exc}; export schema version {version} "
-                             f"({meta.get('EXPORT_PRODUCT_VERSION', 'unknown nsys')}) is "
-                             "not one this loader reads") from exc
         notes = [] if len(ranges) else ["the export holds no NVTX ranges "
                                         "(trace with --trace=nvtx and annotate the code)"]
         return NsysExport(path=path, ranges=ranges, ops=frame, graph_launches=launches,
