@@ -27,8 +27,10 @@ def _cat(parts: list[Partial], attr: str) -> pd.DataFrame:
 
 
 def kernels(parts: list[Partial]) -> pd.DataFrame:
-    """kernel_table: per (key, name) count, total/min/max/avg ns; by key, then total time
-    (largest first), ties in the order the whole trace's pairs first showed them."""
+    """Trace.kernels: per (key, name) count, total/min/max/avg ns; by key, then total time
+    (largest first), ties in the order the whole trace's pairs first showed them. A kernel
+    counts once per key even when two overlapping instances of the range hold it (`nsys
+    stats` would add its time twice there; its counts agree)."""
     k = _cat(parts, "kernels")
     k["name"] = k["name"].astype(str)
     k = k.sort_values(FIRST_COLUMNS, kind="stable")

@@ -87,21 +87,12 @@ def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(pairs, ignore_index=True)
 
 
-def kernel_table(trace: Trace) -> pd.DataFrame:
-    """Per (range key, kernel name): count, total/avg/min/max duration in ns.
-
-    A kernel is counted once per range key even if two overlapping instances of the same
-    range hold it (`nsys stats` would add its time twice there; its counts agree).
-    Sorted by key, then total time (largest first); made by the attribution pass.
-    """
-    return trace.kernels
-
-
-def summarize(trace: Trace, kernels: pd.DataFrame) -> pd.DataFrame:
+def summarize(trace: Trace) -> pd.DataFrame:
     """Per range key with GPU work: the systems/1 numbers (SUMMARY_COLUMNS), in timeline
     order. `gpu_span_ns` sums, per instance, first GPU op start -> last GPU op end over
     kernels, copies and sets, as nvtx_gpu_proj_sum's "Total Proj Time"; `gpu_idle_ns` is
-    that span minus the time covered by the ops. `kernels` is kernel_table(trace).
+    that span minus the time covered by the ops; kernel counts and times from
+    trace.kernels.
     """
     if trace.instances.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
@@ -110,7 +101,7 @@ def summarize(trace: Trace, kernels: pd.DataFrame) -> pd.DataFrame:
     per_key = spans.groupby("key", sort=False).agg(
         instances=("range", "nunique"), gpu_span_ns=("gpu_span_ns", "sum"),
         gpu_idle_ns=("gpu_idle_ns", "sum"))
-    counts = kernels.groupby("key").agg(kernel_count=("count", "sum"),
+    counts = trace.kernels.groupby("key").agg(kernel_count=("count", "sum"),
                                         kernel_time_ns=("total_ns", "sum"))
     graphs = pd.Series(keys[trace.graph_pairs["range"].to_numpy(dtype="int64")])
     per_key = per_key.join(counts).join(graphs.value_counts().rename("graph_launches"))

@@ -197,8 +197,7 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         trace = model.attribute(export, watch_paths(meta), events)
     if events:
         events = compile_events.place(trace, events)
-    kernels = rng.kernel_table(trace)
-    entries = range_entries(rng.summarize(trace, kernels), kernels, busy.per_key(trace),
+    entries = range_entries(rng.summarize(trace), trace.kernels, busy.per_key(trace),
                             trace.key_devices)
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)

@@ -69,7 +69,7 @@ def test_summary_span_idle_and_kernels() -> None:
     ops = _ops([("k", 1, 20, 30, 100, 200), ("k", 1, 40, 50, 300, 350),
                 ("m", 1, 60, 70, 320, 400, "memcpy"), ("k", 1, 600, 610, 700, 800)])
     trace = trace_of(r, ops)
-    summary = rng.summarize(trace, rng.kernel_table(trace))
+    summary = rng.summarize(trace)
     by = summary.set_index("path")
     assert by.loc["w/v", "kernel_count"] == 2 and by.loc["w", "kernel_count"] == 3
     assert by.loc["w/v", "gpu_span_ns"] == 300           # 100 -> 400 (memcpy included)
