@@ -24,7 +24,7 @@ $T -f "whole %e s %M KiB" python3 -m analysis systems "$R/trace.sqlite" -o "$R/w
   --jobs 1 --chunk-rows 1000000000 >> "$OUT/stats_log.txt" 2>&1
 $T -f "windows %e s %M KiB" python3 -m analysis systems "$R/trace.sqlite" -o "$R/windows" \
   --jobs 8 --chunk-rows 20000 >> "$OUT/stats_log.txt" 2>&1
-python3 - "$R" > "$OUT/issue15.json" <<'PY'
+python3 - "$R" "$OUT/env.txt" > "$OUT/issue15.json" <<'PY'
 import json, sqlite3, sys
 from pathlib import Path
 from analysis.documents import SystemsDoc
@@ -45,7 +45,8 @@ kern = {}
 for row in csv.DictReader(open(r / "stats_cuda_gpu_kern_sum_base.csv")):
     kern[row["Name"]] = kern.get(row["Name"], 0) + int(row["Instances"])
 ours = {k.name: k.count for k in doc.kernel_summary}
-print(json.dumps({"rows": n, "windows": plan(r / "trace.sqlite", 20000).windows,
+env = (Path(sys.argv[2]).read_text().split("\n") if len(sys.argv) > 2 else [])
+print(json.dumps({"environment": env, "rows": n, "windows": plan(r / "trace.sqlite", 20000).windows,
                   "windowed_equals_whole": docs["whole"] == docs["windows"],
                   "differing_keys": [k for k in docs["whole"] if docs["whole"][k] != docs["windows"].get(k)],
                   "nsys_stats_mismatches": len(diffs), "first": diffs[:5],
