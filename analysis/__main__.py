@@ -25,10 +25,13 @@ Inputs are never modified; outputs are written to a temporary file and renamed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import sqlite3
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -302,11 +305,28 @@ def parser(prog: str = "python -m analysis", epilog: str | None = None
     return p
 
 
+@contextlib.contextmanager
+def few_collections() -> Iterator[None]:
+    """No cyclic garbage collection while a command runs. The analysis builds large,
+    acyclic data (frames, 100k ranges, 40k document entries): the collector's repeated
+    passes over it took about 0.4 s of 2.6 s on an emit_nvtx trace, and found nothing
+    to free. Reference counting still frees everything; worker processes collect as
+    usual (model._init_worker)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m analysis",
          epilog: str | None = None) -> int:
     args = parser(prog, epilog).parse_args(argv)
     try:
-        return args.func(args)
+        with few_collections():
+            return args.func(args)
     except ToolkitError as exc:
         print(f"analysis: {exc}", file=sys.stderr)
         return exc.exit_code

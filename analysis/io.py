@@ -62,8 +62,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, doc: object) -> None:
-    """A document as JSON (documents.to_json's text), streamed into a temporary file and
-    renamed: memory stays bounded on documents of tens of MB."""
+    """A document as JSON (documents.to_json_bytes), written to a temporary file and
+    renamed."""
     from .documents import dump_json
 
     _replace_atomically(path, lambda fh: dump_json(doc, fh))

@@ -222,6 +222,9 @@ _WORKER: dict = {}
 
 
 def _init_worker(ctxs: list[ChunkContext]) -> None:
+    import gc
+
+    gc.enable()              # a worker runs window after window: it collects as usual
     _WORKER["ctxs"] = ctxs
 
 
@@ -267,7 +270,7 @@ def local_runner(jobs: int, progress: Callable[[int, int], object] | None = None
 
         tick()
         if jobs <= 1 or len(tasks) <= 1:
-            _init_worker(ctxs)
+            _WORKER["ctxs"] = ctxs
             for t in tasks:
                 done.append(_local_task(*t))
                 tick()

@@ -51,30 +51,43 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
                   devices: dict[int, list[int]] | None = None) -> list[RangeEntry]:
     """One entry per range key, in timeline order; kernels grouped in one pass;
     `threads` (busy.per_key) adds busy time and other threads' launches, `devices` the
-    CUDA devices of each key's kernels."""
+    CUDA devices of each key's kernels. Columns are read as Python lists once (40k
+    range keys under emit_nvtx: per-row frame access took most of the time)."""
     devices = devices or {}
     per_key: dict[int, list[KernelStat]] = {}
-    cols = [kernels[c].to_numpy().tolist() for c in ("key", "count", "total_ns", "min_ns",
-                                                      "max_ns", "avg_ns")]
-    for key, name, count, total, lo, hi, avg in zip(cols[0], kernels["name"].astype(str),
-                                                   *cols[1:], strict=True):
-        per_key.setdefault(key, []).append(KernelStat(name, count, total, round(avg, 1),
+    for key, name, count, total, lo, hi, avg in zip(*_lists(kernels, (
+            "key", "name", "count", "total_ns", "min_ns", "max_ns", "avg_ns")), strict=True):
+        per_key.setdefault(key, []).append(KernelStat(str(name), count, total, round(avg, 1),
                                                       lo, hi))
     keys = summary["key"].tolist()
     extra, launches = threads if threads is not None else (None, {})
-    more = {c: extra[c].reindex(keys, fill_value=0).tolist() for c in extra.columns} \
-        if extra is not None else {}
+    more = {c: extra[c].reindex(keys, fill_value=0).astype("int64").tolist()
+            for c in extra.columns} if extra is not None else {}
     entries = []
-    for i, r in enumerate(summary.itertuples(index=False)):
-        e = RangeEntry(name=r.path, domain=r.domain if isinstance(r.domain, str) else None,
-                       pid=int(r.pid), devices=devices.get(r.key, []),
-                       instances=int(r.instances), kernel_count=int(r.kernel_count),
-                       kernel_time_ns=int(r.kernel_time_ns), gpu_span_ns=int(r.gpu_span_ns),
-                       gpu_idle_ns=int(r.gpu_idle_ns), kernels=per_key.get(r.key, []),
-                       **{c: int(v[i]) for c, v in more.items()})
-        e.other_threads = [ThreadLaunches(**t) for t in launches.get(r.key, [])]
+    for i, (key, path, domain, pid, n, count, total, span, idle) in enumerate(zip(
+            keys, *_lists(summary, ("path", "domain", "pid", "instances", "kernel_count",
+                                    "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns")),
+            strict=True)):
+        e = RangeEntry(name=path, domain=domain if isinstance(domain, str) else None,
+                       pid=pid, devices=devices.get(key, []), instances=n,
+                       kernel_count=count, kernel_time_ns=total, gpu_span_ns=span,
+                       gpu_idle_ns=idle, kernels=per_key.get(key, []),
+                       **{c: v[i] for c, v in more.items()})
+        e.other_threads = [ThreadLaunches(**t) for t in launches.get(key, [])]
         entries.append(e)
     return entries
+
+
+def _lists(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[list]:
+    """Columns as Python lists (ints as int, floats as float; NaN/NA as None)."""
+    out = []
+    for c in columns:
+        col = frame[c]
+        if pd.api.types.is_integer_dtype(col.dtype):
+            out.append(col.to_numpy(dtype="int64").tolist())
+        else:
+            out.append(col.astype(object).where(col.notna(), None).tolist())
+    return out
 
 
 WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)

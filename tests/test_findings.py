@@ -6,6 +6,8 @@ import json
 
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from analysis import compute, rules, systems
 from analysis.documents import (
@@ -197,6 +199,14 @@ def test_occupancy_limiter_follows_ncu() -> None:
 def test_leaf_paths_linear_and_right() -> None:
     from analysis.ranges import leaf_paths
     assert leaf_paths(["a", "a/b", "a/b/c", "a/bc", "x/y"]) == {"a/b/c", "a/bc", "x/y"}
+    assert leaf_paths(["a", "a b", "a!", "a/c", "a.b/c"]) == {"a b", "a!", "a/c", "a.b/c"}
+
+
+@given(st.lists(st.text(alphabet="ab/ !.", max_size=6), max_size=12))
+def test_leaf_paths_is_its_definition(paths: list[str]) -> None:
+    from analysis.ranges import leaf_paths
+    assert leaf_paths(paths) == {p for p in paths
+                                 if not any(q.startswith(p + "/") for q in paths)}
 
 
 def test_registry_declares_every_rule_once() -> None:
