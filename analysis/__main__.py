@@ -39,6 +39,7 @@ from . import compute, diff, systems
 from .documents import ComputeDoc, SystemsDoc, to_json
 from .errors import InputError, ToolkitError
 from .io import (
+    beside,
     load_json_doc,
     load_meta,
     ncu_rep_to_csv,
@@ -142,14 +143,16 @@ def connect_check(path: Path) -> None:
 
 
 def write_systems(out: Path, doc: SystemsDoc) -> int:
-    """systems.json/.md, the CSV tables and the plots of one systems document."""
-    images = {k: name for k, name, draw in (
-        ("time", "time_per_iter.png", plots.time_bars_png),
-        ("timeline", "timeline.png", plots.timeline_png))
-        if write_png(out, name, lambda p, d=draw: d(doc, p))}
-    write_tables(out, doc)
-    return write_report(out, "systems", doc, render_systems(doc, images),
-                        f"{len(doc.ranges)} ranges")
+    """systems.json/.md, the CSV tables (written beside, in a forked process) and the
+    plots of one systems document."""
+    out.mkdir(parents=True, exist_ok=True)
+    with beside(lambda: write_tables(out, doc)):
+        images = {k: name for k, name, draw in (
+            ("time", "time_per_iter.png", plots.time_bars_png),
+            ("timeline", "timeline.png", plots.timeline_png))
+            if write_png(out, name, lambda p, d=draw: d(doc, p))}
+        return write_report(out, "systems", doc, render_systems(doc, images),
+                            f"{len(doc.ranges)} ranges")
 
 
 def write_tables(out: Path, doc: SystemsDoc) -> None:

@@ -170,3 +170,27 @@ def load_json_doc(path: Path, cls: type[T]) -> T:
         return from_dict(cls, obj)
     except (TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"{path}: not a valid {schema} document ({exc})") from exc
+
+
+@contextmanager
+def beside(work: Callable[[], object]) -> Iterator[None]:
+    """Run `work` in a forked process while the body of the `with` runs here; wait for
+    it at the end, and raise ToolError if it failed (its traceback goes to stderr).
+
+    For independent writes of a finished document (the CSV tables of a 40k-range trace
+    take as long as its JSON and page): two cores write at once. Where fork is not
+    available, `work` runs here first."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        work()
+        yield
+        return
+    child = multiprocessing.get_context("fork").Process(target=work, daemon=True)
+    child.start()
+    try:
+        yield
+    finally:
+        child.join()
+    if child.exitcode != 0:
+        raise ToolError(f"writing beside the report failed (exit code {child.exitcode})")

@@ -140,13 +140,14 @@ def pair_order(parts: list[Partial]) -> pd.DataFrame:
 
 def with_paths(frame: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
     """`pathid` replaced by the (pid, path) it stands for (the Trace's keys)."""
-    paths = keys.drop_duplicates("pathid").set_index("pathid")[["pid", "path"]]
     if frame.empty:
         return pd.DataFrame(columns=["pid", "path", *[c for c in frame if c != "pathid"]])
+    pathid = keys["pathid"].to_numpy(dtype="int64")     # 0..n-1 (model.keyed)
+    first = np.unique(pathid, return_index=True)[1]      # a key row of each pathid
     ids = frame["pathid"].to_numpy(dtype="int64")
     out = frame.drop(columns="pathid")
-    out.insert(0, "path", paths["path"].reindex(ids).to_numpy())
-    out.insert(0, "pid", paths["pid"].reindex(ids).to_numpy())
+    out.insert(0, "path", keys["path"].to_numpy(dtype=object)[first][ids])
+    out.insert(0, "pid", keys["pid"].to_numpy(dtype="int64")[first][ids])
     return out.reset_index(drop=True)
 
 

@@ -100,21 +100,34 @@ def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
     out["pid"] = (out["global_tid"].to_numpy(dtype="int64") >> 24) & 0xFFFFFF
     if events:
         out["path"] = compile_parts(out, events, session_start)
-    # numbered in Python, in order of first appearance: pandas' string handling differs
-    # between versions and storages (one H200 install merged every key into one)
-    codes: dict[tuple[int, str, str], int] = {}
-    out["key"] = np.array([codes.setdefault((pid, d if isinstance(d, str) else "", p),
-                                            len(codes))
-                           for pid, d, p in zip(out["pid"].tolist(), out["domain"].tolist(),
-                                                out["path"].tolist(), strict=True)],
-                          dtype="int64")
-    keys = out.drop_duplicates("key").set_index("key")[["pid", "domain", "path"]].sort_index()
+    # strings numbered in Python (pandas' string handling differs between versions and
+    # storages: one H200 install merged every key into one), then (pid, domain, path)
+    # and (pid, path) numbered in order of first appearance on those integers
+    path = _first_seen(out["path"].tolist())
+    dom = _first_seen([d if isinstance(d, str) else "" for d in out["domain"].tolist()])
+    pid = out["pid"].to_numpy(dtype="int64")
+    out["key"] = _first_seen_rows(np.stack([pid, dom, path], axis=1))
+    first = np.unique(out["key"].to_numpy(), return_index=True)[1]
+    keys = out.iloc[first].set_index("key")[["pid", "domain", "path"]]
     keys["first_ns"] = out.groupby("key")["start_ns"].min()
-    paths: dict[tuple[int, str], int] = {}
-    keys["pathid"] = np.array([paths.setdefault(k, len(paths)) for k in
-                               zip(keys["pid"].tolist(), keys["path"].tolist(), strict=True)],
-                              dtype="int64")
+    keys["pathid"] = _first_seen_rows(np.stack([pid[first], path[first]], axis=1))
     return out, keys
+
+
+def _first_seen(values: list) -> np.ndarray:
+    """Each value's number, in order of first appearance."""
+    codes: dict = {}
+    return np.array([codes.setdefault(v, len(codes)) for v in values], dtype="int64")
+
+
+def _first_seen_rows(rows: np.ndarray) -> np.ndarray:
+    """Each row's number (of an int64 matrix), in order of first appearance."""
+    if not len(rows):
+        return np.zeros(0, dtype="int64")
+    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype="int64")
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inverse.reshape(-1)]
 
 
 def compile_parts(r: pd.DataFrame, events: list[dict], session_start: int | None

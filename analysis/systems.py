@@ -166,6 +166,8 @@ def add_first_iterations(variants: list[VariantRow], trace: model.Trace) -> None
     """Give each variant row the ops of its first iteration (for the timeline strip): the
     first `kernels per iteration` kernels of the range's first instance, with the copies
     and sets that start among them, times relative to the first operation."""
+    if all(row.missing for row in variants):
+        return
     ranges = trace.ranges
     first = ranges.sort_values("start_ns", kind="stable").drop_duplicates("path")
     first_of = dict(zip(first["path"], first.index, strict=True))

@@ -97,7 +97,9 @@ class Context:
         if self.trace is None or not len(self.trace.seq_durations):
             return {}
         d = self._mine(self.trace.seq_durations)
-        d = d.groupby(["path", "duration_ns"], sort=True)["n"].sum().reset_index()
+        if d["pid"].nunique() > 1:       # one path of several processes: merge them
+            d = d.groupby(["path", "duration_ns"], sort=True)["n"].sum().reset_index()
+        # else already one block per path (pathid), durations ascending (merge.summed)
         if d.empty:
             return {}
         path, values = d["path"].to_numpy(dtype=object), d["duration_ns"].to_numpy()

@@ -93,6 +93,8 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
                     suggestion=_suggest_fusion(names)))
         return out
     pairs = gemm_then_pointwise(ctx.seq_pairs)
+    if not pairs:
+        return []
     epilogue = ctx.seq_names.groupby(["path", "name"])["total_ns"].sum()
     return [r.finding(range=path, kernel=b, impact_ns=float(epilogue.get((path, b), 0)),
                       message=f"in {path} the GEMM kernel {a} is followed by the separate "
