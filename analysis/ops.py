@@ -48,7 +48,7 @@ def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     paths = ranges["path"].to_numpy(dtype=object)[rows]
     inside = np.array([WRAPPER in p for p in paths], dtype=bool)
     return pd.DataFrame({"range": rows.astype("int64"), "op": op.to_numpy(dtype=object),
-                         "seq": seq.fillna(-1).astype("int64").to_numpy(),
+                         "seq": pd.to_numeric(seq).fillna(-1).astype("int64").to_numpy(),
                          "backward": node | inside, "node": node})
 
 
