@@ -33,7 +33,8 @@ first_ops     the operations of the watched instances (first iterations), in sta
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,28 +79,43 @@ class Trace:
     op_counts: pd.DataFrame
     first_ops: pd.DataFrame
     op_ranges: pd.DataFrame
+    instance_kernels: pd.DataFrame     # per range instance: its own thread's kernels
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="int64"))
     rank: dict[str, int] = field(default_factory=dict)   # ranks.rank_measures, summed
+    warmup: dict[str, str] = field(default_factory=dict)  # WARMUP_PART path -> why
 
 
 COMPILE_PART = " [compile]"
 """Suffix of the instances of a repeated range in which torch.compile compiled (TORCH_LOGS
 placed a graph break or recompile in them): they become an entry of their own, labelled
 warm-up, and the range's other instances stay as they are."""
+WARMUP_PART = " [warm-up]"
+"""Suffix of the instances of a repeated range that launched far more kernels than its
+other instances (autotuning benchmarks its candidates there, first calls initialise):
+set apart and labelled warm-up the same way (warmup_instances)."""
+PARTS = (COMPILE_PART, WARMUP_PART)
+WARMUP_FACTOR = 10      # an instance with at least this many times its range's median ...
+WARMUP_EXTRA = 100      # ... and at least this many more kernels is warm-up
+WARMUP_MIN_INSTANCES = 3   # instances a range needs for a median to mean something
 
 
 def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
-          session_start: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+          session_start: int | None = None, apart: Iterable[int] = ()
+          ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ranges with `path`, `pid` (the OS process id) and an int `key` per (process, domain,
     path): ranges of different processes are never merged. The keys frame: pid, domain,
     path, first_ns, pathid. With TORCH_LOGS `events`, the instance of a repeated range
-    that compiled (and the ranges inside it) get COMPILE_PART in their path."""
+    that compiled (and the ranges inside it) get COMPILE_PART in their path; the rows in
+    `apart` (warmup_instances) get WARMUP_PART."""
     out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
     out["pid"] = (out["global_tid"].to_numpy(dtype="int64") >> 24) & 0xFFFFFF
     if events:
-        out["path"] = compile_parts(out, events, session_start)
+        out["path"] = set_apart(out, _compiled_rows(out, events, session_start),
+                                COMPILE_PART)
+    if apart:
+        out["path"] = set_apart(out, set(apart), WARMUP_PART)
     # strings numbered in Python (pandas' string handling differs between versions and
     # storages: one H200 install merged every key into one), then (pid, domain, path)
     # and (pid, path) numbered in order of first appearance on those integers
@@ -130,41 +146,65 @@ def _first_seen_rows(rows: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
-def compile_parts(r: pd.DataFrame, events: list[dict], session_start: int | None
-                  ) -> pd.Series:
-    """Paths with COMPILE_PART given to each instance, of a range repeated in its process,
-    in which a compile event was logged (the innermost range open then), and to the
-    ranges nested in that instance."""
+def _compiled_rows(r: pd.DataFrame, events: list[dict], session_start: int | None
+                   ) -> set[int]:
+    """Range rows in which TORCH_LOGS placed a compile event (the innermost range open)."""
     from .compile_events import place_on
 
+    return {ev["range_row"] for ev in place_on(r, session_start, events)
+            if ev.get("range_row") is not None}
+
+
+def set_apart(r: pd.DataFrame, rows: set[int], part: str) -> pd.Series:
+    """Paths with `part` given to each of `rows` that is an instance of a range repeated
+    in its process, and to the ranges nested in that instance; outer rows first, and a
+    row already inside a part is left as it is."""
     path = r["path"].to_numpy(dtype=object).copy()
     repeats = r.groupby(["pid", "path"])["path"].transform("size").to_numpy()
-    rows = {ev["range_row"] for ev in place_on(r, session_start, events)
-            if ev.get("range_row") is not None}
     tid, dom = r["global_tid"].to_numpy(), r["domain"].fillna("").to_numpy()
     lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
     for row in sorted(rows, key=lambda x: len(path[x])):
-        if repeats[row] < 2 or path[row].endswith(COMPILE_PART):
+        if repeats[row] < 2 or any(p in path[row] for p in PARTS):
             continue
         old = path[row]
         inner = np.flatnonzero((tid == tid[row]) & (dom == dom[row]) & (lo >= lo[row])
                                & (hi <= hi[row]))
         for q in inner:
             if path[q] == old or path[q].startswith(old + "/"):
-                path[q] = old + COMPILE_PART + path[q][len(old):]
+                path[q] = old + part + path[q][len(old):]
     return pd.Series(path, index=r.index, dtype=object)
 
 
+def warmup_instances(trace: Trace) -> dict[int, str]:
+    """Instances (rows of trace.ranges) of ranges repeated at least WARMUP_MIN_INSTANCES
+    times in their process that launched at least WARMUP_FACTOR times the median
+    instance's kernels and WARMUP_EXTRA more: what autotuning leaves (Inductor's
+    max-autotune and `@triton.autotune` benchmark every candidate, with an L2-flush
+    fill between runs, inside the first call's range), and first calls that initialise.
+    Row -> why. Rows already set apart are not candidates."""
+    r, ik = trace.ranges, trace.instance_kernels
+    n = np.zeros(len(r), dtype="int64")
+    n[ik["range"].to_numpy(dtype="int64")] = ik["kernel_count"].to_numpy(dtype="int64")
+    g = pd.Series(n).groupby(r["key"].to_numpy())
+    size, med = g.transform("size").to_numpy(), g.transform("median").to_numpy()
+    free = ~r["path"].str.contains("|".join(re.escape(p) for p in PARTS)).to_numpy(bool)
+    hit = np.flatnonzero((size >= WARMUP_MIN_INSTANCES) & (n >= WARMUP_FACTOR * med)
+                         & (n >= med + WARMUP_EXTRA) & free)
+    return {int(i): f"launched {n[i]:,} kernels where the range's {size[i]} instances "
+            f"launched a median of {med[i]:g} (autotuning or first-call work)" for i in hit}
+
+
 def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool = False,
-            step: str | None = None, events: list[dict] | None = None) -> ChunkContext:
+            step: str | None = None, events: list[dict] | None = None,
+            apart: Iterable[int] = ()) -> ChunkContext:
     """What every window needs: keyed ranges, op ranges, watched instances (the first
     instance of each path in `watch_paths`), graph launch ids, and with `ranks` the step
     range's instances (ranks.step_rows: `step`, or the one found); TORCH_LOGS `events` set
-    the instances that compiled apart (keyed)."""
+    the instances that compiled apart, `apart` the warm-up instances (keyed)."""
     from .ops import op_ranges
     from .ranks import step_rows
 
-    ranges, keys = keyed(export.ranges, events, export.session_start_utc_ns)
+    ranges, keys = keyed(export.ranges, events, export.session_start_utc_ns, apart)
     first = ranges.sort_values("start_ns", kind="stable").drop_duplicates("path")
     watch = first.index[first["path"].isin(list(watch_paths))].to_numpy(dtype="int64")
     graph = export.graph_launches
@@ -203,6 +243,8 @@ def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trac
         op_counts=merge.summed(parts, "op_counts", ["range"], {
             "kernel_count": "sum", "kernel_time_ns": "sum"}),
         first_ops=merge.first_ops(parts), outside=sum(p.outside for p in parts),
+        instance_kernels=merge.summed(parts, "instance_kernels", ["range"],
+                                      {"kernel_count": "sum"}),
         graph_traced=set().union(*(p.graph_traced for p in parts)),
         steps=ctx.steps if ctx.steps is not None else np.zeros(0, dtype="int64"),
         rank=merge.rank(parts))
@@ -210,10 +252,30 @@ def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trac
 
 def attribute(export: NsysExport, watch_paths: tuple[str, ...] = (),
               events: list[dict] | None = None) -> Trace:
-    """The one attribution pass over an export whose operations are in memory."""
-    ctx = context(export, watch_paths, events=events)
-    part = compute(ctx, _normalized(export.ops), NEG, POS, 0, ATEN_EAGER)
-    return combine(export, ctx, [part])
+    """The attribution pass over an export whose operations are in memory (a second one
+    when warm-up instances are found: with_warmup_apart)."""
+    ops = _normalized(export.ops)
+
+    def run(apart: dict[int, str]) -> Trace:
+        ctx = context(export, watch_paths, events=events, apart=apart)
+        return combine(export, ctx, [compute(ctx, ops, NEG, POS, 0, ATEN_EAGER)])
+    return with_warmup_apart(run)
+
+
+def with_warmup_apart(run: Callable[[dict[int, str]], Trace]) -> Trace:
+    """`run({})`; when that trace has warm-up instances (warmup_instances), `run` again
+    with them set apart, the reasons kept in Trace.warmup. Only traces with such
+    instances are attributed twice."""
+    trace = run({})
+    apart = warmup_instances(trace)
+    if not apart:
+        return trace
+    trace = run(apart)
+    paths = trace.ranges["path"].to_numpy(dtype=object)
+    for row, why in apart.items():
+        if paths[row].endswith(WARMUP_PART):
+            trace.warmup.setdefault(paths[row], why)
+    return trace
 
 
 def _normalized(ops: pd.DataFrame) -> pd.DataFrame:
@@ -349,5 +411,6 @@ def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] 
     (default: every core); `progress(done, total)` before the first window and after
     each one; `events` (TORCH_LOGS) as in `context`."""
     runner = local_runner(jobs or os.cpu_count() or 1, progress)
-    return attribute_files([path], [export], [context(export, watch_paths, events=events)],
-                           runner, chunk_rows)[0]
+    return with_warmup_apart(lambda apart: attribute_files(
+        [path], [export], [context(export, watch_paths, events=events, apart=apart)],
+        runner, chunk_rows)[0])

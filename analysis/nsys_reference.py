@@ -14,13 +14,15 @@ from pathlib import Path
 import pandas as pd
 
 from .documents import SystemsDoc
-from .model import COMPILE_PART
+from .model import PARTS
 
 
 def label(domain: str | None, path: str) -> str:
     """`nsys stats`' name of a range entry (its instances that compiled, set apart by the
     analysis, are the same range there)."""
-    leaf = path.split("/")[-1].removesuffix(COMPILE_PART)
+    leaf = path.split("/")[-1]
+    for part in PARTS:
+        leaf = leaf.removesuffix(part)
     return f"{domain}:{leaf}" if domain else leaf
 
 

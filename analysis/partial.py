@@ -59,6 +59,7 @@ class Partial:
     seq_pairs: pd.DataFrame
     seq_ends: pd.DataFrame
     op_counts: pd.DataFrame
+    instance_kernels: pd.DataFrame   # range, kernel_count: owned kernels per instance
     first_ops: pd.DataFrame
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
@@ -293,6 +294,7 @@ def compute(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int, index: int,
                             .drop_duplicates().to_numpy().tolist())),
         seq_names=by_name, seq_durations=durations, seq_pairs=seq_pairs, seq_ends=ends,
         op_counts=op_counts(ctx, kp), first_ops=first_ops(ctx, ops, pairs),
+        instance_kernels=kp.groupby("range").size().rename("kernel_count").reset_index(),
         outside=int((kern & ~inside[~ops["halo"].to_numpy()]).sum()),
         graph_traced=set(np.intersect1d(owned["correlation_id"].to_numpy(),
                                         ctx.graph_ids).tolist()),

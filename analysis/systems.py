@@ -93,20 +93,37 @@ def _lists(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[list]:
 WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
 
 
-def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]]) -> None:
-    """Mark the ranges that ran compilation: a warm-up name, or a graph break or recompile
-    logged while it was the innermost range open. Rules (but compile_kernels_in_range and
-    the compile rules) and verdicts leave them out."""
+def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
+                 apart: dict[str, str] | None = None) -> None:
+    """Mark the ranges that ran compilation or autotuning: a warm-up name, a graph break
+    or recompile logged while it was the innermost range open, an instance set apart
+    for its kernels (`apart`: Trace.warmup, path -> why), and the ranges nested in a set
+    apart instance. Rules (but compile_kernels_in_range and the compile rules) and
+    verdicts leave them out."""
     compiled_in: dict[str, int] = {}
     for ev in events:
         if ev.get("range"):
             compiled_in[ev["range"]] = compiled_in.get(ev["range"], 0) + 1
+    apart = apart or {}
     for e in entries:
+        outer = _part_prefix(e.name)
         if e.name in compiled_in:
             e.warmup = (f"torch.compile compiled here ({compiled_in[e.name]} graph break or "
                         "recompile event(s) in TORCH_LOGS)")
+        elif outer in apart:
+            e.warmup = (f"set apart: {apart[outer]}" if outer == e.name
+                        else f"inside {outer}, set apart: {apart[outer]}")
+        elif outer:
+            e.warmup = f"inside {outer}, where torch.compile compiled"
         elif "warm" in e.name.lower() and WARMUP_NAME.search(e.name):
             e.warmup = "named as warm-up"
+
+
+def _part_prefix(path: str) -> str:
+    """The outermost set-apart instance path in `path` (ending in a model.PARTS suffix),
+    or ""."""
+    ends = [path.find(p) + len(p) for p in model.PARTS if p in path]
+    return path[:min(ends)] if ends else ""
 
 
 def graph_notes(trace: model.Trace) -> list[str]:
@@ -216,7 +233,7 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                             trace.key_devices)
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
-    label_warmup(entries, events or [])
+    label_warmup(entries, events or [], trace.warmup)
     variants = variant_rows([e for e in entries if not e.warmup], meta, peak)
     add_first_iterations(variants, trace)
     notes = list(export.notes) + (meta.notes if meta else []) + graph_notes(trace)

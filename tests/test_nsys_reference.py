@@ -15,7 +15,7 @@ EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default
            "softmax/trace", "row_sum/trace", "layernorm/trace", "attention/trace",
            "reference/gelu_first/trace", "reference/matmul_relu_first/trace",
            "emit_nvtx_200/trace", "train_step_user/trace", "serve_recompiles/trace",
-           "train_step/trace", "ddp_single/trace", "ddp_straggler/rank0", "ddp_straggler/rank1", "ddp_balanced/rank0",
+           "train_step/trace", "autotune/trace", "ddp_single/trace", "ddp_straggler/rank0", "ddp_straggler/rank1", "ddp_balanced/rank0",
            "ddp_balanced/rank1"]
 VERSIONS = ["2023.4", "2025.3"]
 
