@@ -45,6 +45,7 @@ from .io import (
     ncu_rep_to_csv,
     nsys_rep_to_sqlite,
     write_atomic,
+    write_csv_atomic,
     write_json_atomic,
     write_png,
 )
@@ -158,12 +159,13 @@ def write_systems(out: Path, doc: SystemsDoc) -> int:
 def write_tables(out: Path, doc: SystemsDoc) -> None:
     """The tables a user will sort, whole, as CSV beside the page (ranges.csv,
     kernel_summary.csv, ops.csv when the trace has emit_nvtx ops)."""
-    from .api import kernel_summary_frame, ops_frame, ranges_frame
+    from .api import dataclass_rows, ranges_rows
 
-    for name, frame in (("ranges", ranges_frame(doc)), ("kernel_summary",
-                        kernel_summary_frame(doc)), ("ops", ops_frame(doc))):
-        if len(frame):
-            write_atomic(out / f"{name}.csv", frame.to_csv(index=False))
+    for name, (columns, rows) in (("ranges", ranges_rows(doc)),
+                                  ("kernel_summary", dataclass_rows(doc.kernel_summary)),
+                                  ("ops", dataclass_rows(doc.ops))):
+        if rows:
+            write_csv_atomic(out / f"{name}.csv", columns, rows)
 
 
 def cmd_compute(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ command line writes as JSON); the *_frame functions turn their tables into DataF
 from __future__ import annotations
 
 import dataclasses
+import operator
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +66,29 @@ def compute_report(csv: str | Path, meta: str | Path | dict[str, Any] | None = N
 def ranges_frame(doc: SystemsDoc) -> pd.DataFrame:
     """One row per NVTX range entry, its scalar fields (kernels: kernels_frame; the other
     threads' list is summed in other_threads_*)."""
+    columns, rows = ranges_rows(doc)
+    return pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame()
+
+
+def ranges_rows(doc: SystemsDoc) -> tuple[list[str], list[tuple]]:
+    """ranges_frame's columns and rows as plain values (what ranges.csv is written from:
+    40k entries go to the csv module directly, twice as fast as through a frame)."""
     if not doc.ranges:
-        return pd.DataFrame()
+        return [], []
     names = [f.name for f in dataclasses.fields(doc.ranges[0])
              if f.name not in ("kernels", "other_threads", "devices")]
-    frame = pd.DataFrame([[getattr(e, n) for n in names] for e in doc.ranges], columns=names)
-    frame["devices"] = [",".join(map(str, e.devices)) for e in doc.ranges]
-    return frame
+    get = operator.attrgetter(*names)
+    return names + ["devices"], [(*get(e), ",".join(map(str, e.devices)))
+                                 for e in doc.ranges]
+
+
+def dataclass_rows(items: list[Any]) -> tuple[list[str], list[tuple]]:
+    """Field names and field values of a list of flat dataclasses (kernel_summary, ops)."""
+    if not items:
+        return [], []
+    names = [f.name for f in dataclasses.fields(items[0])]
+    get = operator.attrgetter(*names)
+    return names, [get(i) for i in items]
 
 
 def kernels_frame(doc: SystemsDoc) -> pd.DataFrame:

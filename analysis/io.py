@@ -6,13 +6,14 @@ folder and renamed, so an interrupted run never leaves half a report.
 
 from __future__ import annotations
 
+import io
 import json
 import lzma
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -59,6 +60,22 @@ def _replace_atomically(path: Path, fill: Callable[[IO[bytes]], object]) -> None
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file in the same folder and a rename."""
     _replace_atomically(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def write_csv_atomic(path: Path, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
+    """A table as CSV (the csv module's minimal quoting, "\n" line ends, None as an empty
+    field: what pandas' to_csv writes for the same values), atomically."""
+    import csv
+
+    def fill(fh: IO[bytes]) -> None:
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+        text.flush()
+        text.detach()
+
+    _replace_atomically(path, fill)
 
 
 def write_json_atomic(path: Path, doc: object) -> None:

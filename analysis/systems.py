@@ -61,21 +61,27 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
                                                       lo, hi))
     keys = summary["key"].tolist()
     extra, launches = threads if threads is not None else (None, {})
-    more = {c: extra[c].reindex(keys, fill_value=0).astype("int64").tolist()
-            for c in extra.columns} if extra is not None else {}
+    zeros = [0] * len(keys)
+    more = [extra[c].reindex(keys, fill_value=0).astype("int64").tolist()
+            if extra is not None else zeros for c in PER_KEY_COLUMNS]
     entries = []
-    for i, (key, path, domain, pid, n, count, total, span, idle) in enumerate(zip(
+    for key, path, domain, pid, n, count, total, span, idle, window, on, o_n, o_t in zip(
             keys, *_lists(summary, ("path", "domain", "pid", "instances", "kernel_count",
                                     "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns")),
-            strict=True)):
-        e = RangeEntry(name=path, domain=domain if isinstance(domain, str) else None,
-                       pid=pid, devices=devices.get(key, []), instances=n,
-                       kernel_count=count, kernel_time_ns=total, gpu_span_ns=span,
-                       gpu_idle_ns=idle, kernels=per_key.get(key, []),
-                       **{c: v[i] for c, v in more.items()})
-        e.other_threads = [ThreadLaunches(**t) for t in launches.get(key, [])]
-        entries.append(e)
+            *more, strict=True):
+        entries.append(RangeEntry(
+            name=path, domain=domain if isinstance(domain, str) else None, pid=pid,
+            devices=devices.get(key, []), instances=n, kernel_count=count,
+            kernel_time_ns=total, gpu_span_ns=span, gpu_idle_ns=idle,
+            kernels=per_key.get(key, []), window_ns=window, busy_ns=on,
+            other_threads_kernel_count=o_n, other_threads_kernel_time_ns=o_t,
+            other_threads=[ThreadLaunches(**t) for t in launches.get(key, ())]))
     return entries
+
+
+PER_KEY_COLUMNS = ("window_ns", "busy_ns", "other_threads_kernel_count",
+                   "other_threads_kernel_time_ns")
+"""busy.per_key's columns, in the order range_entries reads them."""
 
 
 def _lists(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[list]:
