@@ -80,7 +80,9 @@ def _repeat(conn: sqlite3.Connection, table: str, cols: list[str], copies: int, 
 
 def peak_child(argv: list[str]) -> tuple[float, float]:
     """Wall seconds and peak memory (MiB) of `argv` with every process it starts: the sum
-    of their resident sets, sampled every 20 ms (psutil; without it, the largest single
+    of their proportional set sizes (PSS: a page shared by forked processes counts once
+    over them, where summed resident sets would count it in each), sampled every 20 ms
+    (psutil; resident sets where PSS is not available; without psutil, the largest single
     process's peak from the kernel's accounting)."""
     t0 = time.perf_counter()
     try:
@@ -95,7 +97,7 @@ def peak_child(argv: list[str]) -> tuple[float, float]:
     proc, peak = psutil.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), 0
     while proc.poll() is None:
         try:
-            peak = max(peak, sum(p.memory_info().rss
+            peak = max(peak, sum(_footprint(p)
                                  for p in [proc, *proc.children(recursive=True)]))
         except psutil.Error:
             pass
@@ -105,6 +107,22 @@ def peak_child(argv: list[str]) -> tuple[float, float]:
         raise subprocess.CalledProcessError(proc.returncode, argv,
                                             stderr=proc.stderr.read() if proc.stderr else "")
     return wall, peak / 2**20
+
+
+def wall_time(argv: list[str]) -> float:
+    """Wall seconds of `argv` (output discarded; CalledProcessError if it fails)."""
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return time.perf_counter() - t0
+
+
+def _footprint(proc) -> int:
+    """A process's proportional set size in bytes (its resident set where the system does
+    not report PSS)."""
+    try:
+        return int(proc.memory_full_info().pss)
+    except AttributeError:
+        return int(proc.memory_info().rss)
 
 
 def _nsys_argv(nsys: str, base: Path, trace: Path) -> list[str]:
@@ -121,17 +139,21 @@ def measure(trace: Path, nsys: str | None, work: Path, repeat: int = 1) -> dict:
     from .io import load_json_doc
     from .nsys_reference import mismatches
 
+    ours = [sys.executable, "-m", "analysis", "systems", str(trace), "-o", str(work / "out"),
+            "--quiet"]
+    theirs = _nsys_argv(nsys, work / "stats", trace) if nsys else None
     runs = []
     for _ in range(repeat):
-        run = dict(zip(("analysis_s", "analysis_mib"), peak_child(
-            [sys.executable, "-m", "analysis", "systems", str(trace), "-o",
-             str(work / "out"), "--quiet"]), strict=True))
-        if nsys:
-            run.update(zip(("nsys_stats_s", "nsys_stats_mib"),
-                           peak_child(_nsys_argv(nsys, work / "stats", trace)), strict=True))
+        run = {"analysis_s": wall_time(ours)}
+        if theirs:
+            run["nsys_stats_s"] = wall_time(theirs)
             run["ratio"] = run["analysis_s"] / run["nsys_stats_s"]
         runs.append(run)
-    row: dict = {"runs": runs, **{k: median(r[k] for r in runs) for k in runs[0]}}
+    # memory from one more pair, sampled: reading PSS takes CPU the timed runs should have
+    runs[0]["analysis_mib"] = peak_child(ours)[1]
+    if theirs:
+        runs[0]["nsys_stats_mib"] = peak_child(theirs)[1]
+    row: dict = {"runs": runs, **{k: median(r[k] for r in runs if k in r) for k in runs[0]}}
     if nsys:
         doc = load_json_doc(work / "out" / "systems.json", SystemsDoc)
         diffs = mismatches(doc, Path(f"{work / 'stats'}_nvtx_kern_sum_base.csv"),
@@ -149,8 +171,10 @@ def render(rows: list[dict], base: Path, nsys: str | None, png: str | None) -> s
              f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()};"
              f" the analysis on its defaults (every core, windows of 250,000 GPU operations)."
              f" Reference: `nsys stats --report nvtx_kern_sum:base --report nvtx_gpu_proj_sum`"
-             f" ({nsys or 'not available'}). {n} paired run(s) per size, medians; memory is "
-             "the peak of the summed resident sets of every process a tool ran.", "",
+             f" ({nsys or 'not available'}). {n} paired run(s) per size, medians; memory, "
+             "from one more run of each tool (sampling it takes CPU), is "
+             "the peak of the summed proportional set sizes (PSS: shared pages counted once) of "
+             "every process a tool ran.", "",
              "| copies | kernels | CUDA API rows | NVTX ranges | analysis | peak memory | "
              "nsys stats | peak memory | analysis / nsys (median of pairs) | same numbers |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]

@@ -128,6 +128,8 @@ def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
 def _part_prefix(path: str) -> str:
     """The outermost set-apart instance path in `path` (ending in a model.PARTS suffix),
     or ""."""
+    if " [" not in path:
+        return ""
     ends = [path.find(p) + len(p) for p in model.PARTS if p in path]
     return path[:min(ends)] if ends else ""
 
