@@ -33,7 +33,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import compute, diff, systems
 from .documents import ComputeDoc, SystemsDoc, to_json
@@ -341,5 +341,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m analysis",
         return InputError.exit_code
 
 
+def exit_now(code: int) -> NoReturn:
+    """End the process with `code` without tearing its heap down: the standard streams are
+    flushed, every report is already written and closed, every child joined. Freeing a
+    few million objects one by one took 0.2 s of 2.5 s on a 100k-range trace. For the
+    command line only (`main` itself returns, for callers in the same process)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

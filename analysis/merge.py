@@ -123,13 +123,16 @@ def pair_order(parts: list[Partial]) -> pd.DataFrame:
     over the whole trace (window edges joined through each window's first/last kernel)."""
     last: dict[int, str] = {}
     frames = []
-    for p in sorted(parts, key=lambda p: p.index):
-        edge = []
-        for pathid, first, end in p.seq_ends.itertuples(index=False):
-            if pathid in last:
-                edge.append((pathid, last[pathid], first))
-            last[pathid] = end
-        frames.append(pd.DataFrame(edge, columns=["pathid", "a", "b"]))
+    ordered = sorted(parts, key=lambda p: p.index)
+    for i, p in enumerate(ordered):
+        ends = p.seq_ends
+        ids = ends["pathid"].tolist()
+        if last:
+            edge = [(k, last[k], first) for k, first in zip(ids, ends["first"].tolist(),
+                                                            strict=True) if k in last]
+            frames.append(pd.DataFrame(edge, columns=["pathid", "a", "b"]))
+        if i + 1 < len(ordered):             # the last window's ends join nothing
+            last.update(zip(ids, ends["last"].tolist(), strict=True))
         frames.append(p.seq_pairs)
     frames = [f for f in frames if len(f)]
     if not frames:

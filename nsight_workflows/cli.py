@@ -40,5 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     return analysis_main(argv, prog="nsight-workflows", epilog=_driver_help())
 
 
+def run() -> None:
+    """The console script: main(), then a fast exit (analysis.__main__.exit_now)."""
+    code = main()
+    importlib.import_module(f"{__package__}.analysis.__main__").exit_now(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
