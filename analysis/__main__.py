@@ -31,7 +31,7 @@ import os
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -39,7 +39,7 @@ from . import compute, diff, systems
 from .documents import ComputeDoc, SystemsDoc, to_json
 from .errors import InputError, ToolkitError
 from .io import (
-    beside,
+    Beside,
     load_json_doc,
     load_meta,
     ncu_rep_to_csv,
@@ -57,9 +57,11 @@ from .render.page import render_page
 
 
 def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
-                opts: argparse.Namespace | None = None) -> SystemsDoc:
+                opts: argparse.Namespace | None = None,
+                tables_ready: Callable[[SystemsDoc], object] | None = None) -> SystemsDoc:
     """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys), its GPU
-    operations read window by window on `opts.jobs` processes (model.attribute_file)."""
+    operations read window by window on `opts.jobs` processes (model.attribute_file);
+    `tables_ready` as in systems.build."""
     from . import model
     from .progress import progress_bar
 
@@ -75,7 +77,7 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
                                       jobs=getattr(opts, "jobs", None), progress=bar,
                                       events=events)
         export.path = trace
-        return systems.build(export, meta, events, trace=tr)
+        return systems.build(export, meta, events, trace=tr, tables_ready=tables_ready)
 
 
 def write_report(out: Path, stem: str, doc: Any, markdown: str, what: str) -> int:
@@ -111,9 +113,17 @@ def cmd_systems(args: argparse.Namespace) -> int:
     paths = trace_paths(args.trace)
     if len(paths) > 1:
         return cmd_ranks(paths, Path(args.output), args)
-    doc = systems_doc(paths[0], Path(args.meta) if args.meta else None,
-                      Path(args.torch_logs) if args.torch_logs else None, args)
-    return write_systems(Path(args.output), doc)
+    out = Path(args.output)
+
+    def tables_ready(doc: SystemsDoc) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        beside.start(lambda: write_tables(out, doc))
+
+    with Beside() as beside:          # the CSV tables are written while the rules run
+        doc = systems_doc(paths[0], Path(args.meta) if args.meta else None,
+                          Path(args.torch_logs) if args.torch_logs else None, args,
+                          tables_ready)
+        return write_systems(out, doc, tables=False)
 
 
 def cmd_ranks(paths: list[Path], out: Path, args: argparse.Namespace) -> int:
@@ -143,17 +153,18 @@ def connect_check(path: Path) -> None:
     nsys_sqlite.connect(path).close()
 
 
-def write_systems(out: Path, doc: SystemsDoc) -> int:
-    """systems.json/.md, the CSV tables (written beside, in a forked process) and the
-    plots of one systems document."""
+def write_systems(out: Path, doc: SystemsDoc, tables: bool = True) -> int:
+    """systems.json/.md, the plots and (unless the caller wrote them) the CSV tables of
+    one systems document."""
     out.mkdir(parents=True, exist_ok=True)
-    with beside(lambda: write_tables(out, doc)):
-        images = {k: name for k, name, draw in (
-            ("time", "time_per_iter.png", plots.time_bars_png),
-            ("timeline", "timeline.png", plots.timeline_png))
-            if write_png(out, name, lambda p, d=draw: d(doc, p))}
-        return write_report(out, "systems", doc, render_systems(doc, images),
-                            f"{len(doc.ranges)} ranges")
+    if tables:
+        write_tables(out, doc)
+    images = {k: name for k, name, draw in (
+        ("time", "time_per_iter.png", plots.time_bars_png),
+        ("timeline", "timeline.png", plots.timeline_png))
+        if write_png(out, name, lambda p, d=draw: d(doc, p))}
+    return write_report(out, "systems", doc, render_systems(doc, images),
+                        f"{len(doc.ranges)} ranges")
 
 
 def write_tables(out: Path, doc: SystemsDoc) -> None:

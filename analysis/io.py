@@ -189,25 +189,35 @@ def load_json_doc(path: Path, cls: type[T]) -> T:
         raise InputError(f"{path}: not a valid {schema} document ({exc})") from exc
 
 
-@contextmanager
-def beside(work: Callable[[], object]) -> Iterator[None]:
-    """Run `work` in a forked process while the body of the `with` runs here; wait for
-    it at the end, and raise ToolError if it failed (its traceback goes to stderr).
+class Beside:
+    """Work run in forked processes while this one goes on: `start(work)` forks (or, where
+    fork is not available, runs `work` here and now); leaving the `with` block waits for
+    every child and raises ToolError if one failed (its traceback goes to stderr).
 
-    For independent writes of a finished document (the CSV tables of a 40k-range trace
-    take as long as its JSON and page): two cores write at once. Where fork is not
-    available, `work` runs here first."""
-    import multiprocessing
+    For independent writes of a document whose tables are final: the CSV tables of a
+    40k-range trace take as long as its JSON and page, and are written while the findings
+    are still being worked out."""
 
-    if "fork" not in multiprocessing.get_all_start_methods():
-        work()
-        yield
-        return
-    child = multiprocessing.get_context("fork").Process(target=work, daemon=True)
-    child.start()
-    try:
-        yield
-    finally:
-        child.join()
-    if child.exitcode != 0:
-        raise ToolError(f"writing beside the report failed (exit code {child.exitcode})")
+    def __init__(self) -> None:
+        self.children: list = []
+
+    def start(self, work: Callable[[], object]) -> None:
+        import multiprocessing
+
+        if "fork" not in multiprocessing.get_all_start_methods():
+            work()
+            return
+        child = multiprocessing.get_context("fork").Process(target=work, daemon=True)
+        child.start()
+        self.children.append(child)
+
+    def __enter__(self) -> Beside:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for child in self.children:
+            child.join()
+        failed = [c.exitcode for c in self.children if c.exitcode != 0]
+        self.children = []
+        if failed and exc[0] is None:
+            raise ToolError(f"writing beside the report failed (exit code {failed[0]})")

@@ -10,6 +10,7 @@ trace cannot show, e.g. untraced CUDA graph kernels).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -229,9 +230,12 @@ def event_list(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str,
 
 def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
           torch_events: pd.DataFrame | list[dict] | None = None,
-          trace: model.Trace | None = None) -> SystemsDoc:
+          trace: model.Trace | None = None,
+          tables_ready: Callable[[SystemsDoc], object] | None = None) -> SystemsDoc:
     """The systems/1 document for one export, with its findings (`trace`: the export's
-    attributed trace, when the caller already made it)."""
+    attributed trace, when the caller already made it). `tables_ready(doc)` is called once
+    the ranges, kernel summary and op table are final, before the rules run (the command
+    line writes the CSV tables from there, beside the rest)."""
     meta, events = as_meta(meta), event_list(torch_events)
     if trace is None:
         trace = model.attribute(export, watch_paths(meta), events)
@@ -257,6 +261,8 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes,
         ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
         gpu_busy=summary.gpu_busy(trace.devices))
+    if tables_ready:
+        tables_ready(doc)
     if len(trace.ranges):
         doc.findings = run_rules(doc, meta, events or [], trace)
     add_levers(doc, meta)
