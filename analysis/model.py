@@ -205,8 +205,9 @@ def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool =
     from .ranks import step_rows
 
     ranges, keys = keyed(export.ranges, events, export.session_start_utc_ns, apart)
-    first = ranges.sort_values("start_ns", kind="stable").drop_duplicates("path")
-    watch = first.index[first["path"].isin(list(watch_paths))].to_numpy(dtype="int64")
+    watched = ranges[ranges["path"].isin(list(watch_paths))] if watch_paths else ranges[:0]
+    first = watched.sort_values("start_ns", kind="stable").drop_duplicates("path")
+    watch = first.index.to_numpy(dtype="int64")
     graph = export.graph_launches
     ids = graph["correlation_id"].dropna().to_numpy(dtype="int64") if len(graph) else \
         np.zeros(0, dtype="int64")

@@ -34,21 +34,26 @@ _BACKWARD = re.compile(r"Backward\d*$")
 def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     """Range instances (rows of the keyed ranges) that are emit_nvtx op ranges: range, op,
     seq (or -1), backward (the op runs in backward: a backward node, or an op inside one),
-    node (a backward node itself, `XBackward0`: the range the forward op's seq links to).
-    Column-wise string methods: 100k+ names, most of them op ranges."""
-    names = ranges["name"].fillna("").astype(str)
-    rows = np.flatnonzero(names.str.contains(", op_id = ", regex=False).to_numpy(dtype=bool))
-    op = names.iloc[rows].str.split(",", n=1).str[0]
-    keep = ~op.str.startswith(WRAPPER).to_numpy(dtype=bool)
-    rows, op = rows[keep], op[keep]
-    if not len(rows):
+    node (a backward node itself, `XBackward0`: the range the forward op's seq links to)."""
+    names = ranges["name"].fillna("").astype(str).tolist()
+    rows, ops, seqs = [], [], []
+    for i, name in enumerate(names):              # plain string work: 100k+ names
+        if ", op_id = " not in name:
+            continue
+        op = name.split(",", 1)[0]
+        if op.startswith(WRAPPER):
+            continue
+        m = _SEQ.search(name) if ", seq = " in name else None
+        rows.append(i)
+        ops.append(op)
+        seqs.append(int(m.group(1)) if m else -1)
+    if not rows:
         return pd.DataFrame(columns=["range", "op", "seq", "backward", "node"])
-    seq = names.iloc[rows].str.extract(_SEQ.pattern, expand=False)
-    node = op.str.contains(_BACKWARD.pattern).to_numpy(dtype=bool)
+    node = np.array([bool(_BACKWARD.search(o)) for o in ops], dtype=bool)
     paths = ranges["path"].to_numpy(dtype=object)[rows]
     inside = np.array([WRAPPER in p for p in paths], dtype=bool)
-    return pd.DataFrame({"range": rows.astype("int64"), "op": op.to_numpy(dtype=object),
-                         "seq": pd.to_numeric(seq).fillna(-1).astype("int64").to_numpy(),
+    return pd.DataFrame({"range": np.array(rows, dtype="int64"),
+                         "op": np.array(ops, dtype=object), "seq": np.array(seqs, dtype="int64"),
                          "backward": node | inside, "node": node})
 
 
