@@ -149,7 +149,8 @@ def with_paths(frame: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
     first = np.unique(pathid, return_index=True)[1]      # a key row of each pathid
     ids = frame["pathid"].to_numpy(dtype="int64")
     out = frame.drop(columns="pathid")
-    out.insert(0, "path", keys["path"].to_numpy(dtype=object)[first][ids])
+    out.insert(0, "path", pd.Series(keys["path"].to_numpy(dtype=object)[first][ids],
+                                    dtype=object, index=out.index))
     out.insert(0, "pid", keys["pid"].to_numpy(dtype="int64")[first][ids])
     return out.reset_index(drop=True)
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .documents import OpRow
+from .ranges import plain_names
 
 if TYPE_CHECKING:
     from .model import Trace
@@ -35,7 +36,7 @@ def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     """Range instances (rows of the keyed ranges) that are emit_nvtx op ranges: range, op,
     seq (or -1), backward (the op runs in backward: a backward node, or an op inside one),
     node (a backward node itself, `XBackward0`: the range the forward op's seq links to)."""
-    names = ranges["name"].fillna("").astype(str).tolist()
+    names = plain_names(ranges["name"])
     rows, ops, seqs = [], [], []
     for i, name in enumerate(names):              # plain string work: 100k+ names
         if ", op_id = " not in name:
@@ -53,7 +54,8 @@ def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     paths = ranges["path"].to_numpy(dtype=object)[rows]
     inside = np.array([WRAPPER in p for p in paths], dtype=bool)
     return pd.DataFrame({"range": np.array(rows, dtype="int64"),
-                         "op": np.array(ops, dtype=object), "seq": np.array(seqs, dtype="int64"),
+                         "op": pd.Series(ops, dtype=object),
+                         "seq": np.array(seqs, dtype="int64"),
                          "backward": node | inside, "node": node})
 
 

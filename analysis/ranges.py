@@ -29,7 +29,7 @@ def range_paths(ranges: pd.DataFrame) -> pd.Series:
     the path is built from ranges of the same (global_tid, domain); a start/end range's
     path is its own name. One sort, then one pass with a stack: linear after the sort.
     """
-    names = ranges["name"].fillna("").astype(str).to_numpy(dtype=object)
+    names = np.array(plain_names(ranges["name"]), dtype=object)
     paths = names.copy()
     pushpop = np.flatnonzero((ranges["style"] == "PushPop").to_numpy())
     if len(pushpop):
@@ -51,6 +51,12 @@ def range_paths(ranges: pd.DataFrame) -> pd.Series:
             paths[row] = path
             stack.append((e, path))
     return pd.Series(paths, index=ranges.index, dtype=object)
+
+
+def plain_names(names: pd.Series) -> list[str]:
+    """Range names as Python strings, "" where missing (without converting the column:
+    with pandas 3 an `astype(str)` builds an Arrow array of 100k long names first)."""
+    return [n if isinstance(n, str) else "" for n in names.tolist()]
 
 
 def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:

@@ -108,6 +108,24 @@ def _query(conn: sqlite3.Connection, path: Path, sql: str, params: tuple = ()) -
         raise InputError(f"{path}: cannot read export ({exc})") from exc
 
 
+def _query_texts(conn: sqlite3.Connection, path: Path, sql: str, params: tuple,
+                 texts: tuple[str, ...]) -> pd.DataFrame:
+    """A query as a frame whose `texts` columns stay Python strings (object dtype); other
+    columns as read_sql_query types them (int64, or float64 where NULLs occur). pandas 3
+    would store 100k NVTX names as Arrow strings, and every later take or conversion of
+    them cost more than the rest of the frame."""
+    try:
+        cur = conn.execute(sql, params)
+        rows = cur.fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{path}: cannot read export ({exc})") from exc
+    names = [d[0] for d in cur.description]
+    cols = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+    return pd.DataFrame({n: pd.Series(c, dtype=object) if n in texts
+                         else pd.to_numeric(pd.Series(c, dtype=object))
+                         for n, c in zip(names, cols, strict=True)})
+
+
 def load_ranges(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
     """NVTX range instances with names resolved and domains attached (see module doc)."""
     cols = _columns(db, "NVTX_EVENTS")
@@ -120,17 +138,18 @@ def load_ranges(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path)
     same_thread = "AND e.endGlobalTid IS NULL" if "endGlobalTid" in cols else ""
     kinds = PUSHPOP + STARTEND
     marks = ",".join("?" * len(kinds))
-    df = _query(conn, path, f"""
+    df = _query_texts(conn, path, f"""
         SELECT e.rowid AS range_id, e.eventType AS event_type, {name} AS name,
                e.domainId AS domain_id, e.globalTid AS global_tid,
                e.start AS start_ns, e.end AS end_ns
         FROM NVTX_EVENTS e {join}
-        WHERE e.eventType IN ({marks}) {same_thread}""", kinds)
+        WHERE e.eventType IN ({marks}) {same_thread}""", kinds, texts=("name",))
     if df.empty:
         return empty
     last = int(pd.concat([df["start_ns"], df["end_ns"]]).max())
     df["end_ns"] = df["end_ns"].fillna(last).astype("int64")
-    df["style"] = df["event_type"].map(lambda t: "PushPop" if t in PUSHPOP else "StartEnd")
+    df["style"] = pd.Series(np.where(df["event_type"].isin(PUSHPOP), "PushPop", "StartEnd"),
+                            dtype=object)
     df["domain"] = _domains(conn, path, df)
     return df[empty.columns].reset_index(drop=True)
 
