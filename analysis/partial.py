@@ -225,18 +225,20 @@ def sequences(kp: pd.DataFrame, aten: np.ndarray) -> tuple[pd.DataFrame, ...]:
     by_name = seq.groupby(["pathid", "name"], sort=False, observed=True).agg(
         count=("duration_ns", "size"), total_ns=("duration_ns", "sum"),
         aten=("aten", "any")).reset_index()
-    by_name["name"] = by_name["name"].astype(str)
+    by_name["name"] = by_name["name"].astype(object)
     durations = seq.groupby(["pathid", "duration_ns"]).size().rename("n").reset_index()
     names = np.asarray(seq["name"].cat.categories.astype(str), dtype=object)
     pid, code = seq["pathid"].to_numpy(), seq["name"].cat.codes.to_numpy()
     same = pid[1:] == pid[:-1]
     pairs = pd.DataFrame({"pathid": pid[1:][same], "a": code[:-1][same],
                           "b": code[1:][same]}).drop_duplicates()
-    pairs["a"], pairs["b"] = names[pairs["a"].to_numpy()], names[pairs["b"].to_numpy()]
+    for c in ("a", "b"):
+        pairs[c] = pd.Series(names[pairs[c].to_numpy()], index=pairs.index, dtype=object)
     heads = np.flatnonzero(np.r_[True, ~same]) if len(pid) else np.zeros(0, dtype=int)
     tails = np.r_[heads[1:], len(pid)] - 1 if len(pid) else heads
-    ends = pd.DataFrame({"pathid": pid[heads], "first": names[code[heads]],
-                         "last": names[code[tails]]})
+    ends = pd.DataFrame({"pathid": pid[heads],
+                         "first": pd.Series(names[code[heads]], dtype=object),
+                         "last": pd.Series(names[code[tails]], dtype=object)})
     return by_name, durations, pairs, ends
 
 

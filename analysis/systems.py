@@ -112,8 +112,9 @@ def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
         if ev.get("range"):
             compiled_in[ev["range"]] = compiled_in.get(ev["range"], 0) + 1
     apart = apart or {}
+    parts = apart or any(p in k for k in compiled_in for p in model.PARTS)
     for e in entries:
-        outer = _part_prefix(e.name)
+        outer = _part_prefix(e.name) if parts else ""
         if e.name in compiled_in:
             e.warmup = (f"torch.compile compiled here ({compiled_in[e.name]} graph break or "
                         "recompile event(s) in TORCH_LOGS)")
