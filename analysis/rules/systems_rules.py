@@ -110,7 +110,7 @@ def compiled_range(ctx: Context) -> tuple[str | None, str]:
         return ctx.meta.ranges["compiled"], "the compiled variant's range (meta.json)"
     seq = ctx.seq_names
     inductor = set(seq["path"][_matches(seq["name"], INDUCTOR_KERNEL)])
-    found = [p for p in ctx.kernel_leaves if p in inductor]
+    found = [p for p in ctx.kernel_leaves if p in inductor] if inductor else []
     if len(found) == 1:
         return found[0], "the only range that ran Inductor kernels"
     return None, "no single range ran Inductor kernels, so no range is named"
