@@ -121,9 +121,17 @@ def _query_texts(conn: sqlite3.Connection, path: Path, sql: str, params: tuple,
         raise InputError(f"{path}: cannot read export ({exc})") from exc
     names = [d[0] for d in cur.description]
     cols = list(zip(*rows, strict=True)) if rows else [()] * len(names)
-    return pd.DataFrame({n: pd.Series(c, dtype=object) if n in texts
-                         else pd.to_numeric(pd.Series(c, dtype=object))
+    return pd.DataFrame({n: pd.Series(c, dtype=object) if n in texts else _numbers(c)
                          for n, c in zip(names, cols, strict=True)})
+
+
+def _numbers(values: tuple) -> np.ndarray | pd.Series:
+    """A column of SQLite numbers: int64, or as pandas reads it when NULLs or floats
+    occur (float64 with NaN)."""
+    ints = np.array(values)
+    if ints.dtype.kind == "i" or not len(values):
+        return ints.astype(np.int64)
+    return pd.to_numeric(pd.Series(values, dtype=object))
 
 
 def load_ranges(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
