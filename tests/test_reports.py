@@ -213,7 +213,8 @@ def test_findings_lists_are_short_and_ranked_by_impact(demo: list[Path]) -> None
 
 
 BUDGET_CAPTURES = ["emit_nvtx_200/trace", "train_step_user/trace", "serve_recompiles/trace",
-                   "ddp_single/trace", "ddp_straggler/rank0", "train_step/trace", "edge/trace"]
+                   "ddp_single/trace", "ddp_straggler/rank0", "train_step/trace", "edge/trace",
+                   "autotune/trace"]
 
 
 @pytest.mark.parametrize("capture", BUDGET_CAPTURES)
