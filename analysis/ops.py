@@ -51,7 +51,7 @@ def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=["range", "op", "seq", "backward", "node"])
     node = np.array([bool(_BACKWARD.search(o)) for o in ops], dtype=bool)
-    paths = ranges["path"].to_numpy(dtype=object)[rows]
+    paths = ranges["path"].to_numpy(dtype=object)[rows].tolist()
     inside = np.array([WRAPPER in p for p in paths], dtype=bool)
     return pd.DataFrame({"range": np.array(rows, dtype="int64"),
                          "op": pd.Series(ops, dtype=object),

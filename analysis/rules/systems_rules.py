@@ -217,7 +217,7 @@ def _idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
     compiled = {ev["range"] for ev in ctx.events if ev.get("range")}
     out = []
     for path in ctx.leaves:
-        if any(c == path or c.startswith(path + "/") for c in compiled):
+        if compiled and any(c == path or c.startswith(path + "/") for c in compiled):
             continue                   # its idle time is compilation (the compile rules)
         e, gaps = ctx.entries[path], gap_rows.get(path)
         if gaps and e.gpu_span_ns:
