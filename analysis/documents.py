@@ -402,14 +402,7 @@ def to_json_bytes(obj: Any) -> bytes:
     differently (orjson `1e-7`, `0.00001`; Python `1e-07`, `1e-05`) and orjson writes NaN
     as null. Only top-level documents carry `schema`, so nested dataclasses keep their
     field order as is."""
-    if orjson is not None:
-        try:
-            text = orjson.dumps(_top(obj), default=_plain, option=_ORJSON_OPTIONS)
-        except TypeError:          # orjson.JSONEncodeError is a TypeError
-            pass
-        else:
-            return text if text.isascii() and b"\x7f" not in text else _escape(text)
-    return (json.dumps(to_dict(obj), indent=2) + "\n").encode("ascii")
+    return b"".join(_json_parts(obj))
 
 
 def to_json(obj: Any) -> str:
@@ -418,8 +411,21 @@ def to_json(obj: Any) -> str:
 
 
 def dump_json(obj: Any, fh: IO[bytes]) -> None:
-    """Write to_json_bytes(obj) to a binary file."""
-    fh.write(to_json_bytes(obj))
+    """Write to_json_bytes(obj) to a binary file (its pieces, without joining them)."""
+    for part in _json_parts(obj):
+        fh.write(part)
+
+
+def _json_parts(obj: Any) -> list[bytes | memoryview]:
+    """to_json_bytes as pieces that join to it."""
+    if orjson is not None:
+        try:
+            text = orjson.dumps(_top(obj), default=_plain, option=_ORJSON_OPTIONS)
+        except TypeError:          # orjson.JSONEncodeError is a TypeError
+            pass
+        else:
+            return [text] if text.isascii() and b"\x7f" not in text else _escaped(text)
+    return [(json.dumps(to_dict(obj), indent=2) + "\n").encode("ascii")]
 
 
 def _top(obj: Any) -> Any:
@@ -438,23 +444,29 @@ def _plain(v: Any) -> Any:
     raise TypeError(f"Object of type {type(v).__name__} is not JSON serializable")
 
 
-def _escape(text: bytes) -> bytes:
+def _escaped(text: bytes) -> list[bytes | memoryview]:
     """orjson's UTF-8 with DEL and every non-ASCII character escaped as json.dumps
-    escapes them. Such characters occur only inside strings and are rare: their bytes
-    are found with numpy (a regex over 40 MB took 0.3 s), and each run of them, whole
-    UTF-8 sequences, is escaped."""
+    escapes them, as pieces (views of `text` between the escapes: no copy of a 40 MB
+    document). Such characters occur only inside strings and are rare: their bytes are
+    found with numpy (a regex over 40 MB took 0.3 s), and each run of them, whole UTF-8
+    sequences, is escaped once per distinct run."""
     import numpy as np
 
     high = np.flatnonzero(np.frombuffer(text, np.uint8) >= 0x7F)
     cuts = np.flatnonzero(np.diff(high) != 1) + 1
     starts = high[np.r_[0, cuts]].tolist()
     ends = (high[np.r_[cuts - 1, len(high) - 1]] + 1).tolist()
-    out, at = [], 0
+    view, done = memoryview(text), {}
+    out: list[bytes | memoryview] = []
+    at = 0
     for a, z in zip(starts, ends, strict=True):
-        out += [text[at:a], json.dumps(text[a:z].decode("utf-8"))[1:-1].encode("ascii")]
+        run = text[a:z]
+        if run not in done:
+            done[run] = json.dumps(run.decode("utf-8"))[1:-1].encode("ascii")
+        out += [view[at:a], done[run]]
         at = z
-    out.append(text[at:])
-    return b"".join(out)
+    out.append(view[at:])
+    return out
 
 
 def _unwrap_optional(tp: Any) -> Any:
