@@ -41,7 +41,7 @@ def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     for i, name in enumerate(names):              # plain string work: 100k+ names
         if ", op_id = " not in name:
             continue
-        op = name.split(",", 1)[0]
+        op = name[:name.find(",")]               # there is a comma: ", op_id = "
         if op.startswith(WRAPPER):
             continue
         m = _SEQ.search(name) if ", seq = " in name else None
