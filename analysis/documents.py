@@ -1,27 +1,27 @@
 """The typed documents: meta.json, systems/1, compute/1, their entries and findings.
 
 Each document's shape lives here once, as dataclasses; defaults live in the types, not at
-the readers. `to_dict` / `to_json` write them, `from_dict(cls, obj)` reads them back (the
-JSON schemas under analysis/schemas/ are generated from these types: `python -m
-analysis.schemas`, and a test keeps the files in step). Field order is the key order of
-the JSON files.
+the readers. `to_dict` / `to_json` write them, `from_dict(cls, obj)` reads them back
+(analysis/jsoncodec.py, re-exported here; the JSON schemas under analysis/schemas/ are
+generated from these types: `python -m analysis.schemas`, and a test keeps the files in
+step). Field order is the key order of the JSON files.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import types
 import typing
 from dataclasses import dataclass, field
-from typing import IO, Any, TypeVar
+from typing import Any
 
-try:
-    import orjson
-except ImportError:          # the standard library writes the same values, more slowly
-    orjson = None  # type: ignore[assignment]
+from .jsoncodec import (  # noqa: F401  (the documents' readers and writers, re-exported)
+    T,
+    dump_json,
+    from_dict,
+    to_dict,
+    to_json,
+    to_json_bytes,
+)
 
-T = TypeVar("T")
 Severity = typing.Literal["info", "warning", "error"]
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -357,147 +357,3 @@ class ComputeDoc:
 
 
 # --- (de)serialization --------------------------------------------------------------------
-
-FIRST_KEYS = ("schema",)
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-_SCALARS = (str, int, float, bool, type(None))
-_ORJSON_OPTIONS = (orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
-                   if orjson is not None else 0)
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    """Field names of a document class, `schema` first (cached: documents hold many)."""
-    if cls not in _FIELDS:
-        names = [f.name for f in dataclasses.fields(cls)]
-        _FIELDS[cls] = tuple([n for n in FIRST_KEYS if n in names]
-                             + [n for n in names if n not in FIRST_KEYS])
-    return _FIELDS[cls]
-
-
-def to_dict(obj: Any) -> Any:
-    """JSON-ready form of a document (dataclasses to dicts, `schema` first)."""
-    if isinstance(obj, _SCALARS):
-        return obj
-    if isinstance(obj, (list, tuple)):
-        return [v if isinstance(v, _SCALARS) else to_dict(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: v if isinstance(v, _SCALARS) else to_dict(v) for k, v in obj.items()}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        d = obj.__dict__
-        return {n: v if isinstance(v := d[n], _SCALARS) else to_dict(v)
-                for n in _field_names(type(obj))}
-    return obj
-
-
-def to_json_bytes(obj: Any) -> bytes:
-    """The document as JSON: 2-space indent, ASCII only (other characters escaped as
-    `json.dumps` escapes them), keys in field order with `schema` first, a final newline.
-
-    orjson writes it (the standard library's indenting encoder is pure Python: it took
-    most of the time of `analysis systems` on traces with 40k ranges); the standard
-    library does when orjson is not installed or refuses a value (an integer beyond 64
-    bits). Both give the same values to any JSON reader; they spell a few floats
-    differently (orjson `1e-7`, `0.00001`; Python `1e-07`, `1e-05`) and orjson writes NaN
-    as null. Only top-level documents carry `schema`, so nested dataclasses keep their
-    field order as is."""
-    return b"".join(_json_parts(obj))
-
-
-def to_json(obj: Any) -> str:
-    """to_json_bytes as text."""
-    return to_json_bytes(obj).decode("ascii")
-
-
-def dump_json(obj: Any, fh: IO[bytes]) -> None:
-    """Write to_json_bytes(obj) to a binary file (its pieces, without joining them)."""
-    for part in _json_parts(obj):
-        fh.write(part)
-
-
-def _json_parts(obj: Any) -> list[bytes | memoryview]:
-    """to_json_bytes as pieces that join to it."""
-    if orjson is not None:
-        try:
-            text = orjson.dumps(_top(obj), default=_plain, option=_ORJSON_OPTIONS)
-        except TypeError:          # orjson.JSONEncodeError is a TypeError
-            pass
-        else:
-            return [text] if text.isascii() and b"\x7f" not in text else _escaped(text)
-    return [(json.dumps(to_dict(obj), indent=2) + "\n").encode("ascii")]
-
-
-def _top(obj: Any) -> Any:
-    """A dataclass as a dict of its fields in `_field_names` order (`schema` first)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {n: getattr(obj, n) for n in _field_names(type(obj))}
-    return obj
-
-
-def _plain(v: Any) -> Any:
-    """What orjson does not take itself: numpy scalars and float subclasses."""
-    if hasattr(v, "item") and not isinstance(v, (list, dict)):
-        return v.item()
-    if isinstance(v, float):
-        return float(v)
-    raise TypeError(f"Object of type {type(v).__name__} is not JSON serializable")
-
-
-def _escaped(text: bytes) -> list[bytes | memoryview]:
-    """orjson's UTF-8 with DEL and every non-ASCII character escaped as json.dumps
-    escapes them, as pieces (views of `text` between the escapes: no copy of a 40 MB
-    document). Such characters occur only inside strings and are rare: their bytes are
-    found with numpy (a regex over 40 MB took 0.3 s), and each run of them, whole UTF-8
-    sequences, is escaped once per distinct run."""
-    import numpy as np
-
-    high = np.flatnonzero(np.frombuffer(text, np.uint8) >= 0x7F)
-    cuts = np.flatnonzero(np.diff(high) != 1) + 1
-    starts = high[np.r_[0, cuts]].tolist()
-    ends = (high[np.r_[cuts - 1, len(high) - 1]] + 1).tolist()
-    view, done = memoryview(text), {}
-    out: list[bytes | memoryview] = []
-    at = 0
-    for a, z in zip(starts, ends, strict=True):
-        run = text[a:z]
-        if run not in done:
-            done[run] = json.dumps(run.decode("utf-8"))[1:-1].encode("ascii")
-        out += [view[at:a], done[run]]
-        at = z
-    out.append(view[at:])
-    return out
-
-
-def _unwrap_optional(tp: Any) -> Any:
-    args = typing.get_args(tp)
-    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        return rest[0] if len(rest) == 1 else Any
-    return tp
-
-
-def _convert(tp: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    tp = _unwrap_optional(tp)
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value)
-    if origin is list:
-        (item,) = typing.get_args(tp) or (Any,)
-        return [_convert(item, v) for v in value]
-    if origin is dict:
-        _, item = typing.get_args(tp) or (str, Any)
-        return {k: _convert(item, v) for k, v in value.items()}
-    return value
-
-
-def from_dict(cls: type[T], obj: dict[str, Any]) -> T:
-    """A document of type `cls` from its JSON form; unknown keys are ignored, missing ones
-    take the type's defaults. TypeError when a required field is missing."""
-    if not isinstance(obj, dict):
-        raise TypeError(f"{cls.__name__} must be a JSON object")
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: _convert(hints[k], v) for k, v in obj.items() if k in known})

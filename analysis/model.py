@@ -45,6 +45,7 @@ from . import merge
 from .load.nsys_chunks import NEG, POS
 from .load.nsys_sqlite import CALL_COLUMNS, NsysExport, versioned
 from .partial import ChunkContext, Partial, compute
+from .parts import COMPILE_PART, WARMUP_PART, compiled_rows, set_apart, with_warmup_apart
 from .ranges import attribute as attribute_calls
 from .ranges import range_paths
 
@@ -86,20 +87,6 @@ class Trace:
     warmup: dict[str, str] = field(default_factory=dict)  # WARMUP_PART path -> why
 
 
-COMPILE_PART = " [compile]"
-"""Suffix of the instances of a repeated range in which torch.compile compiled (TORCH_LOGS
-placed a graph break or recompile in them): they become an entry of their own, labelled
-warm-up, and the range's other instances stay as they are."""
-WARMUP_PART = " [warm-up]"
-"""Suffix of the instances of a repeated range that launched far more kernels than its
-other instances (autotuning benchmarks its candidates there, first calls initialise):
-set apart and labelled warm-up the same way (warmup_instances)."""
-PARTS = (COMPILE_PART, WARMUP_PART)
-WARMUP_FACTOR = 10      # an instance with at least this many times its range's median ...
-WARMUP_EXTRA = 100      # ... and at least this many more kernels is warm-up
-WARMUP_MIN_INSTANCES = 3   # instances a range needs for a median to mean something
-
-
 def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
           session_start: int | None = None, apart: Iterable[int] = ()
           ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -111,7 +98,7 @@ def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
     out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
     out["pid"] = (out["global_tid"].to_numpy(dtype="int64") >> 24) & 0xFFFFFF
     if events:
-        out["path"] = set_apart(out, _compiled_rows(out, events, session_start),
+        out["path"] = set_apart(out, compiled_rows(out, events, session_start),
                                 COMPILE_PART)
     if apart:
         out["path"] = set_apart(out, set(apart), WARMUP_PART)
@@ -143,55 +130,6 @@ def _first_seen_rows(rows: np.ndarray) -> np.ndarray:
     rank = np.empty(len(first), dtype="int64")
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
     return rank[inverse.reshape(-1)]
-
-
-def _compiled_rows(r: pd.DataFrame, events: list[dict], session_start: int | None
-                   ) -> set[int]:
-    """Range rows in which TORCH_LOGS placed a compile event (the innermost range open)."""
-    from .compile_events import place_on
-
-    return {ev["range_row"] for ev in place_on(r, session_start, events)
-            if ev.get("range_row") is not None}
-
-
-def set_apart(r: pd.DataFrame, rows: set[int], part: str) -> pd.Series:
-    """Paths with `part` given to each of `rows` that is an instance of a range repeated
-    in its process, and to the ranges nested in that instance; outer rows first, and a
-    row already inside a part is left as it is."""
-    path = r["path"].to_numpy(dtype=object).copy()
-    repeats = r.groupby(["pid", "path"])["path"].transform("size").to_numpy()
-    tid, dom = r["global_tid"].to_numpy(), r["domain"].fillna("").to_numpy()
-    lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
-    for row in sorted(rows, key=lambda x: len(path[x])):
-        if repeats[row] < 2 or any(p in path[row] for p in PARTS):
-            continue
-        old = path[row]
-        inner = np.flatnonzero((tid == tid[row]) & (dom == dom[row]) & (lo >= lo[row])
-                               & (hi <= hi[row]))
-        for q in inner:
-            if path[q] == old or path[q].startswith(old + "/"):
-                path[q] = old + part + path[q][len(old):]
-    return pd.Series(path, index=r.index, dtype=object)
-
-
-def warmup_instances(trace: Trace) -> dict[int, str]:
-    """Instances (rows of trace.ranges) of ranges repeated at least WARMUP_MIN_INSTANCES
-    times in their process that launched at least WARMUP_FACTOR times the median
-    instance's kernels and WARMUP_EXTRA more: what autotuning leaves (Inductor's
-    max-autotune and `@triton.autotune` benchmark every candidate, with an L2-flush
-    fill between runs, inside the first call's range), and first calls that initialise.
-    Row -> why. Rows already set apart are not candidates."""
-    r, ik = trace.ranges, trace.instance_kernels
-    n = np.zeros(len(r), dtype="int64")
-    n[ik["range"].to_numpy(dtype="int64")] = ik["kernel_count"].to_numpy(dtype="int64")
-    g = pd.Series(n).groupby(r["key"].to_numpy())
-    size, med = g.transform("size").to_numpy(), g.transform("median").to_numpy()
-    hit = np.flatnonzero((size >= WARMUP_MIN_INSTANCES) & (n >= WARMUP_FACTOR * med)
-                         & (n >= med + WARMUP_EXTRA))
-    paths = r["path"].to_numpy(dtype=object)
-    return {int(i): f"launched {n[i]:,} kernels where the range's {size[i]} instances "
-            f"launched a median of {med[i]:g} (autotuning or first-call work)" for i in hit
-            if not any(p in paths[i] for p in PARTS)}
 
 
 def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool = False,
@@ -261,22 +199,6 @@ def attribute(export: NsysExport, watch_paths: tuple[str, ...] = (),
         ctx = context(export, watch_paths, events=events, apart=apart)
         return combine(export, ctx, [compute(ctx, ops, NEG, POS, 0, ATEN_EAGER)])
     return with_warmup_apart(run)
-
-
-def with_warmup_apart(run: Callable[[dict[int, str]], Trace]) -> Trace:
-    """`run({})`; when that trace has warm-up instances (warmup_instances), `run` again
-    with them set apart, the reasons kept in Trace.warmup. Only traces with such
-    instances are attributed twice."""
-    trace = run({})
-    apart = warmup_instances(trace)
-    if not apart:
-        return trace
-    trace = run(apart)
-    paths = trace.ranges["path"].to_numpy(dtype=object)
-    for row, why in apart.items():
-        if paths[row].endswith(WARMUP_PART):
-            trace.warmup.setdefault(paths[row], why)
-    return trace
 
 
 def _normalized(ops: pd.DataFrame) -> pd.DataFrame:

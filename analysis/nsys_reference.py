@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from .documents import SystemsDoc
-from .model import PARTS
+from .parts import PARTS
 
 
 def label(domain: str | None, path: str) -> str:

@@ -33,6 +33,7 @@ from .documents import (
 )
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
+from .parts import PARTS
 from .roofline import datasheet
 
 BASELINES = ("naive", "eager")
@@ -112,7 +113,7 @@ def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
         if ev.get("range"):
             compiled_in[ev["range"]] = compiled_in.get(ev["range"], 0) + 1
     apart = apart or {}
-    parts = apart or any(p in k for k in compiled_in for p in model.PARTS)
+    parts = apart or any(p in k for k in compiled_in for p in PARTS)
     for e in entries:
         outer = _part_prefix(e.name) if parts else ""
         if e.name in compiled_in:
@@ -128,11 +129,11 @@ def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
 
 
 def _part_prefix(path: str) -> str:
-    """The outermost set-apart instance path in `path` (ending in a model.PARTS suffix),
+    """The outermost set-apart instance path in `path` (ending in a PARTS suffix),
     or ""."""
     if " [" not in path:
         return ""
-    ends = [path.find(p) + len(p) for p in model.PARTS if p in path]
+    ends = [path.find(p) + len(p) for p in PARTS if p in path]
     return path[:min(ends)] if ends else ""
 
 

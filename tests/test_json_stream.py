@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis import documents
+from analysis import jsoncodec
 from analysis.documents import SystemsDoc, dump_json, to_dict, to_json
 from analysis.io import load_json_doc
 
@@ -62,7 +62,7 @@ def test_strings_are_escaped_exactly_as_json_dumps_escapes_them(text: str) -> No
 
 
 def test_without_orjson_the_standard_library_writes_it(monkeypatch) -> None:
-    monkeypatch.setattr(documents, "orjson", None)
+    monkeypatch.setattr(jsoncodec, "orjson", None)
     value = {"a": [1, 2.5e-07, "µs"], "b": {}}
     assert to_json(value) == json.dumps(value, indent=2) + "\n"
 

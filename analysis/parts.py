@@ -1,0 +1,96 @@
+"""Range instances set apart from their range: where torch.compile compiled (TORCH_LOGS
+placed a graph break or recompile there) and where far more kernels ran than in the
+range's other instances (autotuning, first calls). Such an instance, with the ranges
+nested in it, gets a path of its own (`step [compile]`, `step [warm-up]`) and is labelled
+warm-up; the range's other instances stay as they are. `nsys stats`, which knows only
+range names, is compared with the parts added up (nsys_reference.label).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from .model import Trace
+
+COMPILE_PART = " [compile]"
+"""Suffix of the instances of a repeated range in which torch.compile compiled (TORCH_LOGS
+placed a graph break or recompile in them): they become an entry of their own, labelled
+warm-up, and the range's other instances stay as they are."""
+WARMUP_PART = " [warm-up]"
+"""Suffix of the instances of a repeated range that launched far more kernels than its
+other instances (autotuning benchmarks its candidates there, first calls initialise):
+set apart and labelled warm-up the same way (warmup_instances)."""
+PARTS = (COMPILE_PART, WARMUP_PART)
+WARMUP_FACTOR = 10      # an instance with at least this many times its range's median ...
+WARMUP_EXTRA = 100      # ... and at least this many more kernels is warm-up
+WARMUP_MIN_INSTANCES = 3   # instances a range needs for a median to mean something
+
+
+def compiled_rows(r: pd.DataFrame, events: list[dict], session_start: int | None
+                  ) -> set[int]:
+    """Range rows in which TORCH_LOGS placed a compile event (the innermost range open)."""
+    from .compile_events import place_on
+
+    return {ev["range_row"] for ev in place_on(r, session_start, events)
+            if ev.get("range_row") is not None}
+
+
+def set_apart(r: pd.DataFrame, rows: set[int], part: str) -> pd.Series:
+    """Paths with `part` given to each of `rows` that is an instance of a range repeated
+    in its process, and to the ranges nested in that instance; outer rows first, and a
+    row already inside a part is left as it is."""
+    path = r["path"].to_numpy(dtype=object).copy()
+    repeats = r.groupby(["pid", "path"])["path"].transform("size").to_numpy()
+    tid, dom = r["global_tid"].to_numpy(), r["domain"].fillna("").to_numpy()
+    lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+    for row in sorted(rows, key=lambda x: len(path[x])):
+        if repeats[row] < 2 or any(p in path[row] for p in PARTS):
+            continue
+        old = path[row]
+        inner = np.flatnonzero((tid == tid[row]) & (dom == dom[row]) & (lo >= lo[row])
+                               & (hi <= hi[row]))
+        for q in inner:
+            if path[q] == old or path[q].startswith(old + "/"):
+                path[q] = old + part + path[q][len(old):]
+    return pd.Series(path, index=r.index, dtype=object)
+
+
+def warmup_instances(trace: Trace) -> dict[int, str]:
+    """Instances (rows of trace.ranges) of ranges repeated at least WARMUP_MIN_INSTANCES
+    times in their process that launched at least WARMUP_FACTOR times the median
+    instance's kernels and WARMUP_EXTRA more: what autotuning leaves (Inductor's
+    max-autotune and `@triton.autotune` benchmark every candidate, with an L2-flush
+    fill between runs, inside the first call's range), and first calls that initialise.
+    Row -> why. Rows already set apart are not candidates."""
+    r, ik = trace.ranges, trace.instance_kernels
+    n = np.zeros(len(r), dtype="int64")
+    n[ik["range"].to_numpy(dtype="int64")] = ik["kernel_count"].to_numpy(dtype="int64")
+    g = pd.Series(n).groupby(r["key"].to_numpy())
+    size, med = g.transform("size").to_numpy(), g.transform("median").to_numpy()
+    hit = np.flatnonzero((size >= WARMUP_MIN_INSTANCES) & (n >= WARMUP_FACTOR * med)
+                         & (n >= med + WARMUP_EXTRA))
+    paths = r["path"].to_numpy(dtype=object)
+    return {int(i): f"launched {n[i]:,} kernels where the range's {size[i]} instances "
+            f"launched a median of {med[i]:g} (autotuning or first-call work)" for i in hit
+            if not any(p in paths[i] for p in PARTS)}
+
+
+def with_warmup_apart(run: Callable[[dict[int, str]], Trace]) -> Trace:
+    """`run({})`; when that trace has warm-up instances (warmup_instances), `run` again
+    with them set apart, the reasons kept in Trace.warmup. Only traces with such
+    instances are attributed twice."""
+    trace = run({})
+    apart = warmup_instances(trace)
+    if not apart:
+        return trace
+    trace = run(apart)
+    paths = trace.ranges["path"].to_numpy(dtype=object)
+    for row, why in apart.items():
+        if paths[row].endswith(WARMUP_PART):
+            trace.warmup.setdefault(paths[row], why)
+    return trace
