@@ -122,3 +122,22 @@ def test_nsys_rep_that_nsys_cannot_read_is_one_line(tmp_path: Path, monkeypatch,
     assert main(["systems", str(rep), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nsys could not export it" in err[0] and "Cannot import" in err[0]
+
+
+def test_command_line_writes_everything_then_exits_fast_and_quietly(tmp_path: Path) -> None:
+    """`python -m analysis` ends with os._exit after the reports (no heap teardown): every
+    file is complete, the message printed; a reader that went away costs no traceback."""
+    out = tmp_path / "r"
+    res = subprocess.run([sys.executable, "-m", "analysis", "systems",
+                          str(DATA / "gelu" / "trace.sqlite"), "-o", str(out)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.startswith("wrote ")
+    assert json.loads((out / "systems.json").read_text())["schema"] == "systems/1"
+    assert (out / "ranges.csv").read_text().endswith("\n")
+    proc = subprocess.Popen([sys.executable, "-m", "analysis", "systems",
+                             str(DATA / "gelu" / "trace.sqlite"), "-o", str(tmp_path / "p")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()                               # the reader goes away at once
+    err = proc.stderr.read()
+    assert proc.wait() == 1 and "Traceback" not in err
+    assert (tmp_path / "p" / "systems.json").exists()
