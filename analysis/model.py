@@ -123,9 +123,17 @@ def _first_seen(values: list) -> np.ndarray:
 
 
 def _first_seen_rows(rows: np.ndarray) -> np.ndarray:
-    """Each row's number (of an int64 matrix), in order of first appearance."""
+    """Each row's number (of an int64 matrix), in order of first appearance: the columns'
+    codes folded into one int64 when they fit (a hash pass), else a sort of the rows."""
     if not len(rows):
         return np.zeros(0, dtype="int64")
+    codes = [pd.factorize(rows[:, j])[0] for j in range(rows.shape[1])]
+    sizes = [int(c.max()) + 1 for c in codes]
+    if np.prod([float(n) for n in sizes]) < 2.0**62:
+        one = np.zeros(len(rows), dtype="int64")
+        for c, n in zip(codes, sizes, strict=True):
+            one = one * n + c
+        return pd.factorize(one)[0].astype("int64")
     _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     rank = np.empty(len(first), dtype="int64")
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
 
 from analysis import model, systems
 from analysis.__main__ import main
@@ -85,3 +87,14 @@ def _seconds(n: int) -> float:
 def test_four_times_the_ranges_costs_about_four_times_not_sixteen() -> None:
     small, large = _seconds(5_000), _seconds(20_000)
     assert large < 8 * small + 0.5, (small, large)
+
+
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 2**40), st.integers(0, 4)),
+                max_size=40))
+def test_rows_numbered_in_order_of_first_appearance(rows: list[tuple[int, int, int]]) -> None:
+    from analysis.model import _first_seen_rows
+
+    seen: dict[tuple[int, int, int], int] = {}
+    want = [seen.setdefault(r, len(seen)) for r in rows]
+    got = _first_seen_rows(np.array(rows, dtype="int64").reshape(len(rows), 3))
+    assert got.tolist() == want
