@@ -50,7 +50,8 @@ def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
         seqs.append(int(m.group(1)) if m else -1)
     if not rows:
         return pd.DataFrame(columns=["range", "op", "seq", "backward", "node"])
-    node = np.array([bool(_BACKWARD.search(o)) for o in ops], dtype=bool)
+    is_node = {o: bool(_BACKWARD.search(o)) for o in set(ops)}     # a few hundred names
+    node = np.array([is_node[o] for o in ops], dtype=bool)
     paths = ranges["path"].to_numpy(dtype=object)[rows].tolist()
     inside = np.array([WRAPPER in p for p in paths], dtype=bool)
     return pd.DataFrame({"range": np.array(rows, dtype="int64"),
