@@ -4,7 +4,10 @@
 # emit_nvtx capture replayed 1, 3 and 5 times (analysis.bench, 5 pairs per size, medians;
 # memory from one more sampled run of each). Run through the device tool from the
 # repository root after `source .gpu-kit/env.sh`; writes $OUT/analysis_nvtx_heavy_h200.*
-# and $OUT/machine.txt.
+# and $OUT/machine.txt. The machine has no network: put orjson and psutil wheels for its
+# Python 3.12 into .gpu-kit/wheels first (`pip download orjson psutil --python-version 3.12
+# --only-binary=:all: --platform manylinux2014_x86_64 -d .gpu-kit/wheels`), or the analysis
+# writes JSON with the standard library (slower) and memory is the largest process's only.
 set -u
 python3 -c "from analysis.io import unpack_xz; from pathlib import Path; unpack_xz(Path('tests/data/emit_nvtx_200'))"
 python3 -m compileall -q analysis > /dev/null      # bytecode cached, as on any second run
