@@ -66,7 +66,12 @@ def compute_report(csv: str | Path, meta: str | Path | dict[str, Any] | None = N
 def ranges_frame(doc: SystemsDoc) -> pd.DataFrame:
     """One row per NVTX range entry, its scalar fields (kernels: kernels_frame; the other
     threads' list is summed in other_threads_*)."""
-    columns, rows = ranges_rows(doc)
+    return _frame(ranges_rows(doc))
+
+
+def _frame(table: tuple[list[str], list[tuple]]) -> pd.DataFrame:
+    """A frame of (columns, rows) as ranges_rows and dataclass_rows give them."""
+    columns, rows = table
     return pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame()
 
 
@@ -99,12 +104,12 @@ def kernels_frame(doc: SystemsDoc) -> pd.DataFrame:
 
 def kernel_summary_frame(doc: SystemsDoc) -> pd.DataFrame:
     """Every kernel name of the trace (as nsys stats' cuda_gpu_kern_sum)."""
-    return pd.DataFrame([dataclasses.asdict(k) for k in doc.kernel_summary])
+    return _frame(dataclass_rows(doc.kernel_summary))
 
 
 def ops_frame(doc: SystemsDoc) -> pd.DataFrame:
     """emit_nvtx ops, one row per op name and direction."""
-    return pd.DataFrame([dataclasses.asdict(o) for o in doc.ops])
+    return _frame(dataclass_rows(doc.ops))
 
 
 def findings_frame(doc: SystemsDoc | ComputeDoc) -> pd.DataFrame:

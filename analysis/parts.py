@@ -31,6 +31,15 @@ WARMUP_EXTRA = 100      # ... and at least this many more kernels is warm-up
 WARMUP_MIN_INSTANCES = 3   # instances a range needs for a median to mean something
 
 
+def part_prefix(path: str) -> str:
+    """The outermost set-apart instance path in `path` (ending in a PARTS suffix), or ""
+    when the path is inside no part."""
+    if " [" not in path:
+        return ""
+    ends = [path.find(p) + len(p) for p in PARTS if p in path]
+    return path[:min(ends)] if ends else ""
+
+
 def compiled_rows(r: pd.DataFrame, events: list[dict], session_start: int | None
                   ) -> set[int]:
     """Range rows in which TORCH_LOGS placed a compile event (the innermost range open)."""
@@ -49,7 +58,7 @@ def set_apart(r: pd.DataFrame, rows: set[int], part: str) -> pd.Series:
     tid, dom = r["global_tid"].to_numpy(), r["domain"].fillna("").to_numpy()
     lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
     for row in sorted(rows, key=lambda x: len(path[x])):
-        if repeats[row] < 2 or any(p in path[row] for p in PARTS):
+        if repeats[row] < 2 or part_prefix(path[row]):
             continue
         old = path[row]
         inner = np.flatnonzero((tid == tid[row]) & (dom == dom[row]) & (lo >= lo[row])
@@ -77,7 +86,7 @@ def warmup_instances(trace: Trace) -> dict[int, str]:
     paths = r["path"].to_numpy(dtype=object)
     return {int(i): f"launched {n[i]:,} kernels where the range's {size[i]} instances "
             f"launched a median of {med[i]:g} (autotuning or first-call work)" for i in hit
-            if not any(p in paths[i] for p in PARTS)}
+            if not part_prefix(paths[i])}
 
 
 def with_warmup_apart(run: Callable[[dict[int, str]], Trace]) -> Trace:

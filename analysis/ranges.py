@@ -29,8 +29,8 @@ def range_paths(ranges: pd.DataFrame) -> pd.Series:
     the path is built from ranges of the same (global_tid, domain); a start/end range's
     path is its own name. One sort, then one pass with a stack: linear after the sort.
     """
-    names = plain_names(ranges["name"])
-    paths = names.copy()                 # Python lists: indexing numpy object arrays row
+    names = plain_names(ranges["name"])  # lists: indexing numpy object arrays row by row,
+    paths = names.copy()                 # 100k times, cost more than the rest of the pass
     pushpop = np.flatnonzero((ranges["style"] == "PushPop").to_numpy())
     if len(pushpop):
         tid = ranges["global_tid"].to_numpy(dtype="int64")[pushpop]
@@ -40,8 +40,8 @@ def range_paths(ranges: pd.DataFrame) -> pd.Series:
         order = np.lexsort((-end, start, dom, tid))
         rows, tid, dom = pushpop[order], tid[order], dom[order]
         new_stack = np.r_[True, (tid[1:] != tid[:-1]) | (dom[1:] != dom[:-1])]
-        ends: list[int] = []             # end_ns and path of the open enclosing ranges
-        stack: list[str] = []            # (by row, 100k times, cost more than the rest)
+        ends: list[int] = []             # end_ns and path of each open enclosing range
+        stack: list[str] = []
         for row, s, e, fresh in zip(rows.tolist(), start[order].tolist(), end[order].tolist(),
                                     new_stack.tolist(), strict=True):
             if fresh:

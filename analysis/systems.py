@@ -33,7 +33,7 @@ from .documents import (
 )
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
-from .parts import PARTS
+from .parts import PARTS, part_prefix
 from .roofline import datasheet
 
 BASELINES = ("naive", "eager")
@@ -115,7 +115,7 @@ def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
     apart = apart or {}
     parts = apart or any(p in k for k in compiled_in for p in PARTS)
     for e in entries:
-        outer = _part_prefix(e.name) if parts else ""
+        outer = part_prefix(e.name) if parts else ""
         if e.name in compiled_in:
             e.warmup = (f"torch.compile compiled here ({compiled_in[e.name]} graph break or "
                         "recompile event(s) in TORCH_LOGS)")
@@ -126,15 +126,6 @@ def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
             e.warmup = f"inside {outer}, where torch.compile compiled"
         elif "warm" in e.name.lower() and WARMUP_NAME.search(e.name):
             e.warmup = "named as warm-up"
-
-
-def _part_prefix(path: str) -> str:
-    """The outermost set-apart instance path in `path` (ending in a PARTS suffix),
-    or ""."""
-    if " [" not in path:
-        return ""
-    ends = [path.find(p) + len(p) for p in PARTS if p in path]
-    return path[:min(ends)] if ends else ""
 
 
 def graph_notes(trace: model.Trace) -> list[str]:

@@ -208,11 +208,11 @@ def _idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
         return []
     per_key = trace.gaps
     paths, pids = trace.keys["path"], trace.keys["pid"]
-    leaves = set(ctx.leaves)
-    mine = [(k, paths[k]) for k in per_key["key"].tolist()
-            if (ctx.pid is None or pids[k] == ctx.pid) and paths[k] in leaves]
-    rows = per_key.set_index("key").loc[[k for k, _ in mine]].reset_index()
-    gap_rows = {p: g for (_, p), g in zip(mine, rows.to_dict("records"), strict=True)}
+    leaves = set(ctx.leaves)                 # only leaves are asked for below
+    mine = per_key.loc[np.array([paths[k] in leaves and (ctx.pid is None or pids[k] == ctx.pid)
+                                 for k in per_key["key"].tolist()], dtype=bool)]
+    gap_rows = {paths[k]: g for k, g in zip(mine["key"].tolist(), mine.to_dict("records"),
+                                           strict=True)}
     medians = ctx.median_kernel_ns
     compiled = {ev["range"] for ev in ctx.events if ev.get("range")}
     out = []
