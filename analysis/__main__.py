@@ -25,73 +25,37 @@ Inputs are never modified; outputs are written to a temporary file and renamed.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
+import glob
 import os
 import sqlite3
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
 
-from . import compute, diff, systems
-from .documents import ComputeDoc, SystemsDoc, to_json
+from . import demo, diff, reports, speed
+from .documents import to_json
 from .errors import InputError, ToolkitError
-from .io import (
-    Beside,
-    load_json_doc,
-    load_meta,
-    ncu_rep_to_csv,
-    nsys_rep_to_sqlite,
-    write_atomic,
-    write_csv_atomic,
-    write_json_atomic,
-    write_png,
-)
-from .load import ncu_csv, nsys_sqlite, torch_logs
-from .render import plots
-from .render.compute_md import render_compute
-from .render.markdown import render_systems
-from .render.page import render_page
+from .io import write_atomic
+from .rules import markdown_table
+from .scrub import scrub
 
 
-def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
-                opts: argparse.Namespace | None = None,
-                tables_ready: Callable[[SystemsDoc], object] | None = None) -> SystemsDoc:
-    """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys), its GPU
-    operations read window by window on `opts.jobs` processes (model.attribute_file);
-    `tables_ready` as in systems.build."""
-    from . import model
-    from .progress import progress_bar
-
-    meta = load_meta(meta_path)
-    events = systems.event_list(torch_logs.load(logs)) if logs else None
-    opts = opts or argparse.Namespace()
-    with tempfile.TemporaryDirectory() as tmp:
-        db = nsys_rep_to_sqlite(trace, Path(tmp)) if trace.suffix == ".nsys-rep" else trace
-        export = nsys_sqlite.load(db, ops=False)
-        with progress_bar(f"analysis: {trace.name}", getattr(opts, "progress", None)) as bar:
-            tr = model.attribute_file(db, export, systems.watch_paths(meta),
-                                      chunk_rows=getattr(opts, "chunk_rows", None),
-                                      jobs=getattr(opts, "jobs", None), progress=bar,
-                                      events=events)
-        export.path = trace
-        return systems.build(export, meta, events, trace=tr, tables_ready=tables_ready)
-
-
-def write_report(out: Path, stem: str, doc: Any, markdown: str, what: str) -> int:
-    """DIR/<stem>.json and DIR/<stem>.md, atomically; say where they went."""
-    write_json_atomic(out / f"{stem}.json", doc)
-    write_atomic(out / f"{stem}.md", markdown)
-    print(f"wrote {out / (stem + '.md')} and {out / (stem + '.json')} ({what})")
+def cmd_systems(args: argparse.Namespace) -> int:
+    paths = trace_paths(args.trace)
+    out = Path(args.output)
+    if len(paths) > 1:
+        reports.ranks_report(out, paths, args)
+    else:
+        reports.systems_report(out, paths[0], _path(args.meta), _path(args.torch_logs), args,
+                               beside=True)
     return 0
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
 
 
 def trace_paths(given: list[str]) -> list[Path]:
     """The exports named: files, folders (every *.sqlite inside) or glob patterns."""
-    import glob
-
     out: list[Path] = []
     for g in given:
         p = Path(g)
@@ -109,121 +73,19 @@ def trace_paths(given: list[str]) -> list[Path]:
     return out
 
 
-def cmd_systems(args: argparse.Namespace) -> int:
-    paths = trace_paths(args.trace)
-    if len(paths) > 1:
-        return cmd_ranks(paths, Path(args.output), args)
-    out = Path(args.output)
-
-    def tables_ready(doc: SystemsDoc) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        beside.start(lambda: write_tables(out, doc))
-
-    with Beside() as beside:          # the CSV tables are written while the rules run
-        doc = systems_doc(paths[0], Path(args.meta) if args.meta else None,
-                          Path(args.torch_logs) if args.torch_logs else None, args,
-                          tables_ready)
-        return write_systems(out, doc, tables=False)
-
-
-def cmd_ranks(paths: list[Path], out: Path, args: argparse.Namespace) -> int:
-    """Several exports, one per rank: each rank's report in DIR/rank<k>/, and ranks.md."""
-    from .ranks import analyze_ranks, rank_of
-    from .render.ranks_md import render_ranks
-
-    for p in paths:
-        connect_check(p)
-    from .progress import progress_bar
-
-    jobs = args.jobs or os.cpu_count() or 1
-    with progress_bar(f"analysis: {len(paths)} ranks", args.progress) as bar:
-        docs, ranks = analyze_ranks(paths, args.step, jobs, args.dask, bar)
-    folders = {}
-    for doc, row in zip(docs, [rank_of(p, i) for i, p in enumerate(paths)], strict=True):
-        folders[row] = f"rank{row}"
-        write_systems(out / folders[row], doc)
-        write_atomic(out / folders[row] / "README.md",
-                     render_page(doc, None, {}, f"rank {row}"))
-    return write_report(out, "ranks", ranks, render_ranks(ranks, folders),
-                        f"{len(paths)} ranks")
-
-
-def connect_check(path: Path) -> None:
-    """Fail early, naming the file, when one of several exports is not readable."""
-    nsys_sqlite.connect(path).close()
-
-
-def write_systems(out: Path, doc: SystemsDoc, tables: bool = True) -> int:
-    """systems.json/.md, the plots and (unless the caller wrote them) the CSV tables of
-    one systems document."""
-    out.mkdir(parents=True, exist_ok=True)
-    if tables:
-        write_tables(out, doc)
-    images = {k: name for k, name, draw in (
-        ("time", "time_per_iter.png", plots.time_bars_png),
-        ("timeline", "timeline.png", plots.timeline_png))
-        if write_png(out, name, lambda p, d=draw: d(doc, p))}
-    return write_report(out, "systems", doc, render_systems(doc, images),
-                        f"{len(doc.ranges)} ranges")
-
-
-def write_tables(out: Path, doc: SystemsDoc) -> None:
-    """The tables a user will sort, whole, as CSV beside the page (ranges.csv,
-    kernel_summary.csv, ops.csv when the trace has emit_nvtx ops)."""
-    from .api import dataclass_rows, ranges_rows
-
-    for name, (columns, rows) in (("ranges", ranges_rows(doc)),
-                                  ("kernel_summary", dataclass_rows(doc.kernel_summary)),
-                                  ("ops", dataclass_rows(doc.ops))):
-        if rows:
-            write_csv_atomic(out / f"{name}.csv", columns, rows)
-
-
 def cmd_compute(args: argparse.Namespace) -> int:
-    source = Path(args.csv)
-    meta = load_meta(Path(args.meta) if args.meta else None)
-    with tempfile.TemporaryDirectory() as tmp:
-        csv_path = ncu_rep_to_csv(source, Path(tmp)) if source.suffix == ".ncu-rep" else source
-        data = ncu_csv.load(csv_path)
-        data.path = source
-        doc = compute.build(data, meta)
-    out = Path(args.output)
-    png = write_png(out, "roofline.png", lambda p: plots.roofline_png(doc, p))
-    return write_report(out, "compute", doc, render_compute(doc, png),
-                        f"{len(doc.kernels)} kernel launches")
-
-
-def cmd_page(args: argparse.Namespace) -> int:
-    folder = Path(args.dir)
-    sysdoc = load_json_doc(folder / "systems.json", SystemsDoc)
-    comp = folder / "compute.json"
-    compdoc = load_json_doc(comp, ComputeDoc) if comp.exists() else None
-    images = {kind: name for kind, name in (("time", "time_per_iter.png"),
-                                            ("timeline", "timeline.png"),
-                                            ("roofline", "roofline.png"))
-              if (folder / name).exists()}
-    workload = args.workload or (sysdoc.run or {}).get("workload") or folder.name
-    write_atomic(folder / "README.md", render_page(sysdoc, compdoc, images, workload))
-    print(f"wrote {folder / 'README.md'}")
+    reports.compute_report(Path(args.output), Path(args.csv), _path(args.meta))
     return 0
 
 
-def run_doc(path: Path) -> SystemsDoc:
-    """A systems/1 document from a JSON file, a report folder or a run folder."""
-    if path.is_file():
-        return load_json_doc(path, SystemsDoc)
-    if (path / "systems.json").is_file():
-        return load_json_doc(path / "systems.json", SystemsDoc)
-    if (path / "trace.sqlite").is_file():
-        meta, logs = path / "meta.json", path / "torch_logs.txt"
-        return systems_doc(path / "trace.sqlite", meta if meta.exists() else None,
-                           logs if logs.exists() else None)
-    raise InputError(f"{path}: neither a systems.json nor a folder with systems.json or "
-                     "trace.sqlite")
+def cmd_page(args: argparse.Namespace) -> int:
+    reports.page_report(Path(args.dir), args.workload)
+    return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    result = diff.compare(run_doc(Path(args.base)), run_doc(Path(args.new)), args.threshold,
+    result = diff.compare(reports.run_doc(Path(args.base)),
+                          reports.run_doc(Path(args.new)), args.threshold,
                           args.metric)
     text = diff.render_diff(result, args.base, args.new)
     if args.output:
@@ -237,8 +99,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_scrub(args: argparse.Namespace) -> int:
-    from .scrub import scrub
-
     counts = scrub(Path(args.input), Path(args.output))
     print(f"wrote {args.output}: blanked {counts['environment_blocks']} environment "
           f"block(s), {counts['environment_rows']} environment row(s), shortened "
@@ -247,16 +107,12 @@ def cmd_scrub(args: argparse.Namespace) -> int:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    from .rules import markdown_table
-
     print("\n".join(markdown_table()))
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import render_all
-
-    render_all(Path(args.data), Path(args.output))
+    demo.render_all(Path(args.data), Path(args.output))
     return 0
 
 
@@ -321,27 +177,11 @@ def parser(prog: str = "python -m analysis", epilog: str | None = None
     return p
 
 
-@contextlib.contextmanager
-def few_collections() -> Iterator[None]:
-    """No cyclic garbage collection while a command runs. The analysis builds large,
-    acyclic data (frames, 100k ranges, 40k document entries): the collector's repeated
-    passes over it took about 0.4 s of 2.6 s on an emit_nvtx trace, and found nothing
-    to free. Reference counting still frees everything; worker processes collect as
-    usual (model._init_worker)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def main(argv: list[str] | None = None, prog: str = "python -m analysis",
          epilog: str | None = None) -> int:
     args = parser(prog, epilog).parse_args(argv)
     try:
-        with few_collections():
+        with speed.few_collections():
             return args.func(args)
     except ToolkitError as exc:
         print(f"analysis: {exc}", file=sys.stderr)
@@ -356,18 +196,5 @@ def main(argv: list[str] | None = None, prog: str = "python -m analysis",
         return 1
 
 
-def exit_now(code: int) -> NoReturn:
-    """End the process with `code` without tearing its heap down: the standard streams are
-    flushed, every report is already written and closed, every child joined. Freeing a
-    few million objects one by one took 0.2 s of 2.5 s on a 100k-range trace. For the
-    command line only (`main` itself returns, for callers in the same process)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):       # a closed pipe or stream: nothing to keep
-            pass
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    speed.exit_now(main())

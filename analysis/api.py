@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import compute, model, systems
+from . import compute, model, runners, systems
 from .documents import ComputeDoc, Finding, SystemsDoc
 from .io import read_json_object
 from .load import ncu_csv, nsys_sqlite, torch_logs
@@ -38,11 +38,11 @@ def _meta(meta: str | Path | dict[str, Any] | None) -> dict[str, Any] | None:
 
 def open_trace(path: str | Path, meta: dict[str, Any] | None = None,
                jobs: int | None = None, events: list[dict] | None = None) -> model.Trace:
-    """An Nsight Systems SQLite export, attributed window by window (analysis/model.py)
+    """An Nsight Systems SQLite export, attributed window by window (analysis/runners.py)
     on `jobs` processes (default: every core); `meta` names the ranges whose first
     iteration is kept, TORCH_LOGS `events` the range instances that compiled."""
     export = nsys_sqlite.load(path, ops=False)
-    return model.attribute_file(Path(path), export, systems.watch_paths(meta), jobs=jobs,
+    return runners.attribute_file(Path(path), export, systems.watch_paths(meta), jobs=jobs,
                                 events=events)
 
 

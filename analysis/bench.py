@@ -26,9 +26,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
-from .io import unpack_xz, write_atomic, write_png
+from .documents import SystemsDoc
+from .io import load_json_doc, unpack_xz, write_atomic, write_png
+from .nsys_reference import mismatches
 from .render.plots import bench_png
+from .settings import env
 
 TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME")
@@ -133,12 +137,6 @@ def _nsys_argv(nsys: str, base: Path, trace: Path) -> list[str]:
 def measure(trace: Path, nsys: str | None, work: Path, repeat: int = 1) -> dict:
     """Paired runs of the analysis and nsys stats on one trace (`repeat` pairs, the two
     tools alternating), their medians, and whether they gave the same numbers."""
-    from statistics import median
-
-    from .documents import SystemsDoc
-    from .io import load_json_doc
-    from .nsys_reference import mismatches
-
     ours = [sys.executable, "-m", "analysis", "systems", str(trace), "-o", str(work / "out"),
             "--quiet"]
     theirs = _nsys_argv(nsys, work / "stats", trace) if nsys else None
@@ -209,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                    "STEM.png")
     args = p.parse_args(argv)
     unpack_xz(args.base.parent)          # the committed captures are stored xz-compressed
-    nsys = args.nsys or os.environ.get("NSYS") or shutil.which("nsys")
+    nsys = args.nsys or env("NSYS") or shutil.which("nsys")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in args.copies:

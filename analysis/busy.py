@@ -139,7 +139,9 @@ def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
     threads: dict[int, list[dict]] = {}
     for k, tid, n, t in per_thread.sort_values(["key", "kernel_time_ns"],
                                                ascending=[True, False]).itertuples(index=False):
-        threads.setdefault(int(k), []).append({"tid": int(tid), "name": names.get(int(tid)),
+        name = names.get(int(tid))
+        threads.setdefault(int(k), []).append({"tid": int(tid), "name": name,
                                                "kernel_count": int(n),
-                                               "kernel_time_ns": int(t)})
+                                               "kernel_time_ns": int(t),
+                                               "role": thread_role(name)})
     return out.astype("int64"), threads

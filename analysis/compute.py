@@ -16,9 +16,10 @@ from typing import Any
 import pandas as pd
 
 from . import roofline, rules
-from .documents import ComputeDoc, ComputeRange, ComputeSource, KernelLaunch, Meta
+from .documents import ComputeDoc, ComputeRange, ComputeSource, KernelLaunch, Meta, to_dict
 from .load import ncu_csv
 from .load.ncu_csv import NcuData
+from .settings import HIGH_UTILIZATION_PCT, LATENCY_PCT
 from .systems import as_meta
 
 KERNEL_FIELDS = [f.name for f in dataclasses.fields(KernelLaunch)]
@@ -64,14 +65,12 @@ def build(data: NcuData, meta: Meta | dict[str, Any] | None = None) -> ComputeDo
         kernels=rows(kernels[KERNEL_FIELDS], KernelLaunch),
         ranges=rows(roofline.per_range(kernels, meta, peaks), ComputeRange),
         ceilings=peaks,
-        thresholds={"latency_pct": roofline.LATENCY_PCT,
-                    "high_utilization_pct": roofline.HIGH_UTILIZATION_PCT},
+        thresholds={"latency_pct": LATENCY_PCT,
+                    "high_utilization_pct": HIGH_UTILIZATION_PCT},
         run=_run(meta), notes=notes)
     doc.findings = rules.run("compute", rules.Context(meta=meta, compute=doc))
     return doc
 
 
 def _run(meta: Meta | None) -> dict[str, Any] | None:
-    from .documents import to_dict
-
     return {k: to_dict(getattr(meta, k)) for k in RUN_FIELDS} if meta else None

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import reports
 from .errors import InputError
 from .io import unpack_xz
 
@@ -23,9 +24,8 @@ def captures(data: Path) -> list[Path]:
 
 
 def render_all(data: Path, out: Path) -> list[Path]:
-    """Render each capture; return the README.md pages written."""
-    from .__main__ import main
-
+    """Render each capture (the report functions of the command line); return the
+    README.md pages written."""
     if not data.is_dir():
         raise InputError(f"{data}: no such folder of captures")
     unpack_xz(data)
@@ -33,19 +33,12 @@ def render_all(data: Path, out: Path) -> list[Path]:
     for cap in captures(data):
         t0 = time.perf_counter()
         dest = out / cap.name
-        argv = ["systems", str(cap / "trace.sqlite"), "--meta", str(cap / "meta.json"),
-                "-o", str(dest)]
-        if (cap / "torch_logs.txt").is_file():
-            argv += ["--torch-logs", str(cap / "torch_logs.txt")]
-        steps = [argv]
+        logs = cap / "torch_logs.txt"
+        reports.systems_report(dest, cap / "trace.sqlite", cap / "meta.json",
+                               logs if logs.is_file() else None)
         csv = data / "ncu" / f"{cap.name}_raw.csv"
         if csv.is_file():
-            steps.append(["compute", str(csv), "--meta",
-                          str(data / "ncu" / f"{cap.name}_meta.json"), "-o", str(dest)])
-        steps.append(["page", str(dest)])
-        for step in steps:
-            if main(step) != 0:
-                raise InputError(f"{cap}: demo step failed: {' '.join(step)}")
+            reports.compute_report(dest, csv, data / "ncu" / f"{cap.name}_meta.json")
+        pages.append(reports.page_report(dest))
         print(f"demo: {cap.name} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        pages.append(dest / "README.md")
     return pages

@@ -37,6 +37,20 @@ class CostModel:
     ideal_kernels: int = 1
 
 
+ROLES = ("baseline", "builtin", "compiled", "triton", "other")
+"""What a variant is: the baseline others are compared with (naive eager code), a builtin
+op (a library's own kernel), a torch.compile'd function, a hand-written Triton kernel,
+or anything else."""
+ROLE_OF_NAME = {"naive": "baseline", "eager": "baseline", "builtin": "builtin",
+                "compiled": "compiled", "triton": "triton"}
+"""The role a variant of one of these names has unless its workload says otherwise."""
+
+
+def role_by_name(variant: str) -> str:
+    """A variant's role from its name alone (ROLE_OF_NAME, else "other")."""
+    return ROLE_OF_NAME.get(variant, "other")
+
+
 @dataclass
 class Meta:
     """What the runner says of a run: the ranges it opened, iterations, cost model."""
@@ -52,6 +66,7 @@ class Meta:
     domain: str | None = None
     variants: list[str] = field(default_factory=list)
     ranges: dict[str, str] = field(default_factory=dict)   # variant -> range path
+    roles: dict[str, str] = field(default_factory=dict)    # variant -> one of ROLES
     cost_model: CostModel | None = None
     correctness: dict[str, Any] | None = None
     versions: dict[str, Any] = field(default_factory=dict)
@@ -61,6 +76,14 @@ class Meta:
     notes: list[str] = field(default_factory=list)      # what the capture could not show
     started: str | None = None          # when the run began (ISO 8601)
     code_version: str | None = None     # the toolkit commit that made it (+dirty)
+
+    def role(self, variant: str) -> str:
+        """The variant's role: as meta.json says, else from its name (older files)."""
+        return self.roles.get(variant) or role_by_name(variant)
+
+    def ranges_of(self, *roles: str) -> list[tuple[str, str]]:
+        """(variant, range path) of the variants that have one of `roles`, in order."""
+        return [(v, p) for v, p in self.ranges.items() if self.role(v) in roles]
 
     def iterations_of(self, instances: int) -> int:
         """Iterations a range ran in all: per-instance iterations x its instances."""
@@ -144,6 +167,7 @@ class ThreadLaunches:
     name: str | None
     kernel_count: int
     kernel_time_ns: int
+    role: str | None = None    # what the thread is, from its name (busy.thread_role)
 
 
 @dataclass
@@ -229,7 +253,7 @@ class VariantRow:
     pct_of_peak_bw: float | None = None
     pct_of_copy_bw: float | None = None
     achieved_flops: float | None = None
-    speedup_vs_naive: float | None = None
+    speedup_vs_baseline: float | None = None   # the baseline variant's time / this one's
     floor_ns: float | None = None      # cost model over true ceilings: no version is faster
     lever: str | None = None           # the biggest lever and its expected gain
     first_iteration: list[GpuOp] = field(default_factory=list)
@@ -248,7 +272,18 @@ class SystemsDoc:
     ops: list[OpRow] = field(default_factory=list)     # emit_nvtx op ranges, per op
     kernel_summary: list[KernelSummaryRow] = field(default_factory=list)   # whole trace
     gpu_busy: list[StreamBusy] = field(default_factory=list)   # per device and stream
-    schema: str = "systems/1"
+    schema: str = "systems/2"
+
+
+def upgraded(obj: dict[str, Any]) -> dict[str, Any]:
+    """A document's JSON form in the current version of its schema (older versions are
+    read as well: systems/1 named `speedup_vs_baseline` `speedup_vs_naive`)."""
+    if obj.get("schema") != "systems/1":
+        return obj
+    rows = [{("speedup_vs_baseline" if k == "speedup_vs_naive" else k): v
+             for k, v in row.items()} for row in obj.get("variants") or []
+            if isinstance(row, dict)]
+    return {**obj, "schema": "systems/2", "variants": rows}
 
 
 # --- ranks/1: several ranks side by side ----------------------------------------------------

@@ -6,6 +6,7 @@ folder and renamed, so an interrupted run never leaves half a report.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import lzma
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import tools
-from .documents import T, from_dict
+from .documents import T, dump_json, from_dict, upgraded
 from .errors import InputError, ToolError, ToolMissing
 
 
@@ -65,8 +66,6 @@ def write_atomic(path: Path, text: str) -> None:
 def write_csv_atomic(path: Path, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
     """A table as CSV (the csv module's minimal quoting, "\n" line ends, None as an empty
     field: what pandas' to_csv writes for the same values), atomically."""
-    import csv
-
     def fill(fh: IO[bytes]) -> None:
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
         writer = csv.writer(text, lineterminator="\n")
@@ -81,8 +80,6 @@ def write_csv_atomic(path: Path, columns: list[str], rows: Iterable[Iterable[Any
 def write_json_atomic(path: Path, doc: object) -> None:
     """A document as JSON (documents.to_json_bytes), written to a temporary file and
     renamed."""
-    from .documents import dump_json
-
     _replace_atomically(path, lambda fh: dump_json(doc, fh))
 
 
@@ -180,44 +177,10 @@ def load_json_doc(path: Path, cls: type[T]) -> T:
     """A typed report document (SystemsDoc, ComputeDoc) from its JSON file; InputError if
     the file is not one."""
     schema = cls.schema  # type: ignore[attr-defined]   (the dataclass default)
-    obj = read_json_object(path, f"{schema} JSON report")
+    obj = upgraded(read_json_object(path, f"{schema} JSON report"))
     if obj.get("schema") != schema:
         raise InputError(f"{path}: not a {schema} document")
     try:
         return from_dict(cls, obj)
     except (TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"{path}: not a valid {schema} document ({exc})") from exc
-
-
-class Beside:
-    """Work run in forked processes while this one goes on: `start(work)` forks (or, where
-    fork is not available, runs `work` here and now); leaving the `with` block waits for
-    every child and raises ToolError if one failed (its traceback goes to stderr).
-
-    For independent writes of a document whose tables are final: the CSV tables of a
-    40k-range trace take as long as its JSON and page, and are written while the findings
-    are still being worked out."""
-
-    def __init__(self) -> None:
-        self.children: list = []
-
-    def start(self, work: Callable[[], object]) -> None:
-        import multiprocessing
-
-        if "fork" not in multiprocessing.get_all_start_methods():
-            work()
-            return
-        child = multiprocessing.get_context("fork").Process(target=work, daemon=True)
-        child.start()
-        self.children.append(child)
-
-    def __enter__(self) -> Beside:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for child in self.children:
-            child.join()
-        failed = [c.exitcode for c in self.children if c.exitcode != 0]
-        self.children = []
-        if failed and exc[0] is None:
-            raise ToolError(f"writing beside the report failed (exit code {failed[0]})")

@@ -13,6 +13,8 @@ import types
 import typing
 from typing import IO, Any, TypeVar
 
+import numpy as np
+
 try:
     import orjson
 except ImportError:          # the standard library writes the same values, more slowly
@@ -112,8 +114,6 @@ def _escaped(text: bytes) -> list[bytes | memoryview]:
     document). Such characters occur only inside strings and are rare: their bytes are
     found with numpy (a regex over 40 MB took 0.3 s), and each run of them, whole UTF-8
     sequences, is escaped once per distinct run."""
-    import numpy as np
-
     high = np.flatnonzero(np.frombuffer(text, np.uint8) >= 0x7F)
     cuts = np.flatnonzero(np.diff(high) != 1) + 1
     starts = high[np.r_[0, cuts]].tolist()

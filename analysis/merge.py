@@ -43,14 +43,15 @@ def kernels(parts: list[Partial]) -> pd.DataFrame:
     return agg.sort_values(["key", "total_ns"], ascending=[True, False], kind="stable")
 
 
-def _window_busy(parts: list[Partial], pids: np.ndarray, n: int) -> dict[int, np.ndarray]:
-    """Per process: cumulative GPU busy time over windows 0..n-1 (for gaps across them)."""
+def _window_busy(parts: list[Partial], gpids: np.ndarray, n: int) -> dict[int, np.ndarray]:
+    """Per process (global pid): cumulative GPU busy time over windows 0..n-1 (for gaps
+    across them)."""
     out = {}
-    for pid in np.unique(pids):
+    for g in np.unique(gpids):
         per = np.zeros(n + 1, dtype="int64")
         for p in parts:
-            per[p.index + 1] += p.process_busy.get(int(pid), 0)
-        out[int(pid)] = np.cumsum(per)
+            per[p.index + 1] += p.process_busy.get(int(g), 0)
+        out[int(g)] = np.cumsum(per)
     return out
 
 
@@ -73,11 +74,11 @@ def instances(parts: list[Partial], ranges: pd.DataFrame, gap_ns: int
     gaps = [p.gaps for p in parts if len(p.gaps)]
     if len(cross):
         before = prev_max[cross].astype("int64")
-        pids = ranges["global_tid"].to_numpy(dtype="int64")[rng[cross]] & PID_MASK
+        gpids = ranges["global_tid"].to_numpy(dtype="int64")[rng[cross]] & PID_MASK
         win = inst["window"].to_numpy(dtype="int64")
-        cum = _window_busy(parts, pids, max(p.index for p in parts) + 1)
-        middle = np.array([cum[int(p)][b] - cum[int(p)][a + 1] for p, a, b in
-                           zip(pids, win[cross - 1], win[cross], strict=True)], dtype="int64")
+        cum = _window_busy(parts, gpids, max(p.index for p in parts) + 1)
+        middle = np.array([cum[int(g)][b] - cum[int(g)][a + 1] for g, a, b in
+                           zip(gpids, win[cross - 1], win[cross], strict=True)], dtype="int64")
         busy = (inst["right_cov"].to_numpy(dtype="int64")[cross - 1] + middle
                 + inst["left_cov"].to_numpy(dtype="int64")[cross])
         frame = pd.DataFrame({"key": ranges["key"].to_numpy()[rng[cross]],
@@ -164,7 +165,7 @@ def first_ops(parts: list[Partial]) -> pd.DataFrame:
 
 
 def rank(parts: list[Partial]) -> dict[str, int]:
-    """ranks.rank_measures summed over the windows (empty when not asked for)."""
+    """steps.rank_measures summed over the windows (empty when not asked for)."""
     out: dict[str, int] = {}
     for p in parts:
         for k, v in (p.rank or {}).items():

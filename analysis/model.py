@@ -4,9 +4,9 @@ The GPU operations go through attribution window by window (analysis/partial.py)
 window of the timeline is attributed to the NVTX ranges (which are small and read whole)
 and reduced to partial aggregates, and the windows merge exactly (analysis/merge.py).
 `attribute(export)` does it for an export already in memory, as one window;
-`attribute_file(path, export)` reads the file's operations window by window
-(analysis/load/nsys_chunks.py), on `jobs` worker processes, so memory is bounded by the
-window size and every core works. Either way the Trace is the same, and every analysis
+`runners.attribute_file(path, export)` reads the file's operations window by window
+(analysis/load/nsys_chunks.py) on worker processes, so memory is bounded by the window
+size and every core works. Either way the Trace is the same, and every analysis
 (range summaries, kernel tables, gaps, busy time, sequences for the rules, op table,
 first-iteration strips, the whole-trace kernel summary) reads it; none recomputes.
 
@@ -32,29 +32,25 @@ first_ops     the operations of the watched instances (first iterations), in sta
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from . import merge
+from .apart import COMPILE_TAG, WARMUP_TAG, compiled_rows, set_apart, with_warmup_apart
 from .load.nsys_chunks import NEG, POS
-from .load.nsys_sqlite import CALL_COLUMNS, NsysExport, versioned
+from .load.nsys_sqlite import CALL_COLUMNS, NsysExport
+from .ops import op_ranges
 from .partial import ChunkContext, Partial, compute
-from .parts import COMPILE_PART, WARMUP_PART, compiled_rows, set_apart, with_warmup_apart
 from .ranges import attribute as attribute_calls
 from .ranges import range_paths
+from .settings import GAP_NS
+from .steps import step_rows
 
-GAP_NS = 5_000
-"""Idle gaps shorter than this are not summarized (the idle rules' threshold)."""
 ATEN_EAGER = r"at::native::"
 """Demangled names of PyTorch's eager ATen kernels."""
-CHUNK_ROWS = 250_000
-"""GPU operations per window when reading a file (memory is bounded by this)."""
 
 
 @dataclass
@@ -83,8 +79,8 @@ class Trace:
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="int64"))
-    rank: dict[str, int] = field(default_factory=dict)   # ranks.rank_measures, summed
-    warmup: dict[str, str] = field(default_factory=dict)  # WARMUP_PART path -> why
+    rank: dict[str, int] = field(default_factory=dict)   # steps.rank_measures, summed
+    warmup: dict[str, str] = field(default_factory=dict)  # WARMUP_TAG path -> why
 
 
 def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
@@ -93,15 +89,15 @@ def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
     """Ranges with `path`, `pid` (the OS process id) and an int `key` per (process, domain,
     path): ranges of different processes are never merged. The keys frame: pid, domain,
     path, first_ns, pathid. With TORCH_LOGS `events`, the instance of a repeated range
-    that compiled (and the ranges inside it) get COMPILE_PART in their path; the rows in
-    `apart` (warmup_instances) get WARMUP_PART."""
+    that compiled (and the ranges inside it) get COMPILE_TAG in their path; the rows in
+    `apart` (warmup_instances) get WARMUP_TAG."""
     out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
     out["pid"] = (out["global_tid"].to_numpy(dtype="int64") >> 24) & 0xFFFFFF
     if events:
         out["path"] = set_apart(out, compiled_rows(out, events, session_start),
-                                COMPILE_PART)
+                                COMPILE_TAG)
     if apart:
-        out["path"] = set_apart(out, set(apart), WARMUP_PART)
+        out["path"] = set_apart(out, set(apart), WARMUP_TAG)
     # strings numbered in Python (pandas' string handling differs between versions and
     # storages: one H200 install merged every key into one), then (pid, domain, path)
     # and (pid, path) numbered in order of first appearance on those integers
@@ -145,11 +141,8 @@ def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool =
             apart: Iterable[int] = ()) -> ChunkContext:
     """What every window needs: keyed ranges, op ranges, watched instances (the first
     instance of each path in `watch_paths`), graph launch ids, and with `ranks` the step
-    range's instances (ranks.step_rows: `step`, or the one found); TORCH_LOGS `events` set
+    range's instances (steps.step_rows: `step`, or the one found); TORCH_LOGS `events` set
     the instances that compiled apart, `apart` the warm-up instances (keyed)."""
-    from .ops import op_ranges
-    from .ranks import step_rows
-
     ranges, keys = keyed(export.ranges, events, export.session_start_utc_ns, apart)
     watched = ranges[ranges["path"].isin(list(watch_paths))] if watch_paths else ranges[:0]
     first = watched.sort_values("start_ns", kind="stable").drop_duplicates("path")
@@ -222,126 +215,3 @@ def _normalized(ops: pd.DataFrame) -> pd.DataFrame:
     out["table"] = 0
     out["rowid"] = np.arange(len(out), dtype="int64")
     return out
-
-
-_WORKER: dict = {}
-
-
-def _init_worker(ctxs: list[ChunkContext]) -> None:
-    import gc
-
-    gc.enable()              # a worker runs window after window: it collects as usual
-    _WORKER["ctxs"] = ctxs
-
-
-def window_task(layout, ctx: ChunkContext, index: int) -> Partial:
-    """Read and reduce one window of one export (a top-level function: worker processes
-    and Dask tasks run it)."""
-    from .load.nsys_chunks import read_window
-
-    lo, hi = layout.bounds[index], layout.bounds[index + 1]
-    return compute(ctx, read_window(layout, index), lo, hi, index, ATEN_EAGER)
-
-
-def _local_task(layout, which: int, index: int) -> Partial:
-    part = window_task(layout, _WORKER["ctxs"][which], index)
-    _release_free_memory()
-    return part
-
-
-def _release_free_memory() -> None:
-    """Give the window's freed heap back to the system (glibc keeps it otherwise, and a
-    worker's resident memory would creep up window after window)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass                                   # not glibc: nothing to do
-
-
-Task = tuple  # (layout, context index, window index)
-Runner = Callable[[list[ChunkContext], list[Task]], list[Partial]]
-
-
-def local_runner(jobs: int, progress: Callable[[int, int], object] | None = None) -> Runner:
-    """Run window tasks on `jobs` worker processes (the contexts shipped once to each),
-    or in this process when jobs is 1; `progress(done, total)` after each window."""
-    def run(ctxs: list[ChunkContext], tasks: list[Task]) -> list[Partial]:
-        done: list[Partial] = []
-
-        def tick() -> None:
-            if progress:
-                progress(len(done), len(tasks))
-
-        tick()
-        if jobs <= 1 or len(tasks) <= 1:
-            _WORKER["ctxs"] = ctxs
-            for t in tasks:
-                done.append(_local_task(*t))
-                tick()
-            return done
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)),
-                                 initializer=_init_worker, initargs=(ctxs,)) as pool:
-            futures = {pool.submit(_local_task, *t): n for n, t in enumerate(tasks)}
-            out: list[Partial | None] = [None] * len(tasks)
-            for f in as_completed(futures):
-                out[futures[f]] = f.result()
-                done.append(out[futures[f]])
-                tick()
-        return out
-    return run
-
-
-def attribute_files(paths: list[Path], exports: list[NsysExport], ctxs: list[ChunkContext],
-                    runner: Runner, chunk_rows: int | None = None) -> list[Trace]:
-    """Attribute several export files: every window of every file is one task of
-    `runner` (local processes or a Dask cluster); a file whose tables turn out not to be
-    in start order is read again by scanning (see load/nsys_chunks.py)."""
-    from .load.nsys_chunks import plan
-
-    layouts = []
-    for path, export in zip(paths, exports, strict=True):
-        with _versioned([export]):
-            layouts.append(plan(Path(path), chunk_rows or CHUNK_ROWS))
-    parts = _attribute(layouts, ctxs, exports, runner)
-    redo = [i for i, ps in enumerate(parts) if not all(p.sorted_ok for p in ps)]
-    if redo:
-        again = _attribute([layouts[i].rescanned() for i in redo], [ctxs[i] for i in redo],
-                           [exports[i] for i in redo], runner)
-        for i, ps in zip(redo, again, strict=True):
-            parts[i] = ps
-    return [combine(e, c, ps) for e, c, ps in zip(exports, ctxs, parts, strict=True)]
-
-
-def _attribute(layouts: list, ctxs: list[ChunkContext], exports: list[NsysExport],
-               runner: Runner) -> list[list[Partial]]:
-    tasks = [(lay, t, i) for t, lay in enumerate(layouts) for i in range(lay.windows)]
-    with _versioned(exports):
-        results = runner(ctxs, tasks)
-    parts: list[list[Partial]] = [[] for _ in layouts]
-    for (_, t, _), part in zip(tasks, results, strict=True):
-        parts[t].append(part)
-    return [sorted(ps, key=lambda p: p.index) for ps in parts]
-
-
-def _versioned(exports: list[NsysExport]) -> AbstractContextManager:
-    """For one export, unreadable windows name its export schema (nsys_sqlite.versioned)."""
-    if len(exports) != 1:
-        return nullcontext()
-    return versioned(exports[0].export_schema_version, exports[0].product_version)
-
-
-def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] = (),
-                   chunk_rows: int | None = None, jobs: int | None = None,
-                   progress: Callable[[int, int], object] | None = None,
-                   events: list[dict] | None = None) -> Trace:
-    """The attribution pass over one export file, window by window on `jobs` processes
-    (default: every core); `progress(done, total)` before the first window and after
-    each one; `events` (TORCH_LOGS) as in `context`."""
-    runner = local_runner(jobs or os.cpu_count() or 1, progress)
-    return with_warmup_apart(lambda apart: attribute_files(
-        [path], [export], [context(export, watch_paths, events=events, apart=apart)],
-        runner, chunk_rows)[0])

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from .apart import APART_TAGS
 from .documents import SystemsDoc
-from .parts import PARTS
 
 
 def label(domain: str | None, path: str) -> str:
     """`nsys stats`' name of a range entry (its instances that compiled, set apart by the
     analysis, are the same range there)."""
     leaf = path.split("/")[-1]
-    for part in PARTS:
+    for part in APART_TAGS:
         leaf = leaf.removesuffix(part)
     return f"{domain}:{leaf}" if domain else leaf
 

@@ -23,6 +23,7 @@ import pandas as pd
 from .busy import clipped_union, covered, other_thread_kernels
 from .load.nsys_sqlite import CALL_COLUMNS, PID_MASK
 from .ranges import attribute as attribute_calls
+from .steps import rank_measures
 
 FIRST_OPS_CAP = 100_000        # GPU operations kept per watched range instance (strip)
 
@@ -49,7 +50,7 @@ class Partial:
     instances: pd.DataFrame
     gaps: pd.DataFrame
     busy: pd.DataFrame
-    process_busy: dict[int, int]
+    process_busy: dict[int, int]     # global pid -> GPU busy ns in the window
     other: pd.DataFrame
     names: pd.DataFrame
     devices: pd.DataFrame
@@ -69,17 +70,18 @@ class Partial:
 
 def _blocks(ops: pd.DataFrame, lo: int, hi: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per process: the union of its operations (owned and halo), clipped to [lo, hi)."""
-    pid = ops["global_pid"].to_numpy(dtype="int64")
+    gpid = ops["global_pid"].to_numpy(dtype="int64")
     s, e = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
-    return {int(p): clipped_union(s[pid == p], e[pid == p], lo, hi) for p in np.unique(pid)}
+    return {int(g): clipped_union(s[gpid == g], e[gpid == g], lo, hi) for g in np.unique(gpid)}
 
 
-def process_covered(blocks: dict[int, tuple[np.ndarray, np.ndarray]], pids: np.ndarray,
+def process_covered(blocks: dict[int, tuple[np.ndarray, np.ndarray]], gpids: np.ndarray,
                     lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """covered() of each (lo, hi) by its own process's blocks (0 for other processes)."""
+    """covered() of each (lo, hi) by its own process's blocks (0 for other processes);
+    processes by global pid (the export's masked global id, not the OS pid)."""
     out = np.zeros(len(lo), dtype="int64")
-    for p, (bs, be) in blocks.items():
-        mine = np.flatnonzero(pids == p)
+    for g, (bs, be) in blocks.items():
+        mine = np.flatnonzero(gpids == g)
         if len(mine):
             out[mine] = covered(bs, be, lo[mine], hi[mine])
     return out
@@ -136,7 +138,7 @@ def timeline(ctx: ChunkContext, ops: pd.DataFrame, pairs: pd.DataFrame, lo: int,
     gap = np.where(first, 0, np.maximum(start - prev_end, 0))
     heads = np.flatnonzero(first)
     tails = np.r_[heads[1:], len(rng)] - 1
-    pids = ctx.ranges["global_tid"].to_numpy(dtype="int64")[rng] & PID_MASK
+    gpids = ctx.ranges["global_tid"].to_numpy(dtype="int64")[rng] & PID_MASK
     own_s = np.where(halo, np.iinfo(np.int64).max, start)
     own_e = np.where(halo, -1, end)
     inst = pd.DataFrame({
@@ -145,12 +147,12 @@ def timeline(ctx: ChunkContext, ops: pd.DataFrame, pairs: pd.DataFrame, lo: int,
         "covered": (np.minimum(run_end[tails], hi) - np.maximum(start[heads], lo)
                     - np.add.reduceat(gap, heads)),
         "head_ns": start[heads], "head_api": api[heads], "head_owned": ~halo[heads],
-        "left_cov": process_covered(blocks, pids[heads], np.full(len(heads), lo),
+        "left_cov": process_covered(blocks, gpids[heads], np.full(len(heads), lo),
                                     start[heads]),
-        "right_cov": process_covered(blocks, pids[heads], run_end[tails],
+        "right_cov": process_covered(blocks, gpids[heads], run_end[tails],
                                      np.full(len(heads), hi))})
     at = np.flatnonzero((gap > 0) & ~halo)
-    idle = gap[at] - process_covered(blocks, pids[at], prev_end[at], start[at])
+    idle = gap[at] - process_covered(blocks, gpids[at], prev_end[at], start[at])
     gaps = pd.DataFrame({"key": ctx.ranges["key"].to_numpy()[rng[at]], "idle": idle,
                          "host_wait": api[at] > prev_end[at]})
     return inst, gap_summary(gaps, ctx.gap_ns)
@@ -179,8 +181,8 @@ def range_busy(ctx: ChunkContext, blocks: dict, lo: int, hi: int) -> pd.DataFram
     r = ctx.ranges
     rs, re = r["start_ns"].to_numpy(dtype="int64"), r["end_ns"].to_numpy(dtype="int64")
     rows = np.flatnonzero((rs < hi) & (re > lo))
-    pids = r["global_tid"].to_numpy(dtype="int64")[rows] & PID_MASK
-    busy = process_covered(blocks, pids, rs[rows], re[rows])
+    gpids = r["global_tid"].to_numpy(dtype="int64")[rows] & PID_MASK
+    busy = process_covered(blocks, gpids, rs[rows], re[rows])
     nz = busy > 0
     return pd.DataFrame({"range": rows[nz], "busy_ns": busy[nz]})
 
@@ -228,15 +230,15 @@ def sequences(kp: pd.DataFrame, aten: np.ndarray) -> tuple[pd.DataFrame, ...]:
     by_name["name"] = by_name["name"].astype(object)
     durations = seq.groupby(["pathid", "duration_ns"]).size().rename("n").reset_index()
     names = np.asarray(seq["name"].cat.categories.astype(str), dtype=object)
-    pid, code = seq["pathid"].to_numpy(), seq["name"].cat.codes.to_numpy()
-    same = pid[1:] == pid[:-1]
-    pairs = pd.DataFrame({"pathid": pid[1:][same], "a": code[:-1][same],
+    path_id, code = seq["pathid"].to_numpy(), seq["name"].cat.codes.to_numpy()
+    same = path_id[1:] == path_id[:-1]
+    pairs = pd.DataFrame({"pathid": path_id[1:][same], "a": code[:-1][same],
                           "b": code[1:][same]}).drop_duplicates()
     for c in ("a", "b"):
         pairs[c] = pd.Series(names[pairs[c].to_numpy()], index=pairs.index, dtype=object)
-    heads = np.flatnonzero(np.r_[True, ~same]) if len(pid) else np.zeros(0, dtype=int)
-    tails = np.r_[heads[1:], len(pid)] - 1 if len(pid) else heads
-    ends = pd.DataFrame({"pathid": pid[heads],
+    heads = np.flatnonzero(np.r_[True, ~same]) if len(path_id) else np.zeros(0, dtype=int)
+    tails = np.r_[heads[1:], len(path_id)] - 1 if len(path_id) else heads
+    ends = pd.DataFrame({"pathid": path_id[heads],
                          "first": pd.Series(names[code[heads]], dtype=object),
                          "last": pd.Series(names[code[tails]], dtype=object)})
     return by_name, durations, pairs, ends
@@ -306,8 +308,6 @@ def compute(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int, index: int,
 def _rank(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int) -> dict[str, int] | None:
     if ctx.steps is None:
         return None
-    from .ranks import rank_measures
-
     r = ctx.ranges
     return rank_measures(ops, r["start_ns"].to_numpy(dtype="int64")[ctx.steps],
                          r["end_ns"].to_numpy(dtype="int64")[ctx.steps], lo, hi)

@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from tqdm import tqdm
+
 DELAY_S = 2.0
 
 
@@ -21,8 +23,6 @@ def progress_bar(desc: str, wanted: bool | None) -> Iterator[Callable[[int, int]
     if not show:
         yield lambda done, total: None
         return
-    from tqdm import tqdm
-
     bars: list = []                   # made at the first call, when the total is known
 
     def update(done: int, total: int) -> None:

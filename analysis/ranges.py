@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .model import Trace
 
 SUMMARY_COLUMNS = ["key", "pid", "domain", "path", "instances", "kernel_count",
-                   "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns", "graph_launches"]
+                   "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns"]
 
 
 def range_paths(ranges: pd.DataFrame) -> pd.Series:
@@ -113,12 +113,9 @@ def summarize(trace: Trace) -> pd.DataFrame:
         gpu_idle_ns=("gpu_idle_ns", "sum"))
     counts = trace.kernels.groupby("key").agg(kernel_count=("count", "sum"),
                                         kernel_time_ns=("total_ns", "sum"))
-    graphs = pd.Series(keys[trace.graph_pairs["range"].to_numpy(dtype="int64")])
-    per_key = per_key.join(counts).join(graphs.value_counts().rename("graph_launches"))
-    per_key = per_key.fillna({"kernel_count": 0, "kernel_time_ns": 0, "graph_launches": 0})
+    per_key = per_key.join(counts).fillna({"kernel_count": 0, "kernel_time_ns": 0})
     out = per_key.join(trace.keys).sort_values("first_ns", kind="stable").reset_index()
-    for col in ("instances", "kernel_count", "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns",
-                "graph_launches"):
+    for col in ("instances", "kernel_count", "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns"):
         out[col] = out[col].astype("int64")
     return out[SUMMARY_COLUMNS]
 

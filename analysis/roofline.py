@@ -20,9 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .documents import Ceilings, Meta
-
-LATENCY_PCT = 60.0
-HIGH_UTILIZATION_PCT = 80.0
+from .settings import LATENCY_PCT
 
 # True upper bounds from NVIDIA's datasheets (dense): the dtype's tensor-core rate for
 # fp16/bf16/tf32, the vector rate for fp32 (a float32 GEMM in torch uses tf32 only when

@@ -1,7 +1,8 @@
 """Build the `systems/1` document (documents.SystemsDoc) from an Nsight Systems export.
 
 Pure: takes the loaded export, optional meta.json and TORCH_LOGS events, attributes the
-trace once (model.attribute) and derives every part of the document from that one Trace.
+trace once (model.attribute) and derives every part of the document from that one Trace:
+first what was measured (`measure`), then the findings on it (`judge`); `build` does both.
 Beyond DESIGN's keys it adds `variants` (per-variant numbers per iteration, when meta.json
 names the variants' ranges), `run` (what meta.json says of the run) and `notes` (what the
 trace cannot show, e.g. untraced CUDA graph kernels).
@@ -10,14 +11,15 @@ trace cannot show, e.g. untraced CUDA graph kernels).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import busy, compile_events, model, rules, summary
+from . import busy, compile_events, guards, model, rules, summary
 from . import ranges as rng
+from .apart import APART_TAGS, apart_prefix
 from .documents import (
     Gpu,
     GpuOp,
@@ -33,11 +35,8 @@ from .documents import (
 )
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
-from .parts import PARTS, part_prefix
 from .roofline import datasheet
 
-BASELINES = ("naive", "eager")
-"""The variant others are compared with ("speedup vs naive")."""
 RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
               "cost_model", "ceilings", "versions", "compiled", "correctness", "started",
               "code_version")
@@ -48,13 +47,21 @@ def as_meta(meta: Meta | dict[str, Any] | None) -> Meta | None:
     return from_dict(Meta, meta) if isinstance(meta, dict) else meta
 
 
+ENTRY_COLUMNS = {"path": "name", "domain": "domain", "pid": "pid", "instances": "instances",
+                 "kernel_count": "kernel_count", "kernel_time_ns": "kernel_time_ns",
+                 "gpu_span_ns": "gpu_span_ns", "gpu_idle_ns": "gpu_idle_ns"}
+"""Columns of the range summary (ranges.summarize) -> the RangeEntry fields they fill."""
+
+
 def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
                   threads: tuple[pd.DataFrame, dict[int, list[dict]]] | None = None,
                   devices: dict[int, list[int]] | None = None) -> list[RangeEntry]:
-    """One entry per range key, in timeline order; kernels grouped in one pass;
-    `threads` (busy.per_key) adds busy time and other threads' launches, `devices` the
-    CUDA devices of each key's kernels. Columns are read as Python lists once (40k
-    range keys under emit_nvtx: per-row frame access took most of the time)."""
+    """One entry per range key, in timeline order, every scalar field filled by name:
+    the summary's columns (ENTRY_COLUMNS) and `threads`' per-key frame (busy.per_key:
+    columns named as the fields; with its list of other launching threads); kernels
+    grouped in one pass, `devices` the CUDA devices of each key's kernels. Columns are
+    read as Python lists once (40k range keys under emit_nvtx: per-row frame access took
+    most of the time)."""
     devices = devices or {}
     per_key: dict[int, list[KernelStat]] = {}
     for key, name, count, total, lo, hi, avg in zip(*_lists(kernels, (
@@ -63,27 +70,21 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
                                                       lo, hi))
     keys = summary["key"].tolist()
     extra, launches = threads if threads is not None else (None, {})
-    zeros = [0] * len(keys)
-    more = [extra[c].reindex(keys, fill_value=0).astype("int64").tolist()
-            if extra is not None else zeros for c in PER_KEY_COLUMNS]
+    fields = list(ENTRY_COLUMNS.values())
+    columns = _lists(summary, tuple(ENTRY_COLUMNS))
+    if extra is not None:
+        fields += list(extra.columns)
+        columns += [extra[c].reindex(keys, fill_value=0).astype("int64").tolist()
+                    for c in extra.columns]
     entries = []
-    for key, path, domain, pid, n, count, total, span, idle, window, on, o_n, o_t in zip(
-            keys, *_lists(summary, ("path", "domain", "pid", "instances", "kernel_count",
-                                    "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns")),
-            *more, strict=True):
-        entries.append(RangeEntry(
-            name=path, domain=domain if isinstance(domain, str) else None, pid=pid,
-            devices=devices.get(key, []), instances=n, kernel_count=count,
-            kernel_time_ns=total, gpu_span_ns=span, gpu_idle_ns=idle,
-            kernels=per_key.get(key, []), window_ns=window, busy_ns=on,
-            other_threads_kernel_count=o_n, other_threads_kernel_time_ns=o_t,
-            other_threads=[ThreadLaunches(**t) for t in launches.get(key, ())]))
+    for key, *values in zip(keys, *columns, strict=True):
+        e = RangeEntry(**dict(zip(fields, values, strict=True)))
+        if not isinstance(e.domain, str):
+            e.domain = None
+        e.devices, e.kernels = devices.get(key, []), per_key.get(key, [])
+        e.other_threads = [ThreadLaunches(**t) for t in launches.get(key, ())]
+        entries.append(e)
     return entries
-
-
-PER_KEY_COLUMNS = ("window_ns", "busy_ns", "other_threads_kernel_count",
-                   "other_threads_kernel_time_ns")
-"""busy.per_key's columns, in the order range_entries reads them."""
 
 
 def _lists(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[list]:
@@ -113,9 +114,9 @@ def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
         if ev.get("range"):
             compiled_in[ev["range"]] = compiled_in.get(ev["range"], 0) + 1
     apart = apart or {}
-    parts = apart or any(p in k for k in compiled_in for p in PARTS)
+    any_apart = apart or any(p in k for k in compiled_in for p in APART_TAGS)
     for e in entries:
-        outer = part_prefix(e.name) if parts else ""
+        outer = apart_prefix(e.name) if any_apart else ""
         if e.name in compiled_in:
             e.warmup = (f"torch.compile compiled here ({compiled_in[e.name]} graph break or "
                         "recompile event(s) in TORCH_LOGS)")
@@ -174,10 +175,11 @@ def variant_rows(entries: list[RangeEntry], meta: Meta | None,
     by_name = {e.name: e for e in entries}
     rows = [_variant(v, by_name[p], meta, peak_bw) if p in by_name else
             VariantRow(variant=v, range=p, missing=True) for v, p in meta.ranges.items()]
-    base = next((r for r in rows if r.variant in BASELINES and not r.missing), None)
+    base = next((r for r in rows if meta.role(r.variant) == "baseline" and not r.missing),
+                None)
     for r in rows:
         if base and not r.missing:
-            r.speedup_vs_naive = base.time_per_iter_ns / r.time_per_iter_ns
+            r.speedup_vs_baseline = base.time_per_iter_ns / r.time_per_iter_ns
     return rows
 
 
@@ -221,14 +223,23 @@ def event_list(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str,
     return torch_events.astype(object).where(torch_events.notna(), None).to_dict("records")
 
 
-def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
-          torch_events: pd.DataFrame | list[dict] | None = None,
-          trace: model.Trace | None = None,
-          tables_ready: Callable[[SystemsDoc], object] | None = None) -> SystemsDoc:
-    """The systems/1 document for one export, with its findings (`trace`: the export's
-    attributed trace, when the caller already made it). `tables_ready(doc)` is called once
-    the ranges, kernel summary and op table are final, before the rules run (the command
-    line writes the CSV tables from there, beside the rest)."""
+@dataclass
+class Measured:
+    """A systems document whose tables are final, before the rules: what `judge` needs
+    beside it (meta.json, the placed TORCH_LOGS events, the attributed trace)."""
+
+    doc: SystemsDoc
+    meta: Meta | None
+    events: list[dict[str, Any]] | None
+    trace: model.Trace
+
+
+def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
+            torch_events: pd.DataFrame | list[dict] | None = None,
+            trace: model.Trace | None = None) -> Measured:
+    """The document's measured part: ranges, variants, notes, kernel summary, op table
+    and GPU busy time, no findings (`trace`: the export's attributed trace, when the
+    caller already made it)."""
     meta, events = as_meta(meta), event_list(torch_events)
     if trace is None:
         trace = model.attribute(export, watch_paths(meta), events)
@@ -254,12 +265,23 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes,
         ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
         gpu_busy=summary.gpu_busy(trace.devices))
-    if tables_ready:
-        tables_ready(doc)
-    if len(trace.ranges):
-        doc.findings = run_rules(doc, meta, events or [], trace)
+    return Measured(doc, meta, events, trace)
+
+
+def judge(measured: Measured) -> SystemsDoc:
+    """The measured document with its findings and each variant's biggest lever."""
+    doc, meta = measured.doc, measured.meta
+    if len(measured.trace.ranges):
+        doc.findings = run_rules(doc, meta, measured.events or [], measured.trace)
     add_levers(doc, meta)
     return doc
+
+
+def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
+          torch_events: pd.DataFrame | list[dict] | None = None,
+          trace: model.Trace | None = None) -> SystemsDoc:
+    """The systems/1 document for one export, with its findings: `judge(measure(...))`."""
+    return judge(measure(export, meta, torch_events, trace))
 
 
 def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],
@@ -270,16 +292,13 @@ def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],
     if len(pids) <= 1:
         return rules.run("systems", rules.Context(meta=meta, events=events, systems=doc,
                                                   trace=trace))
-    cache: dict[str, Any] = {}
     found = []
     for pid in pids:
-        ctx = rules.Context(meta=meta, events=events, systems=doc, trace=trace, pid=pid,
-                            cache=cache)
+        ctx = rules.Context(meta=meta, events=events, systems=doc, trace=trace, pid=pid)
         for f in rules.run("systems", ctx):
             f.message = f"[pid {pid}] {f.message}"
             f.evidence = {**f.evidence, "pid": pid}
             found.append(f)
-        cache.pop("idle", None)                   # per process, unlike the sequences
     return sorted(found, key=rules.sort_key)
 
 
@@ -339,8 +358,10 @@ def _run_info(meta: Meta | None, events: list[dict[str, Any]] | None) -> dict[st
     if meta:
         info.update({k: to_dict(getattr(meta, k)) for k in RUN_FIELDS})
     if events is not None:
-        info["torch_log_events"] = [{k: v for k, v in ev.items() if k != "range_row"}
-                                    for ev in events]
+        info["torch_log_events"] = [
+            {**{k: v for k, v in ev.items() if k != "range_row"},
+             "said": guards.explain(ev["reason"])[0] if ev["kind"] == "recompile"
+             else ev["reason"]} for ev in events]
     return info
 
 

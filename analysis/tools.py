@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .errors import EXIT_TOOL_FAILED, ToolError
+from .settings import env
 
 log = logging.getLogger("workflows")
 
@@ -36,7 +37,7 @@ def find_tool(name: str, env_var: str, patterns: Iterable[str],
     Raises ToolError (exit 3) naming every place looked at.
     """
     environ = os.environ if environ is None else environ
-    explicit = environ.get(env_var)
+    explicit = env(env_var, environ)
     if explicit:
         if os.access(explicit, os.X_OK):
             return Path(explicit)

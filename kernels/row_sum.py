@@ -12,10 +12,6 @@ import triton
 import triton.language as tl
 
 
-def row_sum_reference(x: torch.Tensor) -> torch.Tensor:
-    return x.sum(dim=1)
-
-
 @triton.jit
 def row_sum_kernel(x_ptr, out_ptr, n_cols, x_stride, BLOCK_SIZE: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)

@@ -29,21 +29,30 @@ def _driver_help() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in DRIVERS:
-        try:
-            driver = importlib.import_module(f"{__package__}.workflows.{argv[0]}")
-        except ImportError as exc:
-            print(f"nsight-workflows {argv[0]}: needs the GPU extras ({exc}); "
-                  "pip install 'nsight-workflows[gpu]'", file=sys.stderr)
-            return 3
-        return driver.main(argv[1:])
+        return _driver(argv[0], argv[1:])
     analysis_main = importlib.import_module(f"{__package__}.analysis.__main__").main
     return analysis_main(argv, prog="nsight-workflows", epilog=_driver_help())
 
 
+def _driver(name: str, argv: list[str]) -> int:
+    try:
+        driver = importlib.import_module(f"{__package__}.workflows.{name}")
+    except ImportError as exc:
+        print(f"nsight-workflows {name}: needs the GPU extras ({exc}); "
+              "pip install 'nsight-workflows[gpu]'", file=sys.stderr)
+        return 3
+    return driver.main(argv)
+
+
 def run() -> None:
-    """The console script: main(), then a fast exit (analysis.__main__.exit_now)."""
-    code = main()
-    importlib.import_module(f"{__package__}.analysis.__main__").exit_now(code)
+    """The console script. The analysis subcommands end with a fast exit
+    (analysis.speed.exit_now); the GPU drivers exit normally (their children, files and
+    CUDA context are torn down as usual)."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if argv and argv[0] in DRIVERS:
+        sys.exit(code)
+    importlib.import_module(f"{__package__}.analysis.speed").exit_now(code)
 
 
 if __name__ == "__main__":

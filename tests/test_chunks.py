@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis import model, systems
+from analysis import model, runners, systems
 from analysis.documents import to_json
 from analysis.io import load_meta
 from analysis.load import nsys_sqlite, torch_logs
@@ -29,7 +29,7 @@ FRAMES = ("kernels", "instances", "gaps", "busy", "other", "kernel_names", "devi
 def _trace(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None,
            events=None) -> model.Trace:
     export = nsys_sqlite.load(path, ops=False)
-    return model.attribute_file(path, export, systems.watch_paths(meta),
+    return runners.attribute_file(path, export, systems.watch_paths(meta),
                                 chunk_rows=chunk_rows, jobs=jobs,
                                 events=systems.event_list(events))
 

@@ -28,7 +28,7 @@ def test_systems_report_from_real_export(tmp_path: Path) -> None:
                   "--torch-logs", str(GELU / "torch_logs.txt"), "-o", str(tmp_path))
     assert res.returncode == 0, res.stderr
     doc = json.loads((tmp_path / "systems.json").read_text())
-    assert doc["schema"] == "systems/1"
+    assert doc["schema"] == "systems/2"
     assert doc["source"]["export_schema_version"] == "3.20.3"
     assert doc["source"]["gpus"][0]["name"] == "NVIDIA H200"
     per_iter = {v["variant"]: v["kernels_per_iter"] for v in doc["variants"]}
@@ -132,7 +132,7 @@ def test_command_line_writes_everything_then_exits_fast_and_quietly(tmp_path: Pa
                           str(DATA / "gelu" / "trace.sqlite"), "-o", str(out)],
                          capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.startswith("wrote ")
-    assert json.loads((out / "systems.json").read_text())["schema"] == "systems/1"
+    assert json.loads((out / "systems.json").read_text())["schema"] == "systems/2"
     assert (out / "ranges.csv").read_text().endswith("\n")
     proc = subprocess.Popen([sys.executable, "-m", "analysis", "systems",
                              str(DATA / "gelu" / "trace.sqlite"), "-o", str(tmp_path / "p")],

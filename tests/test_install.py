@@ -10,6 +10,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.conftest import DATA
 
@@ -29,7 +30,8 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = tmp / "venv"
     assert _run([sys.executable, "-m", "venv", env]).returncode == 0
     py = env / "bin" / "python"
-    deps = _run([py, "-m", "pip", "install", "-q", "pandas>=2.0", "sqlite-utils>=3.35"])
+    core = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = _run([py, "-m", "pip", "install", "-q", *core])
     if deps.returncode != 0:
         pytest.skip(f"no package index reachable for the core dependencies: {deps.stderr[-300:]}")
     site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])

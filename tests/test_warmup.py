@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from analysis import parts, systems
+from analysis import apart, systems
 from analysis.load import nsys_sqlite
 from tests.conftest import DATA
 
@@ -49,14 +49,14 @@ def _trace(paths: list[str], counts: list[int]) -> SimpleNamespace:
 
 
 def test_thresholds_factor_extra_and_instances() -> None:
-    found = parts.warmup_instances(_trace(["s"] * 5, [200, 4, 4, 4, 4]))
+    found = apart.warmup_instances(_trace(["s"] * 5, [200, 4, 4, 4, 4]))
     assert list(found) == [0] and "median of 4" in found[0]
-    assert not parts.warmup_instances(_trace(["s"] * 5, [39, 4, 4, 4, 4]))     # < 10x
-    assert not parts.warmup_instances(_trace(["s"] * 5, [90, 4, 4, 4, 4]))     # < +100
-    assert not parts.warmup_instances(_trace(["s"] * 2, [900, 4]))             # 2 instances
-    assert not parts.warmup_instances(_trace(["s"] * 4, [5, 5, 5, 5]))
+    assert not apart.warmup_instances(_trace(["s"] * 5, [39, 4, 4, 4, 4]))     # < 10x
+    assert not apart.warmup_instances(_trace(["s"] * 5, [90, 4, 4, 4, 4]))     # < +100
+    assert not apart.warmup_instances(_trace(["s"] * 2, [900, 4]))             # 2 instances
+    assert not apart.warmup_instances(_trace(["s"] * 4, [5, 5, 5, 5]))
     # any instance, not only the first (a new shape autotunes later); keys kept apart
-    found = parts.warmup_instances(_trace(["a", "b", "a", "b", "a", "b", "a"],
+    found = apart.warmup_instances(_trace(["a", "b", "a", "b", "a", "b", "a"],
                                           [3, 1000, 3, 1, 500, 1, 3]))
     assert sorted(found) == [1, 4]
-    assert not parts.warmup_instances(_trace(["s [warm-up]"] * 4, [900, 1, 1, 1]))
+    assert not apart.warmup_instances(_trace(["s [warm-up]"] * 4, [900, 1, 1, 1]))

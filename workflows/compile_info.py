@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import settings
+
 RECOMPILE_MARKER = "Recompiling function"
 
 
@@ -46,9 +48,7 @@ def route_torch_logs(path: Path) -> None:
     """
     if "torch" in sys.modules:
         raise RuntimeError("route_torch_logs must run before torch is imported")
-    wanted = [a for a in os.environ.get("TORCH_LOGS", "").split(",") if a]
-    os.environ["TORCH_LOGS"] = ",".join(dict.fromkeys(wanted + ["graph_breaks",
-                                                                  "recompiles"]))
+    os.environ["TORCH_LOGS"] = ",".join(settings.torch_log_artifacts())
     os.environ["TORCH_LOGS_OUT"] = str(path)
 
 

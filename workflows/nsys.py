@@ -23,6 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from . import settings
 from . import workloads as registry
 from .siblings import module_name, sibling
 from .tools import (
@@ -124,8 +125,7 @@ def capture_ranks(nsys: Path, args: argparse.Namespace) -> Path:
 
 def torch_logs_env(path: Path) -> dict[str, str]:
     """Have a profiled PyTorch program log its graph breaks and recompiles to `path`."""
-    wanted = [a for a in os.environ.get("TORCH_LOGS", "").split(",") if a]
-    return {"TORCH_LOGS": ",".join(dict.fromkeys(wanted + ["graph_breaks", "recompiles"])),
+    return {"TORCH_LOGS": ",".join(settings.torch_log_artifacts()),
             "TORCH_LOGS_OUT": str(path)}
 
 

@@ -22,7 +22,6 @@ import dataclasses
 import importlib.metadata
 import json
 import logging
-import os
 import platform
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import NVTX_DOMAIN
+from . import NVTX_DOMAIN, settings
 from . import ceilings as gpu_ceilings
 from . import workloads as registry
 from .compile_info import explain, route_torch_logs, torch_logs
@@ -136,7 +135,7 @@ def run(args: argparse.Namespace) -> Path:
     shapes = workload.shapes(args.size)
     inputs = workload.make_inputs(shapes, workload.dtype, "cuda")
     compiled = None
-    if "compiled" in variants and workload.explain_compiled:
+    if any(workload.role(v) == "compiled" for v in variants) and workload.explain_compiled:
         compiled = explain(workload.variants[workload.compiled_from](), inputs)
     peaks = gpu_ceilings.measure(workload.dtype)
     log.info("ceilings: copy %.0f GB/s, %s GEMM %.0f TFLOP/s", peaks["copy_bytes_per_s"] / 1e9,
@@ -152,6 +151,7 @@ def run(args: argparse.Namespace) -> Path:
         "iterations": args.iters, "warmup_calls": WARMUP_CALLS, "domain": NVTX_DOMAIN,
         "variants": variants,
         "ranges": {v: f"{workload.name}/{v}" for v in variants},
+        "roles": {v: workload.role(v) for v in variants},
         "cost_model": dataclasses.asdict(workload.cost(shapes, workload.dtype)),
         "correctness": {"rel_error": errors, "tolerance": workload.tolerance},
         "versions": _versions(), "compiled": compiled, "ceilings": peaks,
@@ -172,19 +172,18 @@ def run(args: argparse.Namespace) -> Path:
 
 def rank_out(out: Path) -> Path:
     """Where this process writes: `out`, or `out/rank<RANK>` under torchrun."""
-    return out / f"rank{os.environ['RANK']}" if int(os.environ.get("WORLD_SIZE", "1")) > 1 \
-        else out
+    return out / f"rank{settings.env('RANK')}" if settings.world_size() > 1 else out
 
 
 def start_ranks() -> int | None:
     """Under torchrun (WORLD_SIZE > 1): take this rank's GPU and join the NCCL process
     group; the rank, or None when alone."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if settings.world_size() <= 1:
         return None
     import torch
     import torch.distributed as dist
 
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(int(settings.env("LOCAL_RANK", "0") or 0))
     dist.init_process_group("nccl")
     return dist.get_rank()
 
@@ -211,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     route_torch_logs(out / "torch_logs.txt")
     if args.straggler is not None:
-        os.environ["PROFKIT_STRAGGLER"] = str(args.straggler)
+        settings.set_straggler(args.straggler)
     run(args)
     return 0
 

@@ -23,12 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import settings
 from .siblings import sibling
 
 Shape = tuple[int, ...]
 Variant = Callable[..., Any]
 Factory = Callable[[], Variant]
-CostModel = sibling("analysis.documents").CostModel
+_documents = sibling("analysis.documents")
+CostModel = _documents.CostModel
+ROLES: tuple[str, ...] = _documents.ROLES
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
@@ -46,8 +49,29 @@ class Workload:
     cost: Callable[[list[Shape], str], Any]          # -> CostModel
     tolerance: dict[str, float] = field(default_factory=lambda: {"rtol": 1e-5, "atol": 1e-5})
     bench: bool = True   # part of `make bench` (the rule-exercising workloads are not)
-    compiled_from: str = "naive"   # the variant `compiled` wraps in torch.compile
+    compiled_from: str = "naive"   # the variant the compiled one wraps in torch.compile
     explain_compiled: bool = True  # run torch._dynamo.explain on it before the ranges
+    roles: dict[str, str] = field(default_factory=dict)
+    """variant -> one of ROLES (baseline, builtin, compiled, triton, other). A variant not
+    named here takes the role its factory declares (`compiled(...)`: compiled), else the
+    one of its name (naive/eager: baseline, builtin, compiled, triton), else other."""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.roles) - set(self.variants))
+        wrong = sorted(r for r in self.roles.values() if r not in ROLES)
+        if unknown or wrong:
+            raise ValueError(f"workload {self.name!r}: roles name no such variant {unknown}"
+                             if unknown else f"workload {self.name!r}: roles must be one of "
+                             f"{', '.join(ROLES)} (got {', '.join(wrong)})")
+
+    def role(self, variant: str) -> str:
+        """The variant's role (see `roles`)."""
+        declared = getattr(self.variants[variant], "role", None)
+        return self.roles.get(variant) or declared or _documents.role_by_name(variant)
+
+    def all_roles(self) -> dict[str, str]:
+        """Every variant's role, as meta.json records them."""
+        return {v: self.role(v) for v in self.variants}
 
     def shapes(self, size: str) -> list[Shape]:
         if size not in self.sizes:
@@ -76,6 +100,7 @@ def compiled(factory: Factory) -> Factory:
         import torch
 
         return torch.compile(factory())
+    build.role = "compiled"          # type: ignore[attr-defined]  (Workload.role reads it)
     return build
 
 
@@ -207,36 +232,12 @@ def _naive_attention(causal: bool, q, k, v):
 
 # --- train_step: a transformer block's forward, backward and optimizer step -------------
 
-@functools.cache
-def _block_class() -> Any:
-    """A pre-norm transformer block: causal attention (SDPA) and a GeLU MLP. The class is
-    made once per process (torch stays a lazy import): a class defined anew per model is a
-    new type each time, and torch.compile recompiles on the type guard."""
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    class Block(nn.Module):
-        def __init__(self, d: int, heads: int) -> None:
-            super().__init__()
-            self.heads = heads
-            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, s, d = x.shape
-            q, k, v = self.qkv(self.norm1(x)).view(b, s, 3, self.heads,
-                                                   d // self.heads).permute(2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
-            return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
-
-    return Block
-
-
 def _block(d: int, heads: int) -> Any:
-    """A new transformer block of width d (see _block_class)."""
-    return _block_class()(d, heads)
+    """A new transformer block of width d (workflows/models.py: one class per process, so
+    torch.compile never recompiles on a new type)."""
+    from .models import Block
+
+    return Block(d, heads)
 
 
 TRAIN_HEADS = 16
@@ -280,6 +281,7 @@ def train_step(mode: str | None) -> Factory:
             _backward_and_step(loss, state["opt"])
             return loss.detach().clone()
         return step
+    build.role = "baseline" if mode is None else "compiled"  # type: ignore[attr-defined]
     return build
 
 
@@ -307,7 +309,6 @@ def ddp_train_step() -> Factory:
     PROFKIT_STRAGGLER (the runner's --straggler) does DDP_EXTRA extra matrix products in
     its forward, so the others wait for it inside the all-reduce."""
     def build() -> Variant:
-        import os
 
         import torch
         import torch.distributed as dist
@@ -328,7 +329,7 @@ def ddp_train_step() -> Factory:
                     model = DistributedDataParallel(model, device_ids=[x.device.index])
                 rank = dist.get_rank() if dist.is_initialized() else 0
                 state.update(model=model, opt=torch.optim.SGD(model.parameters(), lr=1e-3),
-                             extra=rank == int(os.environ.get("PROFKIT_STRAGGLER", "-1")))
+                             extra=rank == settings.straggler_rank())
             with nvtx_range("step"):              # the cross-rank report's step
                 with nvtx_range("fwd"):
                     h = x
@@ -427,7 +428,7 @@ WORKLOADS = [
                                 "small": [(16, 256), (256, 256)]},
         make_inputs=randn, variants={"ddp": ddp_train_step()}, reference=ddp_train_step(),
         cost=ddp_cost, tolerance={"rtol": 1e-3, "atol": 1e-3}, bench=False,
-        compiled_from="ddp", explain_compiled=False),
+        compiled_from="ddp", explain_compiled=False, roles={"ddp": "baseline"}),
     Workload(
         name="graph_break",
         description="sin -> data-dependent `if y.sum() > 0` -> print -> cos (breaks "

@@ -34,9 +34,7 @@ import pandas as pd
 
 from ..errors import InputError
 
-ID_COLUMNS = {"ID": "id", "Kernel Name": "name"}
 NVTX_PUSHPOP = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
-NVTX_STARTEND = "Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
 DEFAULT_DOMAIN = "<default domain>"
 
 REQUIRED = {

@@ -372,7 +372,7 @@ def versioned(schema: str | None, product: str | None) -> Iterator[None]:
 
 def load(path: str | Path, ops: bool = True) -> NsysExport:
     """Read one export; InputError (one line, names the file) when it is not usable.
-    `ops=False` leaves the GPU operations out (an empty frame): model.attribute_file reads
+    `ops=False` leaves the GPU operations out (an empty frame): runners.attribute_file reads
     them window by window."""
     path = Path(path)
     conn = connect(path)

@@ -11,7 +11,6 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .. import guards
 from ..documents import Finding, RangeEntry, SystemsDoc, VariantRow, top_findings
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ",
@@ -87,7 +86,7 @@ def variants_section(doc: SystemsDoc) -> list[str]:
         if r.missing:
             body.append([esc(r.variant), esc(r.range)] + ["not in trace"] + ["–"] * 7)
             continue
-        speed, flops = r.speedup_vs_naive, r.achieved_flops
+        speed, flops = r.speedup_vs_baseline, r.achieved_flops
         body.append([esc(r.variant), esc(r.range), us(r.time_per_iter_ns),
                      "–" if speed is None else f"{speed:.2f}x", _kernels_per_iter(r),
                      pct(r.gpu_idle_pct), gbps(r.achieved_Bps), pct(r.pct_of_peak_bw),
@@ -104,7 +103,7 @@ def variants_section(doc: SystemsDoc) -> list[str]:
              f"copy measured in the same run ({gbps(copy_bw)}; a reference, not a ceiling: "
              "a kernel can beat it). TFLOP/s = cost-model FLOPs "
              f"({num(cost.get('flops'))} per call) / time per iteration.", ""]
-    base = next((v.variant for v in doc.variants if v.speedup_vs_naive == 1.0), "naive")
+    base = next((v.variant for v in doc.variants if v.speedup_vs_baseline == 1.0), "naive")
     levers = [f"- {esc(r.variant)}: {esc(r.lever)}" for r in doc.variants if r.lever]
     lines += table(["variant", "range", "time / iter", f"speedup vs {base}", "kernels / iter",
                     "GPU idle", "achieved", "% of peak BW", "% of measured copy", "TFLOP/s"],
@@ -180,10 +179,7 @@ def other_threads_line(e: RangeEntry) -> list[str]:
     """Who else launched kernels while the range was open (thread names from the export)."""
     if not e.other_threads:
         return []
-    from ..busy import thread_role
-
-    who = "; ".join(f"{esc(t.name or t.tid)}"
-                    + (f" ({thread_role(t.name)})" if thread_role(t.name) else "")
+    who = "; ".join(f"{esc(t.name or t.tid)}" + (f" ({t.role})" if t.role else "")
                     + f": {num(t.kernel_count)} kernels, {us(t.kernel_time_ns)}"
                     for t in e.other_threads[:3])
     more = f"; {len(e.other_threads) - 3} more" if len(e.other_threads) > 3 else ""
@@ -296,7 +292,7 @@ def compile_section(doc: SystemsDoc) -> list[str]:
     if events is not None:
         lines.append(f"TORCH_LOGS events: {len(events)}.")
         for ev in events:
-            why = guards.explain(ev["reason"])[0] if ev["kind"] == "recompile" else ev["reason"]
+            why = ev.get("said") or ev["reason"]     # "said": systems/2 documents
             lines.append(f"- {ev['kind']} at `{ev['file']}:{ev['line']}`: {esc(why)}")
     return lines + [""]
 

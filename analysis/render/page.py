@@ -82,12 +82,12 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
         lines.append("")
     if rows:
         best = min(rows, key=lambda r: r.time_per_iter_ns)
-        speed = best.speedup_vs_naive
+        speed = best.speedup_vs_baseline
         roof = _roofline_pct(compute, best.range)
         bw = best.pct_of_copy_bw or best.pct_of_peak_bw
         parts = [f"Fastest: **{esc(best.variant)}** at {us(best.time_per_iter_ns)} per "
                  "iteration"]
-        base = next((r.variant for r in rows if r.speedup_vs_naive == 1.0), "naive")
+        base = next((r.variant for r in rows if r.speedup_vs_baseline == 1.0), "naive")
         if speed and best.variant != base:
             parts.append(f"{speed:.2f}x faster than {base}")
         if roof is not None:

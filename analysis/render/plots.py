@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..documents import ComputeDoc, SystemsDoc
 
 
@@ -42,7 +44,7 @@ def time_bars_png(doc: SystemsDoc, path: Path) -> Path | None:
     times = [r.time_per_iter_ns / 1e3 for r in rows][::-1]
     bars = ax.barh(names, times, color="#4c72b0")
     for bar, r in zip(bars, rows[::-1], strict=True):
-        speed = r.speedup_vs_naive
+        speed = r.speedup_vs_baseline
         label = f" {bar.get_width():,.1f} µs" + (f" ({speed:.2f}x)" if speed else "")
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, label, va="center",
                 fontsize=8)
@@ -88,8 +90,6 @@ def roofline_png(doc: ComputeDoc, path: Path) -> Path | None:
               and r.flops_per_s and "/" in r.range]
     if not (peaks.flops_per_s and peaks.dram_bytes_per_s and points):
         return None
-    import numpy as np
-
     plt = _pyplot()
     pf, pb = peaks.flops_per_s, peaks.dram_bytes_per_s
     xs = [p.intensity_flop_per_byte for p in points]

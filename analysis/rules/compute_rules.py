@@ -9,13 +9,8 @@ from __future__ import annotations
 import math
 
 from ..documents import Finding, KernelLaunch
-from ..roofline import LATENCY_PCT
-from . import Context, Rule, rule
-
-OCCUPANCY_GAP_PTS = 10.0
-HIGH_DRAM_PCT = 80.0
-WAVES_MAX = 4.0
-EXCESS_DRAM_X = 1.5
+from ..settings import EXCESS_DRAM_X, HIGH_DRAM_PCT, LATENCY_PCT, OCCUPANCY_GAP_PTS, WAVES_MAX
+from .registry import Context, Rule, rule
 
 BOUND_TEXT = {
     "memory": ("memory throughput is the higher of the two",

@@ -5,10 +5,8 @@ from __future__ import annotations
 import statistics
 
 from ..documents import Finding
-from . import Context, Rule, rule
-
-STRAGGLER_PCT = 5.0
-EXPOSED_PCT = 10.0
+from ..settings import EXPOSED_PCT, STRAGGLER_PCT
+from .registry import Context, Rule, rule
 
 
 @rule("straggler", "ranks", "warning",

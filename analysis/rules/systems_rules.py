@@ -11,12 +11,8 @@ import pandas as pd
 from .. import guards
 from ..busy import thread_role
 from ..documents import Finding
-from ..model import GAP_NS
-from . import Context, Rule, rule
-
-IDLE_WARN_PCT = 10.0
-LAUNCH_IDLE_PCT = 20.0
-LAUNCH_KERNEL_NS = 20_000
+from ..settings import GAP_NS, IDLE_WARN_PCT, LAUNCH_IDLE_PCT, LAUNCH_KERNEL_NS
+from .registry import Context, Rule, rule
 
 GEMM_KERNEL = re.compile(r"(^nvjet_|gemm|cutlass|cudnn|xmma|sm\d+_.*_tn|cublas)", re.I)
 INDUCTOR_POINTWISE = re.compile(r"^triton_poi_fused")
@@ -65,16 +61,16 @@ def gemm_then_pointwise(pairs: pd.DataFrame) -> dict[str, tuple[str, str]]:
 
 
 @rule("fusion_failure", "systems", "warning",
-      "a compiled/triton range runs more kernels per iteration than the workload's ideal "
-      "count (meta.json); without meta.json, a GEMM library kernel (nvjet, gemm, CUTLASS, "
-      "cuDNN) directly followed in the same range by `triton_poi_fused_*`; never when "
-      "kernels/iteration = ideal")
+      "the range of a variant whose role is compiled or triton runs more kernels per "
+      "iteration than the workload's ideal count (meta.json); without meta.json, a GEMM "
+      "library kernel (nvjet, gemm, CUTLASS, cuDNN) directly followed in the same range "
+      "by `triton_poi_fused_*`; never when kernels/iteration = ideal")
 def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
     meta = ctx.meta
     if meta and meta.ranges:
         out = []
-        for variant in ("compiled", "triton"):
-            e = ctx.entries.get(meta.ranges.get(variant, ""))
+        for _, path in meta.ranges_of("compiled", "triton"):
+            e = ctx.entries.get(path)
             if not e or not meta.ideal_kernels:
                 continue
             n = meta.iterations_of(e.instances)
@@ -106,8 +102,9 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
 
 def compiled_range(ctx: Context) -> tuple[str | None, str]:
     """The range compile events belong to, and how it was chosen."""
-    if ctx.meta and ctx.meta.ranges.get("compiled"):
-        return ctx.meta.ranges["compiled"], "the compiled variant's range (meta.json)"
+    compiled = ctx.meta.ranges_of("compiled") if ctx.meta else []
+    if compiled:
+        return compiled[0][1], "the compiled variant's range (meta.json)"
     seq = ctx.seq_names
     inductor = set(seq["path"][_matches(seq["name"], INDUCTOR_KERNEL)])
     found = [p for p in ctx.kernel_leaves if p in inductor] if inductor else []
@@ -176,17 +173,24 @@ def _placed(ctx: Context, ev: dict[str, Any], where: str | None, how: str, e: An
 
 
 @rule("recompile", "systems", "warning",
-      "each \"Recompiling function\" record in TORCH_LOGS")
+      "each \"Recompiling function\" record in TORCH_LOGS; one logged while no range was "
+      "open (on the trace clock) is warm-up: info, charged to no range")
 def recompile(r: Rule, ctx: Context) -> list[Finding]:
     where, how = compiled_range(ctx)
     e = ctx.entries.get(where) if where else None
     n = iterations(ctx, e) if e else 1
     out = []
     for ev in (ev for ev in ctx.events if ev["kind"] == "recompile"):
-        place, idle, said = _placed(ctx, ev, where, how, e, n)
+        if ev.get("at_ns") is not None and ev.get("range_row") is None:
+            place, idle, said = None, 0.0, (f"logged at {ev['at_ns'] / 1e9:,.3f} s on the "
+                                            "trace clock, while no range was open: warm-up, "
+                                            "charged to no range")
+        else:
+            place, idle, said = _placed(ctx, ev, where, how, e, n)
         why, fix = guards.explain(ev.get("reason"))
         out.append(r.finding(
             range=place, iterations=1 if ev.get("range") else n, impact_ns=idle,
+            severity="info" if place is None else r.severity,
             message=f"{ev.get('function')} at {ev.get('file')}:{ev.get('line')} was "
             f"recompiled: {why or 'guard failure not logged'} ({said}).",
             evidence={k: ev.get(k) for k in ("function", "file", "line", "reason", "at_ns")},

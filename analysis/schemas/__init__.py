@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import types
 import typing
 from pathlib import Path
@@ -78,8 +79,6 @@ def render(name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import sys
-
     check = "--check" in (sys.argv[1:] if argv is None else argv)
     stale = []
     for name in DOCUMENTS:

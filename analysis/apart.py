@@ -3,7 +3,7 @@ placed a graph break or recompile there) and where far more kernels ran than in 
 range's other instances (autotuning, first calls). Such an instance, with the ranges
 nested in it, gets a path of its own (`step [compile]`, `step [warm-up]`) and is labelled
 warm-up; the range's other instances stay as they are. `nsys stats`, which knows only
-range names, is compared with the parts added up (nsys_reference.label).
+range names, is compared with the set-apart entries added up (nsys_reference.label).
 """
 
 from __future__ import annotations
@@ -14,37 +14,35 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from .compile_events import place_on
+from .settings import WARMUP_EXTRA, WARMUP_FACTOR, WARMUP_MIN_INSTANCES
+
 if TYPE_CHECKING:
     from .model import Trace
 
-COMPILE_PART = " [compile]"
+COMPILE_TAG = " [compile]"
 """Suffix of the instances of a repeated range in which torch.compile compiled (TORCH_LOGS
 placed a graph break or recompile in them): they become an entry of their own, labelled
 warm-up, and the range's other instances stay as they are."""
-WARMUP_PART = " [warm-up]"
+WARMUP_TAG = " [warm-up]"
 """Suffix of the instances of a repeated range that launched far more kernels than its
 other instances (autotuning benchmarks its candidates there, first calls initialise):
 set apart and labelled warm-up the same way (warmup_instances)."""
-PARTS = (COMPILE_PART, WARMUP_PART)
-WARMUP_FACTOR = 10      # an instance with at least this many times its range's median ...
-WARMUP_EXTRA = 100      # ... and at least this many more kernels is warm-up
-WARMUP_MIN_INSTANCES = 3   # instances a range needs for a median to mean something
+APART_TAGS = (COMPILE_TAG, WARMUP_TAG)
 
 
-def part_prefix(path: str) -> str:
-    """The outermost set-apart instance path in `path` (ending in a PARTS suffix), or ""
+def apart_prefix(path: str) -> str:
+    """The outermost set-apart instance path in `path` (ending in a APART_TAGS suffix), or ""
     when the path is inside no part."""
     if " [" not in path:
         return ""
-    ends = [path.find(p) + len(p) for p in PARTS if p in path]
+    ends = [path.find(p) + len(p) for p in APART_TAGS if p in path]
     return path[:min(ends)] if ends else ""
 
 
 def compiled_rows(r: pd.DataFrame, events: list[dict], session_start: int | None
                   ) -> set[int]:
     """Range rows in which TORCH_LOGS placed a compile event (the innermost range open)."""
-    from .compile_events import place_on
-
     return {ev["range_row"] for ev in place_on(r, session_start, events)
             if ev.get("range_row") is not None}
 
@@ -58,7 +56,7 @@ def set_apart(r: pd.DataFrame, rows: set[int], part: str) -> pd.Series:
     tid, dom = r["global_tid"].to_numpy(), r["domain"].fillna("").to_numpy()
     lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
     for row in sorted(rows, key=lambda x: len(path[x])):
-        if repeats[row] < 2 or part_prefix(path[row]):
+        if repeats[row] < 2 or apart_prefix(path[row]):
             continue
         old = path[row]
         inner = np.flatnonzero((tid == tid[row]) & (dom == dom[row]) & (lo >= lo[row])
@@ -86,7 +84,7 @@ def warmup_instances(trace: Trace) -> dict[int, str]:
     paths = r["path"].to_numpy(dtype=object)
     return {int(i): f"launched {n[i]:,} kernels where the range's {size[i]} instances "
             f"launched a median of {med[i]:g} (autotuning or first-call work)" for i in hit
-            if not part_prefix(paths[i])}
+            if not apart_prefix(paths[i])}
 
 
 def with_warmup_apart(run: Callable[[dict[int, str]], Trace]) -> Trace:
@@ -100,6 +98,6 @@ def with_warmup_apart(run: Callable[[dict[int, str]], Trace]) -> Trace:
     trace = run(apart)
     paths = trace.ranges["path"].to_numpy(dtype=object)
     for row, why in apart.items():
-        if paths[row].endswith(WARMUP_PART):
+        if paths[row].endswith(WARMUP_TAG):
             trace.warmup.setdefault(paths[row], why)
     return trace

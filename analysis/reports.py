@@ -1,0 +1,240 @@
+"""Report folders: analyze one input and write its files. The command line and `make demo`
+both call these functions (neither runs the other's `main`).
+
+A report folder holds one analysis. Each kind of report owns a set of files:
+
+    systems  systems.json, systems.md, ranges.csv, kernel_summary.csv, ops.csv,
+             time_per_iter.png, timeline.png; with several ranks ranks.json, ranks.md and
+             one rank<k>/ folder per rank
+    compute  compute.json, compute.md, roofline.png
+    page     README.md (drawn from the documents: any new document makes it stale)
+
+A run writes its files into a staging folder inside DIR, then, holding a lock on DIR,
+moves them in and removes the files of its kind that it did not write this time (and the
+page). Two runs into one folder, one after the other or at the same time, leave the files
+of one of them, never a mix; an interrupted run leaves the folder as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import compute, runners, systems
+from .api import dataclass_rows, ranges_rows
+from .documents import ComputeDoc, SystemsDoc
+from .errors import InputError
+from .io import (
+    load_json_doc,
+    load_meta,
+    ncu_rep_to_csv,
+    nsys_rep_to_sqlite,
+    write_atomic,
+    write_csv_atomic,
+    write_json_atomic,
+    write_png,
+)
+from .load import ncu_csv, nsys_sqlite, torch_logs
+from .progress import progress_bar
+from .ranks import rank_of
+from .render import plots
+from .render.compute_md import render_compute
+from .render.markdown import render_systems
+from .render.page import render_page
+from .render.ranks_md import render_ranks
+from .speed import Beside
+
+PAGE = "README.md"
+KINDS: dict[str, tuple[str, ...]] = {
+    "systems": ("systems.json", "systems.md", "ranges.csv", "kernel_summary.csv", "ops.csv",
+                "time_per_iter.png", "timeline.png", "ranks.json", "ranks.md"),
+    "compute": ("compute.json", "compute.md", "roofline.png"),
+    "page": (PAGE,)}
+RANK_FOLDER = re.compile(r"^rank\d+$")
+"""Folders a systems run over several ranks writes (a systems run owns them)."""
+
+
+def owned(kind: str, name: str, is_dir: bool) -> bool:
+    """Whether a file (or folder) of a report folder belongs to reports of `kind`."""
+    if is_dir:
+        return kind == "systems" and bool(RANK_FOLDER.match(name))
+    return name in KINDS[kind] or name == PAGE
+
+
+@contextmanager
+def report_folder(out: Path, kind: str) -> Iterator[Path]:
+    """Yield a staging folder inside `out` to write a report of `kind` into; on success
+    its files replace those of the kind in `out` (see the module doc), on failure it is
+    removed and `out` is left as it was."""
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{kind}-staging-", dir=out))
+    try:
+        yield stage
+        _commit(stage, out, kind)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        if made and not any(out.iterdir()):
+            out.rmdir()                       # a failed first run leaves no folder
+
+
+def _commit(stage: Path, out: Path, kind: str) -> None:
+    """Move the staged files into `out` and remove the kind's files not written, holding
+    an exclusive lock on the folder (runs into one folder commit one at a time)."""
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        written = {p.name for p in stage.iterdir()}
+        for old in out.iterdir():
+            if old.name not in written and owned(kind, old.name, old.is_dir()):
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
+        for new in stage.iterdir():
+            target = out / new.name
+            if new.is_dir() and target.is_dir():
+                shutil.rmtree(target)
+            os.replace(new, target)
+    finally:
+        os.close(fd)                          # closing releases the lock
+
+
+def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
+                    opts: argparse.Namespace | None = None) -> systems.Measured:
+    """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys), its GPU
+    operations read window by window on `opts.jobs` processes (runners.attribute_file):
+    the measured document, before the rules."""
+    meta = load_meta(meta_path)
+    events = systems.event_list(torch_logs.load(logs)) if logs else None
+    opts = opts or argparse.Namespace()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = nsys_rep_to_sqlite(trace, Path(tmp)) if trace.suffix == ".nsys-rep" else trace
+        export = nsys_sqlite.load(db, ops=False)
+        with progress_bar(f"analysis: {trace.name}", getattr(opts, "progress", None)) as bar:
+            tr = runners.attribute_file(db, export, systems.watch_paths(meta),
+                                        chunk_rows=getattr(opts, "chunk_rows", None),
+                                        jobs=getattr(opts, "jobs", None), progress=bar,
+                                        events=events)
+        export.path = trace
+        return systems.measure(export, meta, events, trace=tr)
+
+
+def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
+                opts: argparse.Namespace | None = None) -> SystemsDoc:
+    """The systems/1 document of one export, findings included."""
+    return systems.judge(measure_systems(trace, meta_path, logs, opts))
+
+
+def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | None,
+                   opts: argparse.Namespace | None = None, beside: bool = False) -> SystemsDoc:
+    """DIR's systems report of one export; with `beside` the CSV tables are written in a
+    forked process while the rules run (speed.Beside)."""
+    measured = measure_systems(trace, meta_path, logs, opts)
+    with report_folder(out, "systems") as stage:
+        if beside:
+            with Beside() as fork:
+                fork.start(lambda: write_tables(stage, measured.doc))
+                doc = systems.judge(measured)
+                _systems_files(stage, doc)
+        else:
+            doc = systems.judge(measured)
+            write_tables(stage, doc)
+            _systems_files(stage, doc)
+    _said(out, "systems", f"{len(doc.ranges)} ranges")
+    return doc
+
+
+def ranks_report(out: Path, paths: list[Path], opts: argparse.Namespace) -> None:
+    """Several exports, one per rank: each rank's report in DIR/rank<k>/, and ranks.md."""
+    for p in paths:
+        nsys_sqlite.connect(p).close()        # fail early, naming the file
+    jobs = opts.jobs or os.cpu_count() or 1
+    with progress_bar(f"analysis: {len(paths)} ranks", opts.progress) as bar:
+        docs, ranks = runners.analyze_ranks(paths, opts.step, jobs, opts.dask, bar)
+    folders = {row.rank: f"rank{row.rank}" for row in ranks.ranks}
+    with report_folder(out, "systems") as stage:
+        for doc, row in zip(docs, [rank_of(p, i) for i, p in enumerate(paths)],
+                            strict=True):
+            write_tables(stage / folders[row], doc)
+            _systems_files(stage / folders[row], doc)
+            write_atomic(stage / folders[row] / PAGE,
+                         render_page(doc, None, {}, f"rank {row}"))
+        write_json_atomic(stage / "ranks.json", ranks)
+        write_atomic(stage / "ranks.md", render_ranks(ranks, folders))
+    _said(out, "ranks", f"{len(paths)} ranks")
+
+
+def _systems_files(out: Path, doc: SystemsDoc) -> None:
+    """systems.json/.md and the plots of one systems document."""
+    out.mkdir(parents=True, exist_ok=True)
+    images = {k: name for k, name, draw in (
+        ("time", "time_per_iter.png", plots.time_bars_png),
+        ("timeline", "timeline.png", plots.timeline_png))
+        if write_png(out, name, lambda p, d=draw: d(doc, p))}
+    write_json_atomic(out / "systems.json", doc)
+    write_atomic(out / "systems.md", render_systems(doc, images))
+
+
+def write_tables(out: Path, doc: SystemsDoc) -> None:
+    """The tables a user will sort, whole, as CSV beside the page (ranges.csv,
+    kernel_summary.csv, ops.csv when the trace has emit_nvtx ops)."""
+    for name, (columns, rows) in (("ranges", ranges_rows(doc)),
+                                  ("kernel_summary", dataclass_rows(doc.kernel_summary)),
+                                  ("ops", dataclass_rows(doc.ops))):
+        if rows:
+            write_csv_atomic(out / f"{name}.csv", columns, rows)
+
+
+def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDoc:
+    """DIR's compute report of an Nsight Compute raw CSV (or .ncu-rep through ncu)."""
+    meta = load_meta(meta_path)
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = ncu_rep_to_csv(source, Path(tmp)) if source.suffix == ".ncu-rep" else source
+        data = ncu_csv.load(csv_path)
+        data.path = source
+        doc = compute.build(data, meta)
+    with report_folder(out, "compute") as stage:
+        png = write_png(stage, "roofline.png", lambda p: plots.roofline_png(doc, p))
+        write_json_atomic(stage / "compute.json", doc)
+        write_atomic(stage / "compute.md", render_compute(doc, png))
+    _said(out, "compute", f"{len(doc.kernels)} kernel launches")
+    return doc
+
+
+def page_report(folder: Path, workload: str | None = None) -> Path:
+    """DIR/README.md from the documents DIR holds (systems.json, compute.json if any)."""
+    sysdoc = load_json_doc(folder / "systems.json", SystemsDoc)
+    comp = folder / "compute.json"
+    compdoc = load_json_doc(comp, ComputeDoc) if comp.exists() else None
+    images = {kind: name for kind, name in (("time", "time_per_iter.png"),
+                                            ("timeline", "timeline.png"),
+                                            ("roofline", "roofline.png"))
+              if (folder / name).exists()}
+    name = workload or (sysdoc.run or {}).get("workload") or folder.name
+    write_atomic(folder / PAGE, render_page(sysdoc, compdoc, images, name))
+    print(f"wrote {folder / PAGE}")
+    return folder / PAGE
+
+
+def _said(out: Path, stem: str, what: str) -> None:
+    print(f"wrote {out / (stem + '.md')} and {out / (stem + '.json')} ({what})")
+
+
+def run_doc(path: Path) -> SystemsDoc:
+    """A systems/1 document from a JSON file, a report folder or a run folder."""
+    if path.is_file():
+        return load_json_doc(path, SystemsDoc)
+    if (path / "systems.json").is_file():
+        return load_json_doc(path / "systems.json", SystemsDoc)
+    if (path / "trace.sqlite").is_file():
+        meta, logs = path / "meta.json", path / "torch_logs.txt"
+        return systems_doc(path / "trace.sqlite", meta if meta.exists() else None,
+                           logs if logs.exists() else None)
+    raise InputError(f"{path}: neither a systems.json nor a folder with systems.json or "
+                     "trace.sqlite")
+

@@ -1,0 +1,186 @@
+"""The rules registry: `@rule(...)` registers a function with its id, source, severity,
+thresholds and one-line doc; `run(source, ctx)` runs the rules of one source on a typed
+`Context`. The rules themselves live in the modules beside this one (analysis/rules/)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..documents import (
+    SEVERITY_ORDER,
+    ComputeDoc,
+    Finding,
+    Meta,
+    RangeEntry,
+    RankRow,
+    Severity,
+    SystemsDoc,
+)
+from ..model import Trace
+from ..ranges import leaf_paths
+
+
+@dataclass
+class Context:
+    """What every rule reads; derived tables are computed once, on first use."""
+
+    meta: Meta | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    systems: SystemsDoc | None = None
+    compute: ComputeDoc | None = None
+    trace: Trace | None = None             # the attributed trace, for systems rules
+    ranks: list[RankRow] = field(default_factory=list)    # one per rank, rank rules
+    pid: int | None = None                 # systems rules look at one process at a time
+    cache: dict[str, Any] = field(default_factory=dict)   # facts several rules share
+
+    def analyzed_ns(self) -> float:
+        """The GPU time findings are weighed against: the kernels of the outermost NVTX
+        ranges, own and other threads' (capped at every kernel of the trace; the whole
+        trace when it has no range), or every profiled launch (compute)."""
+        if self.systems is not None:
+            trace = float(sum(k.total_ns for k in self.systems.kernel_summary))
+            roots = sum(e.kernel_time_ns + e.other_threads_kernel_time_ns
+                        for e in self.systems.ranges if "/" not in e.name)
+            return min(float(roots), trace) if roots else trace
+        if self.compute is not None:
+            return float(sum(k.duration_ns or 0 for k in self.compute.kernels))
+        if self.ranks:
+            return float(sum(x.step_ns * x.steps for x in self.ranks) / len(self.ranks))
+        return 0.0
+
+    @cached_property
+    def entries(self) -> dict[str, RangeEntry]:
+        """systems range entries by path, warm-up ranges left out (they ran compilation:
+        only the compile rules look at them)."""
+        return {e.name: e for e in self._ranges() if not e.warmup}
+
+    @cached_property
+    def all_entries(self) -> dict[str, RangeEntry]:
+        """systems range entries by path, warm-up included."""
+        return {e.name: e for e in self._ranges()}
+
+    def _ranges(self) -> list[RangeEntry]:
+        ranges = self.systems.ranges if self.systems else []
+        return [e for e in ranges if self.pid is None or e.pid == self.pid]
+
+    @cached_property
+    def instance_idle_ns(self) -> np.ndarray:
+        """Per range instance (row of trace.ranges): wall time no GPU op of its process ran."""
+        b = self.trace.busy
+        return (b["window_ns"] - b["busy_ns"]).to_numpy()
+
+    def _mine(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame["pid"] == self.pid].reset_index(drop=True) \
+            if self.pid is not None and len(frame) else frame
+
+    @cached_property
+    def seq_names(self) -> pd.DataFrame:
+        """Kernels per range path, once per launch: pid, path, name, count, total_ns, aten
+        (some demangled name of it is an eager ATen kernel)."""
+        if self.trace is None:
+            return pd.DataFrame(columns=["pid", "path", "name", "count", "total_ns", "aten"])
+        return self._mine(self.trace.seq_names)
+
+    @cached_property
+    def seq_pairs(self) -> pd.DataFrame:
+        """Distinct back-to-back kernel pairs (a then b) per path, in order of first
+        occurrence on the GPU: pid, path, a, b."""
+        if self.trace is None:
+            return pd.DataFrame(columns=["pid", "path", "a", "b"])
+        return self._mine(self.trace.seq_pairs)
+
+    @cached_property
+    def median_kernel_ns(self) -> dict[str, float]:
+        """Per range path: the median duration of its kernels (once per launch)."""
+        if self.trace is None or not len(self.trace.seq_durations):
+            return {}
+        d = self._mine(self.trace.seq_durations)
+        if d["pid"].nunique() > 1:       # one path of several processes: merge them
+            d = d.groupby(["path", "duration_ns"], sort=True)["n"].sum().reset_index()
+        # else already one block per path (pathid), durations ascending (merge.summed)
+        if d.empty:
+            return {}
+        path, values = d["path"].to_numpy(dtype=object), d["duration_ns"].to_numpy()
+        count = d["n"].to_numpy(dtype="int64")
+        cum = np.cumsum(count)
+        heads = np.flatnonzero(np.r_[True, path[1:] != path[:-1]])
+        tails = np.r_[heads[1:], len(path)] - 1
+        before = cum[heads] - count[heads]            # kernels of the paths sorted before
+        n = cum[tails] - before
+        lo = values[np.searchsorted(cum, before + (n - 1) // 2, side="right")]
+        hi = values[np.searchsorted(cum, before + n // 2, side="right")]
+        return dict(zip(path[heads].tolist(), ((lo + hi) / 2).tolist(), strict=True))
+
+    @cached_property
+    def kernel_leaves(self) -> list[str]:
+        """Range paths that launched kernels and no other such path extends, sorted
+        (warm-up ranges left out)."""
+        warm = {e.name for e in self._ranges() if e.warmup}
+        return sorted(leaf_paths(self.seq_names["path"].unique().tolist()) - warm)
+
+    @cached_property
+    def leaves(self) -> list[str]:
+        """Range paths that launched GPU work and no other path extends, sorted."""
+        return sorted(leaf_paths(list(self.entries)))
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    source: str                     # "systems" | "compute" | "ranks"
+    severity: Severity              # the usual severity (a rule may lower it, and says so)
+    doc: str                        # one line: when it fires
+    thresholds: dict[str, float]
+    fn: Callable[[Rule, Context], list[Finding]]
+
+    def finding(self, **fields: Any) -> Finding:
+        """A Finding of this rule (keyword fields; severity defaults to the rule's)."""
+        fields.setdefault("severity", self.severity)
+        fields.setdefault("kernel", None)
+        return Finding(rule=self.id, **fields)
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def rule(id: str, source: str, severity: Severity, doc: str,
+         thresholds: dict[str, float] | None = None) -> Callable:
+    """Register the decorated function as the rule `id` (ids are unique)."""
+    def register(fn: Callable[[Rule, Context], list[Finding]]) -> Callable:
+        if id in REGISTRY:
+            raise ValueError(f"rule {id!r} registered twice")
+        REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn)
+        return fn
+    return register
+
+
+def sort_key(f: Finding) -> tuple:
+    """Largest impact first, then most severe, range name, launch order."""
+    launch = f.evidence.get("launch") if isinstance(f.evidence, dict) else None
+    return (-f.impact_ns, SEVERITY_ORDER[f.severity], f.range or "",
+            launch if launch is not None else float("inf"))
+
+
+def run(source: str, ctx: Context) -> list[Finding]:
+    """Every registered rule of `source`, in registration order, then sorted."""
+    found = [f for r in REGISTRY.values() if r.source == source for f in r.fn(r, ctx)]
+    total = ctx.analyzed_ns()
+    for f in found:
+        f.share_pct = round(100.0 * f.impact_ns * f.iterations / total, 2) if total else 0.0
+    return sorted(found, key=sort_key)
+
+
+def markdown_table() -> list[str]:
+    """README's rules table, generated from the registry."""
+    out = ["| rule | source | severity | fires when | thresholds |",
+           "| --- | --- | --- | --- | --- |"]
+    for r in REGISTRY.values():
+        th = ", ".join(f"`{k}` = {v:g}" for k, v in r.thresholds.items()) or "–"
+        out.append(f"| `{r.id}` | {r.source} | {r.severity} | {r.doc} | {th} |")
+    return out

@@ -1,0 +1,70 @@
+"""Every setting of the analysis in one place: the environment variables it reads and the
+default thresholds its rules and classifications judge by. README's settings table lists
+each of them (a test keeps it complete); the rules table (`python -m analysis rules`)
+shows the thresholds each rule uses.
+
+The modules that use a value import it from here; nothing else reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+ENVIRONMENT: dict[str, str] = {
+    "NSYS": "the `nsys` executable to convert .nsys-rep reports and run `nsys stats` "
+            "(default: PATH, then the usual install folders)",
+    "NCU": "the `ncu` executable to convert .ncu-rep reports (default: PATH, then the usual "
+           "install folders)",
+}
+"""Environment variables the analysis reads, and what for."""
+
+
+def env(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value of a declared environment variable (KeyError for an undeclared one)."""
+    if name not in ENVIRONMENT:
+        raise KeyError(f"{name} is not a declared setting (analysis/settings.py)")
+    return (os.environ if environ is None else environ).get(name)
+
+
+# --- reading ----------------------------------------------------------------------------
+CHUNK_ROWS = 250_000
+"""GPU operations per window when reading an export (peak memory follows it)."""
+
+# --- the systems rules -------------------------------------------------------------------
+GAP_NS = 5_000
+"""Idle gaps shorter than this are not summarized (the idle rules' smallest gap)."""
+IDLE_WARN_PCT = 10.0
+"""gpu_idle_gaps: idle share of a leaf range's wall time that raises a finding."""
+LAUNCH_IDLE_PCT = 20.0
+"""launch_bound: idle share above which short kernels point at launch overhead."""
+LAUNCH_KERNEL_NS = 20_000
+"""launch_bound: a median kernel shorter than this is short."""
+
+# --- set-apart (warm-up) instances -------------------------------------------------------
+WARMUP_FACTOR = 10
+"""An instance that launched at least this many times its range's median kernels ..."""
+WARMUP_EXTRA = 100
+"""... and at least this many more is warm-up (autotuning, first calls)."""
+WARMUP_MIN_INSTANCES = 3
+"""Instances a range needs before a median of them means something."""
+
+# --- Nsight Compute classification and rules ----------------------------------------------
+LATENCY_PCT = 60.0
+"""A kernel whose SM and memory throughput are both under this % of peak is latency-bound."""
+HIGH_UTILIZATION_PCT = 80.0
+"""Throughput at or above this % of peak counts as near the roof (compute page)."""
+OCCUPANCY_GAP_PTS = 10.0
+"""low_occupancy: achieved below theoretical occupancy by at least these points."""
+HIGH_DRAM_PCT = 80.0
+"""low_occupancy: only info when DRAM throughput is at or above this % of peak."""
+WAVES_MAX = 4.0
+"""wave_quantization: only grids of fewer waves than this lose a noticeable tail."""
+EXCESS_DRAM_X = 1.5
+"""excess_dram_traffic: DRAM bytes at least this many times the cost model's minimum."""
+
+# --- several ranks ------------------------------------------------------------------------
+STRAGGLER_PCT = 5.0
+"""straggler: a rank's compute per step above the median rank's by this % of the step."""
+EXPOSED_PCT = 10.0
+"""comm_not_overlapped: exposed communication above this % of a rank's step."""

@@ -1,0 +1,57 @@
+"""The step range of a rank and its per-window measures (part of the attribution pass).
+
+Per rank, over the instances of its step range (`--step NAME`, by default the range whose
+name ends in "step" with the most instances, else the range with the most instances), each
+window of the timeline (analysis/partial.py) sums: compute and NCCL kernel time of the
+kernels of the process that started inside the step (`nccl*` names are communication), and
+the unions of NCCL kernels, of compute beside NCCL, and of every operation inside the
+steps. analysis/ranks.py turns the summed measures into the cross-rank document.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .busy import clipped_union, covered, union
+
+NCCL = re.compile(r"^nccl", re.I)
+
+
+def step_rows(ranges: pd.DataFrame, step: str | None) -> np.ndarray:
+    """Rows of the keyed ranges that are the step's instances (see the module doc)."""
+    names = ranges["path"].to_numpy(dtype=object)
+    if step is not None:
+        return np.flatnonzero((names == step) | (ranges["name"].to_numpy(dtype=object) == step))
+    counts = ranges.groupby("path").size()
+    steps = counts[[p.split("/")[-1].lower().endswith("step") for p in counts.index]]
+    pick = (steps if len(steps) else counts).idxmax() if len(counts) else None
+    return np.flatnonzero(names == pick) if pick is not None else np.zeros(0, dtype=int)
+
+
+def rank_measures(ops: pd.DataFrame, steps_lo: np.ndarray, steps_hi: np.ndarray, lo: int,
+                  hi: int) -> dict[str, int]:
+    """One window's share of a rank's numbers (sums over windows give the whole): kernel
+    time of compute and NCCL kernels started inside a step (owned operations), and the
+    unions (NCCL, compute beside NCCL, all operations inside the steps) clipped to the
+    window [lo, hi)."""
+    names = ops["name"].astype("category")
+    hit = np.array([bool(NCCL.search(str(c))) for c in names.cat.categories], dtype=bool)
+    kern = (ops["kind"] == "kernel").to_numpy()
+    nccl = (hit[names.cat.codes.to_numpy()] if len(ops) else np.zeros(0, bool)) & kern
+    compute = kern & ~nccl
+    s, e = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
+    ws, we = union(steps_lo, steps_hi)
+    at = np.searchsorted(ws, s, side="right") - 1
+    inside = (at >= 0) & (s < we[np.maximum(at, 0)]) if len(ws) else np.zeros(len(s), bool)
+    owned, dur = ~ops["halo"].to_numpy(dtype=bool), e - s
+    c_blocks = clipped_union(s[compute & inside], e[compute & inside], lo, hi)
+    n_s, n_e = clipped_union(s[nccl & inside], e[nccl & inside], lo, hi)
+    every = clipped_union(s, e, lo, hi)
+    return {"compute_ns": int(dur[compute & inside & owned].sum()),
+            "nccl_ns": int(dur[nccl & inside & owned].sum()),
+            "nccl_total_ns": int(dur[nccl & owned].sum()), "nccl_union_ns": int((n_e - n_s).sum()),
+            "overlap_ns": int(covered(*c_blocks, n_s, n_e).sum()) if len(n_s) else 0,
+            "busy_ns": int(covered(*every, steps_lo, steps_hi).sum()) if len(steps_lo) else 0}

@@ -1,0 +1,110 @@
+"""README's "How to add" recipes, each done once in a scratch: a workload file with a role
+of its own, a rule (one function, one registration), a document field filled by name.
+Also: README's settings section names every declared setting."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis import rules, schemas, settings, systems
+from analysis.documents import Finding, RangeEntry
+from analysis.jsoncodec import to_dict
+from analysis.rules import REGISTRY, Context, Rule
+from tests.conftest import DATA
+from workflows import settings as wsettings
+from workflows import workloads
+
+README = (DATA.parent.parent / "README.md").read_text()
+
+
+def test_recipe_a_workload_file_with_its_own_role(tmp_path: Path) -> None:
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "from workflows.workloads import CostModel, Workload, compiled, impl, randn\n"
+        "def double(x):\n    return x * 2\n"
+        "def double_v2(x):\n    return x + x\n"
+        "MINE = Workload(name='mine', description='x * 2', dtype='float32',\n"
+        "    sizes={'default': [(64,)]}, make_inputs=randn,\n"
+        "    variants={'naive': impl(double), 'compiled': compiled(impl(double)),\n"
+        "              'double_v2': impl(double_v2)},\n"
+        "    reference=impl(double), roles={'double_v2': 'triton'},\n"
+        "    cost=lambda shapes, dtype: CostModel(flops=64, min_bytes=512, ideal_kernels=1))\n")
+    w = workloads.resolve(str(path))
+    assert w.all_roles() == {"naive": "baseline", "compiled": "compiled",
+                             "double_v2": "triton"}
+
+
+def test_recipe_a_rule(monkeypatch) -> None:
+    monkeypatch.setattr(rules.registry, "REGISTRY", dict(REGISTRY))   # a scratch registry
+    monkeypatch.setitem(vars(settings), "MY_KERNELS", 100)
+
+    @rules.rule("my_rule", "systems", "info", "a range launched at least `kernels` kernels",
+                {"kernels": settings.MY_KERNELS})
+    def my_rule(r: Rule, ctx: Context) -> list[Finding]:
+        return [r.finding(range=e.name, message=f"{e.name}: {e.kernel_count} kernels",
+                          evidence={"kernels": e.kernel_count}, suggestion="fewer")
+                for e in ctx.entries.values() if e.kernel_count >= settings.MY_KERNELS]
+
+    doc = systems.build(_export("gelu"))
+    mine = [f for f in doc.findings if f.rule == "my_rule"]
+    assert mine and all(f.evidence["kernels"] >= 100 for f in mine)
+    assert any("`my_rule`" in line for line in rules.markdown_table())
+
+
+def test_recipe_a_document_field(monkeypatch) -> None:
+    @dataclasses.dataclass
+    class Entry(RangeEntry):
+        host_ns: int = 0                       # the new fact, with a default
+
+    monkeypatch.setattr(systems, "RangeEntry", Entry)
+    trace_doc = systems.build(_export("gelu"))
+    assert trace_doc.ranges and all(e.host_ns == 0 for e in trace_doc.ranges)
+    summary = _summary("gelu")
+    extra = summary.set_index("key")[["kernel_count"]].rename(
+        columns={"kernel_count": "host_ns"})            # a per-key column of that name
+    entries = systems.range_entries(summary, _trace("gelu").kernels, (extra, {}))
+    assert [e.host_ns for e in entries] == summary["kernel_count"].tolist()
+    assert to_dict(entries[0])["host_ns"] == entries[0].kernel_count    # in the JSON
+    assert "host_ns" in schemas._object(Entry, {})["properties"]       # and its schema
+
+
+def _export(name: str):
+    from analysis.load import nsys_sqlite
+
+    return nsys_sqlite.load(DATA / name / "trace.sqlite")
+
+
+def _trace(name: str):
+    from analysis import model
+
+    return model.attribute(_export(name))
+
+
+def _summary(name: str):
+    from analysis import ranges
+
+    return ranges.summarize(_trace(name))
+
+
+def test_readme_names_every_setting() -> None:
+    section = README[README.index("## Settings"):README.index("## How to add")]
+    names = set(settings.ENVIRONMENT) | set(wsettings.ENVIRONMENT) | {
+        k for k, v in vars(settings).items() if re.fullmatch(r"[A-Z][A-Z_]+", k)
+        and isinstance(v, int | float) and not isinstance(v, bool)}
+    missing = sorted(n for n in names if f"`{n}`" not in section)
+    assert missing == [], "README's Settings section lacks these"
+
+
+def test_settings_are_read_only_through_their_declarations(monkeypatch) -> None:
+    monkeypatch.setenv("NSYS", "/x/nsys")
+    assert settings.env("NSYS") == "/x/nsys"
+    with pytest.raises(KeyError, match="not a declared setting"):
+        settings.env("HOME")
+    with pytest.raises(KeyError, match="not a declared setting"):
+        wsettings.env("HOME")
+    monkeypatch.setenv("TORCH_LOGS", "dynamo,graph_breaks")
+    assert wsettings.torch_log_artifacts() == ["dynamo", "graph_breaks", "recompiles"]
