@@ -16,7 +16,11 @@ EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default
            "reference/gelu_first/trace", "reference/matmul_relu_first/trace",
            "emit_nvtx_200/trace", "train_step_user/trace", "serve_recompiles/trace",
            "train_step/trace", "autotune/trace", "ddp_single/trace", "ddp_straggler/rank0", "ddp_straggler/rank1", "ddp_balanced/rank0",
-           "ddp_balanced/rank1"]
+           "ddp_balanced/rank1"] + [
+               f"battery/{p}_{twin}/trace" for p in (
+                   "input_starved", "pageable_copy", "item_sync", "launch_bound",
+                   "dynamic_shapes", "fp32_gemm", "compile_warmup") for twin in (
+                   "planted", "fixed")] + ["battery/dynamic_shapes_sampled/trace"]
 VERSIONS = ["2023.4", "2025.3"]
 
 
