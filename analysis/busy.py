@@ -9,7 +9,7 @@ for the same process:
   another thread of the process (count, summed duration, and per thread);
 - busy time: how much of [start, end] at least one GPU operation (kernel, copy, set) of
   the process was running: the union of the process's operations, measured inside the
-  window (`window_ns` = end - start);
+  window (`wall_ns` = end - start);
 - per idle gap of the range's own operations, the part during which no operation of the
   process ran: a range whose GPU runs another thread's kernels is not idle.
 
@@ -121,12 +121,12 @@ def thread_role(name: str | None) -> str | None:
 
 
 def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
-    """Per range key, summed over its instances: window_ns, busy_ns,
+    """Per range key, summed over its instances: wall_ns, busy_ns,
     other_threads_kernel_count, other_threads_kernel_time_ns; and per key the other
     launching threads (tid, name, kernel_count, kernel_time_ns), most time first."""
     keys = trace.ranges["key"].to_numpy()
     busy = trace.busy.assign(key=keys)
-    out = busy.groupby("key")[["window_ns", "busy_ns"]].sum()
+    out = busy.groupby("key")[["busy_ns"]].sum()
     other = trace.other.copy()
     other["key"] = keys[other["range"].to_numpy(dtype="int64")]
     per_thread = other.groupby(["key", "global_tid"], as_index=False)[

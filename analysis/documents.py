@@ -172,7 +172,7 @@ class ThreadLaunches:
 
 @dataclass
 class RangeEntry:
-    """One NVTX range path (push/pop path outer->inner, no domain) that launched GPU work."""
+    """One NVTX range path (push/pop path outer->inner, no domain), GPU work or not."""
 
     name: str
     domain: str | None
@@ -185,7 +185,9 @@ class RangeEntry:
     # real busy time
     pid: int | None = None                   # OS process id: processes are never merged
     devices: list[int] = field(default_factory=list)   # CUDA devices its kernels ran on
-    window_ns: int = 0                       # sum over instances of end - start
+    wall_instances: int = 0                  # every instance, GPU work or not (nvtx_sum)
+    wall_ns: int = 0                         # sum over instances of end - start (nvtx_sum)
+    wall_median_ns: float = 0.0              # the median instance's end - start
     busy_ns: int = 0                         # of that, GPU busy with any op of the process
     other_threads_kernel_count: int = 0      # kernels other threads launched meanwhile
     other_threads_kernel_time_ns: int = 0
@@ -277,13 +279,16 @@ class SystemsDoc:
 
 def upgraded(obj: dict[str, Any]) -> dict[str, Any]:
     """A document's JSON form in the current version of its schema (older versions are
-    read as well: systems/1 named `speedup_vs_baseline` `speedup_vs_naive`)."""
+    read as well: systems/1 named `speedup_vs_baseline` `speedup_vs_naive` and a range's
+    `wall_ns` `window_ns`)."""
     if obj.get("schema") != "systems/1":
         return obj
     rows = [{("speedup_vs_baseline" if k == "speedup_vs_naive" else k): v
              for k, v in row.items()} for row in obj.get("variants") or []
             if isinstance(row, dict)]
-    return {**obj, "schema": "systems/2", "variants": rows}
+    entries = [{("wall_ns" if k == "window_ns" else k): v for k, v in e.items()}
+               for e in obj.get("ranges") or [] if isinstance(e, dict)]
+    return {**obj, "schema": "systems/2", "variants": rows, "ranges": entries}
 
 
 # --- ranks/1: several ranks side by side ----------------------------------------------------

@@ -100,13 +100,13 @@ def _sum_gaps(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def busy(parts: list[Partial], ranges: pd.DataFrame) -> pd.DataFrame:
-    """Per range instance: range, window_ns, busy_ns (its process's GPU busy inside it)."""
+    """Per range instance: range, wall_ns, busy_ns (its process's GPU busy inside it)."""
     lo, hi = ranges["start_ns"].to_numpy(dtype="int64"), ranges["end_ns"].to_numpy(dtype="int64")
     total = np.zeros(len(ranges), dtype="int64")
     for p in parts:
         np.add.at(total, p.busy["range"].to_numpy(dtype="int64"),
                   p.busy["busy_ns"].to_numpy(dtype="int64"))
-    return pd.DataFrame({"range": np.arange(len(ranges)), "window_ns": hi - lo,
+    return pd.DataFrame({"range": np.arange(len(ranges)), "wall_ns": hi - lo,
                          "busy_ns": total})
 
 

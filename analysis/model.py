@@ -19,7 +19,7 @@ graph_pairs   (range, call): range instance row -> row of `export.graph_launches
 kernels       per (key, kernel name): count, total_ns, min_ns, max_ns, avg_ns
 instances     per range instance with GPU work: range, gpu_span_ns, gpu_idle_ns
 gaps          per key: idle gaps of at least gap_ns (partial.GAP_COLUMNS)
-busy          per range instance: window_ns, busy_ns (process GPU busy inside it)
+busy          per range instance: wall_ns, busy_ns (process GPU busy inside it)
 other         per (range instance, other launching thread): kernel_count, kernel_time_ns
 kernel_names  per kernel name over the whole trace: n, total_ns, min_ns, max_ns
 devices       per device (stream -2) and (device, stream): operations, busy_ns, first/last
@@ -204,14 +204,14 @@ def attribute(export: NsysExport, watch_paths: tuple[str, ...] = (),
 
 def _normalized(ops: pd.DataFrame) -> pd.DataFrame:
     """An in-memory ops frame as the window reader gives it: names categorical, device and
-    stream -1 where unknown, every op owned, ordered by its row."""
+    stream -1 and bytes 0 where unknown, every op owned, ordered by its row."""
     out = ops.reset_index(drop=True).assign(halo=False)
     for c in ("kind", "name", "demangled_name"):
         if not isinstance(out[c].dtype, pd.CategoricalDtype):
             out[c] = out[c].astype("category")
-    for c in ("device_id", "stream_id"):
+    for c, missing in (("device_id", -1), ("stream_id", -1), ("bytes", 0)):
         if c not in out:
-            out[c] = -1
+            out[c] = missing
     out["table"] = 0
     out["rowid"] = np.arange(len(out), dtype="int64")
     return out

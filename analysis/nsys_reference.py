@@ -43,6 +43,22 @@ def proj_sum(csv: Path) -> pd.DataFrame:
                                    instances=("Range Instances", "sum")).sort_index()
 
 
+def nvtx_sum(csv: Path) -> pd.DataFrame:
+    """nvtx_sum keyed by range name: total wall time and instances (push/pop and start/end
+    ranges alike)."""
+    df = pd.read_csv(csv)
+    df["Range"] = df["Range"].str.lstrip(":")
+    return df.groupby("Range").agg(wall_ns=("Total Time (ns)", "sum"),
+                                   wall_instances=("Instances", "sum")).sort_index()
+
+
+def ours_wall(doc: SystemsDoc) -> pd.DataFrame:
+    rows = [(label(e.domain, e.name), e.wall_ns, e.wall_instances) for e in doc.ranges]
+    df = pd.DataFrame(rows, columns=["Range", "wall_ns", "wall_instances"])
+    return df.groupby("Range").agg(wall_ns=("wall_ns", "sum"),
+                                   wall_instances=("wall_instances", "sum")).sort_index()
+
+
 def ours_kern(doc: SystemsDoc) -> pd.DataFrame:
     rows = [(label(e.domain, e.name), k.name, k.count, k.total_ns, k.min_ns, k.max_ns)
             for e in doc.ranges for k in e.kernels]
@@ -54,7 +70,8 @@ def ours_kern(doc: SystemsDoc) -> pd.DataFrame:
 
 
 def ours_proj(doc: SystemsDoc) -> pd.DataFrame:
-    rows = [(label(e.domain, e.name), e.gpu_span_ns, e.instances) for e in doc.ranges]
+    rows = [(label(e.domain, e.name), e.gpu_span_ns, e.instances) for e in doc.ranges
+            if e.instances]                 # nvtx_gpu_proj_sum lists ranges with GPU work
     df = pd.DataFrame(rows, columns=["Range", "gpu_span_ns", "instances"])
     return df.groupby("Range").agg(gpu_span_ns=("gpu_span_ns", "sum"),
                                    instances=("instances", "sum")).sort_index()

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from .model import Trace
 
 SUMMARY_COLUMNS = ["key", "pid", "domain", "path", "instances", "kernel_count",
-                   "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns"]
+                   "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns", "wall_instances",
+                   "wall_ns", "wall_median_ns"]
 
 
 def range_paths(ranges: pd.DataFrame) -> pd.Series:
@@ -98,25 +99,33 @@ def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize(trace: Trace) -> pd.DataFrame:
-    """Per range key with GPU work: the systems/1 numbers (SUMMARY_COLUMNS), in timeline
-    order. `gpu_span_ns` sums, per instance, first GPU op start -> last GPU op end over
-    kernels, copies and sets, as nvtx_gpu_proj_sum's "Total Proj Time"; `gpu_idle_ns` is
-    that span minus the time covered by the ops; kernel counts and times from
-    trace.kernels.
+    """Per range key, every key of the trace: the systems numbers (SUMMARY_COLUMNS), in
+    timeline order. `wall_instances`, `wall_ns` count and sum every instance's end - start
+    (nvtx_sum's Instances and Total Time), `wall_median_ns` is their median; `instances`
+    counts the instances with GPU work and `gpu_span_ns` sums, per such instance, first
+    GPU op start -> last GPU op end over kernels, copies and sets (nvtx_gpu_proj_sum's
+    "Range Instances" and "Total Proj Time"); `gpu_idle_ns` is that span minus the time
+    covered by the ops; kernel counts and times from trace.kernels. A range that launched
+    no GPU work has them all 0.
     """
-    if trace.instances.empty:
-        return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    keys = trace.ranges["key"].to_numpy()
+    r = trace.ranges
+    wall = pd.DataFrame({"key": r["key"].to_numpy(),
+                         "wall": (r["end_ns"] - r["start_ns"]).to_numpy(dtype="int64")})
+    per_key = wall.groupby("key", sort=False)["wall"].agg(
+        wall_instances="count", wall_ns="sum", wall_median_ns="median")
+    keys = r["key"].to_numpy()
     spans = trace.instances.assign(key=keys[trace.instances["range"].to_numpy(dtype="int64")])
-    per_key = spans.groupby("key", sort=False).agg(
+    gpu = spans.groupby("key", sort=False).agg(
         instances=("range", "nunique"), gpu_span_ns=("gpu_span_ns", "sum"),
         gpu_idle_ns=("gpu_idle_ns", "sum"))
     counts = trace.kernels.groupby("key").agg(kernel_count=("count", "sum"),
                                         kernel_time_ns=("total_ns", "sum"))
-    per_key = per_key.join(counts).fillna({"kernel_count": 0, "kernel_time_ns": 0})
+    per_key = per_key.join(gpu).join(counts).fillna(0)
     out = per_key.join(trace.keys).sort_values("first_ns", kind="stable").reset_index()
-    for col in ("instances", "kernel_count", "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns"):
+    for col in ("instances", "kernel_count", "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns",
+                "wall_instances", "wall_ns"):
         out[col] = out[col].astype("int64")
+    out["wall_median_ns"] = out["wall_median_ns"].astype(float)
     return out[SUMMARY_COLUMNS]
 
 

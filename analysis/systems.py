@@ -49,7 +49,9 @@ def as_meta(meta: Meta | dict[str, Any] | None) -> Meta | None:
 
 ENTRY_COLUMNS = {"path": "name", "domain": "domain", "pid": "pid", "instances": "instances",
                  "kernel_count": "kernel_count", "kernel_time_ns": "kernel_time_ns",
-                 "gpu_span_ns": "gpu_span_ns", "gpu_idle_ns": "gpu_idle_ns"}
+                 "gpu_span_ns": "gpu_span_ns", "gpu_idle_ns": "gpu_idle_ns",
+                 "wall_instances": "wall_instances", "wall_ns": "wall_ns",
+                 "wall_median_ns": "wall_median_ns"}
 """Columns of the range summary (ranges.summarize) -> the RangeEntry fields they fill."""
 
 
@@ -155,8 +157,8 @@ def _variant(variant: str, e: RangeEntry, meta: Meta, peak_bw: float | None) -> 
     row = VariantRow(variant=variant, range=e.name, iterations=n, time_per_iter_ns=t,
                      kernels_per_iter=e.kernel_count / n,
                      other_thread_kernels_per_iter=e.other_threads_kernel_count / n,
-                     gpu_idle_pct=100.0 * (e.window_ns - e.busy_ns) / e.window_ns
-                     if e.window_ns else 0.0)
+                     gpu_idle_pct=100.0 * (e.wall_ns - e.busy_ns) / e.wall_ns
+                     if e.wall_ns else 0.0)
     cost, copy_bw = meta.cost_model, meta.ceilings.get("copy_bytes_per_s")
     if cost and cost.min_bytes and t > 0:
         row.achieved_Bps = cost.min_bytes / (t * 1e-9)

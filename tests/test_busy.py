@@ -84,8 +84,8 @@ def test_busy_and_window_equal_brute_force(doc) -> None:
         want[row.path][0] += hi - lo
         want[row.path][1] += _busy_brute(ops, pid, lo, hi)
     for e in doc.ranges:
-        assert [e.window_ns, e.busy_ns] == want[e.name], e.name
-        assert 0 <= e.busy_ns <= e.window_ns
+        assert [e.wall_ns, e.busy_ns] == want[e.name], e.name
+        assert 0 <= e.busy_ns <= e.wall_ns
 
 
 intervals = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 300)), max_size=40)

@@ -7,7 +7,14 @@ import pytest
 
 from analysis import systems
 from analysis.load import nsys_sqlite
-from analysis.nsys_reference import kern_sum, ours_kern, ours_proj, proj_sum
+from analysis.nsys_reference import (
+    kern_sum,
+    nvtx_sum,
+    ours_kern,
+    ours_proj,
+    ours_wall,
+    proj_sum,
+)
 from tests.conftest import DATA
 
 EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default",
@@ -55,6 +62,13 @@ def test_gpu_span_equals_nvtx_gpu_proj_sum(export_doc, version: str) -> None:
     export, doc = export_doc
     ref = proj_sum(_stats(export, version, "nvtx_gpu_proj_sum"))
     pd.testing.assert_frame_equal(ours_proj(doc), ref, check_dtype=False)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_wall_time_per_range_equals_nvtx_sum(export_doc, version: str) -> None:
+    export, doc = export_doc
+    ref = nvtx_sum(_stats(export, version, "nvtx_sum"))
+    pd.testing.assert_frame_equal(ours_wall(doc), ref, check_dtype=False)
 
 
 def test_kernel_count_and_time_are_sums_of_kernel_rows(export_doc) -> None:

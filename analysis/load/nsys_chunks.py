@@ -41,6 +41,7 @@ from .nsys_sqlite import (
     _columns,
     _strings,
     connect,
+    op_bytes,
     op_columns,
     ops_frame,
 )
@@ -157,6 +158,7 @@ def _fetch(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int) -> np.
 
 
 SLOT = 1 << 34          # two small integers travel as one: (a + 8) * SLOT + (b + 8)
+SHIFT = 512             # names: sentinel ids down to -(200 + 77) travel as non-negatives
 
 
 def _window_sql(table: str, kind: int, cols: frozenset) -> str:
@@ -164,17 +166,18 @@ def _window_sql(table: str, kind: int, cols: frozenset) -> str:
     Python object): rowid, names (short and demangled, packed), start, end, correlation
     id, global pid, device and stream (packed); `_unpack` restores them."""
     name, demangled, device, stream = op_columns(kind, cols)
-    return (f"SELECT o.rowid, ({name} + 8) * {SLOT} + {demangled} + 8, o.start, o.end, "
-            f"o.correlationId, o.globalPid, ({device} + 8) * {SLOT} + {stream} + 8 "
-            f"FROM {table} o")
+    return (f"SELECT o.rowid, ({name} + {SHIFT}) * {SLOT} + {demangled} + {SHIFT}, o.start, "
+            f"o.end, o.correlationId, o.globalPid, ({device} + 8) * {SLOT} + {stream} + 8, "
+            f"{op_bytes(kind, cols)} FROM {table} o")
 
 
 def _unpack(rows: np.ndarray, kind: int) -> np.ndarray:
     """rowid, kind, name id, demangled id, start, end, correlation id, global pid, device,
-    stream: the rows of `_window_sql` unpacked."""
+    stream, bytes: the rows of `_window_sql` unpacked."""
     names, devs = np.divmod(rows[:, 1], SLOT), np.divmod(rows[:, 6], SLOT)
-    return np.column_stack([rows[:, 0], np.full(len(rows), kind), names[0] - 8,
-                            names[1] - 8, rows[:, 2:6], devs[0] - 8, devs[1] - 8])
+    return np.column_stack([rows[:, 0], np.full(len(rows), kind), names[0] - SHIFT,
+                            names[1] - SHIFT, rows[:, 2:6], devs[0] - 8, devs[1] - 8,
+                            rows[:, 7]])
 
 
 def _table_rows(db: _Db, layout: Layout, i: int, lo: int, hi: int) -> tuple[np.ndarray, bool]:
@@ -183,16 +186,16 @@ def _table_rows(db: _Db, layout: Layout, i: int, lo: int, hi: int) -> tuple[np.n
     name, cols = layout.tables[i]
     base = _window_sql(name, i, cols)
     if layout.scan:
-        owned = _fetch(db.conn, f"{base} WHERE o.start >= ? AND o.start < ?", (lo, hi), 7)
-        halo = _fetch(db.conn, f"{base} WHERE o.start < ? AND o.end > ?", (lo, lo), 7)
+        owned = _fetch(db.conn, f"{base} WHERE o.start >= ? AND o.start < ?", (lo, hi), 8)
+        halo = _fetch(db.conn, f"{base} WHERE o.start < ? AND o.end > ?", (lo, lo), 8)
         ok = True
     else:
         r0 = _first_rowid(db, name, lo) if lo > NEG else 1
         r1 = _first_rowid(db, name, hi) if hi < POS else (1 << 62)
-        owned = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 7)
+        owned = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 8)
         h0 = _first_rowid(db, name, lo - layout.longest_ns[i]) if lo > NEG else r0
         halo = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ? AND o.end > ?",
-                      (h0, r0, lo), 7)
+                      (h0, r0, lo), 8)
         s = owned[:, 2]
         ok = bool(((s >= lo) & (s < hi)).all() and (np.diff(s) >= 0).all()
                   and (halo[:, 2] < lo).all())
@@ -275,14 +278,14 @@ def read_window(layout: Layout, index: int) -> pd.DataFrame:
             rows, good = _table_rows(db, layout, i, lo, hi)
             parts.append(rows)
             ok &= good
-        raw = np.concatenate(parts) if parts else np.empty((0, 11), dtype=np.int64)
+        raw = np.concatenate(parts) if parts else np.empty((0, 12), dtype=np.int64)
         key = (str(layout.path), layout.path.stat().st_mtime_ns)
         if key not in _STRINGS:             # once per process and file: windows share it
             _STRINGS.clear()                # the last file's only: memory stays bounded
             _STRINGS[key] = _strings(db.conn, layout.path)
         strings = _STRINGS[key]
-        df = ops_frame(raw[:, 1:10], strings)
-        df["halo"] = raw[:, 10].astype(bool)
+        df = ops_frame(raw[:, 1:11], strings)
+        df["halo"] = raw[:, 11].astype(bool)
         df["table"], df["rowid"] = raw[:, 1], raw[:, 0]
         calls = _calls(db, layout, df)
     except sqlite3.DatabaseError as exc:

@@ -9,9 +9,11 @@ ranges  one row per NVTX range instance, push/pop and start/end alike, as `nsys 
         None), global_tid, start_ns, end_ns (an unclosed range ends at the last NVTX
         timestamp, as in `nsys stats`)
 ops     one row per GPU operation (RangeIndex = row position): kind ("kernel"|"memcpy"|
-        "memset", categorical), name (kernel base name, or "[CUDA memcpy]"/"[CUDA memset]",
-        categorical), demangled_name (categorical), start_ns, end_ns, duration_ns,
-        correlation_id, global_pid, device_id, stream_id (-1 where the export has none),
+        "memset", categorical), name (kernel base name, "[CUDA memcpy Host-to-Device]" and
+        the like as nsys stats names copies, or "[CUDA memset]", categorical),
+        demangled_name (categorical; for a copy its memory kinds, "Pageable -> Device"),
+        start_ns, end_ns, duration_ns, correlation_id, global_pid, device_id, stream_id
+        (-1 where the export has none), bytes (copies and sets; 0 for kernels),
         and from the CUDA API call that launched it (joined
         by correlationId within the process): global_tid, api_start_ns, api_end_ns
         (all -1 when no API call was traced)
@@ -41,7 +43,20 @@ PID_MASK = np.int64(-0x1000000)  # 0xFFFFFFFFFF000000: globalTid -> globalPid, a
 OP_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
              "CUPTI_ACTIVITY_KIND_MEMSET")
 OP_KINDS = ("kernel", "memcpy", "memset")
-SENTINEL_NAMES = {-1: "[CUDA memcpy]", -2: "[CUDA memset]", -3: "<unnamed kernel>"}
+COPY_KINDS = ("Unknown", "Host-to-Device", "Device-to-Host", "Host-to-Array",
+              "Array-to-Host", "Array-to-Array", "Array-to-Device", "Device-to-Array",
+              "Device-to-Device", "Host-to-Host", "Peer-to-Peer", "Unified Host-to-Device",
+              "Unified Device-to-Host", "Unified Device-to-Device")
+"""ENUM_CUDA_MEMCPY_OPER's labels by copyKind: a copy's name is `[CUDA memcpy <label>]`,
+as `nsys stats` names it (cuda_gpu_mem_time_sum)."""
+MEMORY_KINDS = ("Pageable", "Pinned", "Device", "Array", "Managed", "Device Static",
+                "Managed Static", "Unknown")
+"""ENUM_CUDA_MEM_KIND's labels by srcKind / dstKind: a copy's demangled name is
+`<source> -> <destination>` (pageable host memory makes a copy block its caller)."""
+SENTINEL_NAMES = {-1: "[CUDA memcpy]", -2: "[CUDA memset]", -3: "<unnamed kernel>",
+                  **{-(100 + i): f"[CUDA memcpy {k}]" for i, k in enumerate(COPY_KINDS)},
+                  **{-(200 + 10 * s + d): f"{a} -> {b}" for s, a in enumerate(MEMORY_KINDS)
+                     for d, b in enumerate(MEMORY_KINDS)}}
 FETCH_ROWS = 200_000
 FILTER_API_RATIO = 3   # filter API rows in SQLite when they outnumber GPU ops 3 to 1
 REQUIRED = {
@@ -198,6 +213,9 @@ def op_columns(kind: int, cols: set[str] | frozenset) -> tuple[str, str, str, st
     if kind == 0:
         short = "shortName" if "shortName" in cols else "demangledName"
         name, demangled = f"ifnull(o.{short}, -3)", "ifnull(o.demangledName, -3)"
+    elif kind == 1 and {"copyKind", "srcKind", "dstKind"} <= cols:
+        name = "-(100 + ifnull(o.copyKind, 0))"
+        demangled = "-(200 + 10 * ifnull(o.srcKind, 7) + ifnull(o.dstKind, 7))"
     else:
         name = demangled = str(-kind)
     return (name, demangled, "o.deviceId" if "deviceId" in cols else "-1",
@@ -208,7 +226,12 @@ def _op_sql(table: str, kind: int, cols: set[str]) -> str:
     """Integer columns of one GPU-operation table (name ids; sentinels for copies/sets)."""
     name, demangled, device, stream = op_columns(kind, cols)
     return (f"SELECT {kind}, {name}, {demangled}, o.start, o.end, o.correlationId, "
-            f"o.globalPid, {device}, {stream} FROM {table} o")
+            f"o.globalPid, {device}, {stream}, {op_bytes(kind, cols)} FROM {table} o")
+
+
+def op_bytes(kind: int, cols: set[str] | frozenset) -> str:
+    """SQL for an operation's bytes: a copy's or a set's, 0 for a kernel."""
+    return "ifnull(o.bytes, 0)" if kind and "bytes" in cols else "0"
 
 
 def _strings(conn: sqlite3.Connection, path: Path) -> dict[int, str]:
@@ -276,14 +299,14 @@ def ops_frame(raw: np.ndarray, strings: dict[int, str]) -> pd.DataFrame:
         "demangled_name": _categorical(raw[:, 2], strings),
         "start_ns": raw[:, 3], "end_ns": raw[:, 4], "duration_ns": raw[:, 4] - raw[:, 3],
         "correlation_id": raw[:, 5], "global_pid": raw[:, 6], "device_id": raw[:, 7],
-        "stream_id": raw[:, 8]})
+        "stream_id": raw[:, 8], "bytes": raw[:, 9]})
 
 
 def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
     """GPU operations joined to the CUDA API call that launched each (see module doc)."""
     parts = [_op_sql(t, kind, cols) for kind, t in enumerate(OP_TABLES)
              if (cols := _columns(db, t))]
-    raw = _fetch_ints(conn, path, " UNION ALL ".join(parts), 9)
+    raw = _fetch_ints(conn, path, " UNION ALL ".join(parts), 10)
     df = ops_frame(raw, _strings(conn, path))
     calls = _launching_calls(conn, path, df)
     return pd.concat([df, calls], axis=1)
@@ -291,12 +314,12 @@ def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
 
 def empty_ops() -> pd.DataFrame:
     """An ops frame with no rows, with the columns and types of load_ops."""
-    ints = np.empty((0, 9), dtype=np.int64)
+    ints = np.empty((0, 10), dtype=np.int64)
     df = pd.DataFrame({
         "kind": pd.Categorical.from_codes(ints[:, 0], categories=list(OP_KINDS)),
         "name": pd.Categorical([]), "demangled_name": pd.Categorical([]),
         **{c: ints[:, 0] for c in ("start_ns", "end_ns", "duration_ns", "correlation_id",
-                                   "global_pid", "device_id", "stream_id", "global_tid",
+                                   "global_pid", "device_id", "stream_id", "bytes", "global_tid",
                                    "api_start_ns", "api_end_ns")}})
     return df
 

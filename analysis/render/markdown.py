@@ -172,7 +172,7 @@ def _other(e: RangeEntry) -> str:
 
 
 def _busy(e: RangeEntry) -> str:
-    return pct(100.0 * e.busy_ns / e.window_ns) if e.window_ns else "–"
+    return pct(100.0 * e.busy_ns / e.wall_ns) if e.wall_ns else "–"
 
 
 def other_threads_line(e: RangeEntry) -> list[str]:

@@ -73,7 +73,7 @@ class Context:
     def instance_idle_ns(self) -> np.ndarray:
         """Per range instance (row of trace.ranges): wall time no GPU op of its process ran."""
         b = self.trace.busy
-        return (b["window_ns"] - b["busy_ns"]).to_numpy()
+        return (b["wall_ns"] - b["busy_ns"]).to_numpy()
 
     def _mine(self, frame: pd.DataFrame) -> pd.DataFrame:
         return frame[frame["pid"] == self.pid].reset_index(drop=True) \

@@ -29,7 +29,7 @@ def iterations(ctx: Context, e: Any) -> int:
 
 def idle_ns(e: Any) -> int:
     """Wall time of a range during which no GPU operation of its process ran."""
-    return max(e.window_ns - e.busy_ns, 0)
+    return max(e.wall_ns - e.busy_ns, 0)
 
 
 def _suggest_fusion(names: list[str]) -> str:
@@ -328,7 +328,7 @@ def other_thread_kernels(r: Rule, ctx: Context) -> list[Finding]:
         role = thread_role(top.name)
         who = f"{top.name or top.tid}" + (f", {role}" if role else "")
         total = e.kernel_time_ns + e.other_threads_kernel_time_ns
-        busy = f"{100.0 * e.busy_ns / e.window_ns:.1f}%" if e.window_ns else "–"
+        busy = f"{100.0 * e.busy_ns / e.wall_ns:.1f}%" if e.wall_ns else "–"
         n = iterations(ctx, e)
         out.append(r.finding(
             range=e.name, kernel=None, iterations=n,
@@ -342,7 +342,7 @@ def other_thread_kernels(r: Rule, ctx: Context) -> list[Finding]:
             evidence={"own_kernel_count": e.kernel_count, "own_kernel_time_ns":
                       e.kernel_time_ns, "other_threads_kernel_count":
                       e.other_threads_kernel_count, "other_threads_kernel_time_ns":
-                      e.other_threads_kernel_time_ns, "window_ns": e.window_ns,
+                      e.other_threads_kernel_time_ns, "wall_ns": e.wall_ns,
                       "busy_ns": e.busy_ns, "threads": [t.__dict__ for t in e.other_threads]},
             suggestion="read this range with its other threads' kernels (`other_threads_*`, "
             "`busy_ns` in systems.json): the kernel count `nsys stats` gives it leaves them "
