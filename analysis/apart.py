@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .compile_events import place_on
-from .settings import WARMUP_EXTRA, WARMUP_FACTOR, WARMUP_MIN_INSTANCES
+from .settings import WARMUP_EXTRA, WARMUP_FACTOR, WARMUP_MIN_INSTANCES, WARMUP_WALL_FACTOR
 
 if TYPE_CHECKING:
     from .model import Trace
@@ -82,8 +82,37 @@ def warmup_instances(trace: Trace) -> dict[int, str]:
     hit = np.flatnonzero((size >= WARMUP_MIN_INSTANCES) & (n >= WARMUP_FACTOR * med)
                          & (n >= med + WARMUP_EXTRA))
     paths = r["path"].to_numpy(dtype=object)
-    return {int(i): f"launched {n[i]:,} kernels where the range's {size[i]} instances "
-            f"launched a median of {med[i]:g} (autotuning or first-call work)" for i in hit
+    out = {int(i): f"launched {n[i]:,} kernels where the range's {size[i]} instances "
+           f"launched a median of {med[i]:g} (autotuning or first-call work)" for i in hit
+           if not apart_prefix(paths[i])}
+    for i, why in first_calls(trace).items():
+        out.setdefault(i, why)
+    return out
+
+
+def first_calls(trace: Trace) -> dict[int, str]:
+    """The leading instances of a range repeated at least WARMUP_MIN_INSTANCES times in
+    its process that each took at least WARMUP_WALL_FACTOR times the median instance's
+    wall time and loaded modules (lazy loading, library initialisation, compilation,
+    CUDA-graph recording): first calls, not the steady state. Row -> why."""
+    r = trace.ranges
+    wall = (r["end_ns"] - r["start_ns"]).to_numpy(dtype="int64")
+    loads = np.zeros(len(r), dtype="int64")
+    if len(trace.host):
+        loads[trace.host["range"].to_numpy(dtype="int64")] = trace.host[
+            "module_loads"].to_numpy(dtype="int64")
+    order = np.lexsort((r["start_ns"].to_numpy(), r["key"].to_numpy()))
+    key = r["key"].to_numpy()[order]
+    g = pd.Series(wall[order]).groupby(key)
+    size, med = g.transform("size").to_numpy(), g.transform("median").to_numpy()
+    slow = (size >= WARMUP_MIN_INSTANCES) & (wall[order] >= WARMUP_WALL_FACTOR * med) \
+        & (loads[order] > 0)
+    leading = pd.Series(slow).groupby(key).cummin().to_numpy().astype(bool)
+    paths = r["path"].to_numpy(dtype=object)
+    return {int(i): f"took {wall[i] / 1e6:,.1f} ms with {loads[i]} module load(s), the "
+            f"median instance {m / 1e6:,.2f} ms (a first call: lazy loading, library "
+            "initialisation, compilation or CUDA-graph recording)"
+            for i, m in zip(order[leading], med[leading], strict=True)
             if not apart_prefix(paths[i])}
 
 

@@ -21,6 +21,7 @@ from .jsoncodec import (  # noqa: F401  (the documents' readers and writers, re-
     to_json,
     to_json_bytes,
 )
+from .settings import FINDING_MIN_PCT
 
 Severity = typing.Literal["info", "warning", "error"]
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -111,21 +112,28 @@ class Finding:
     message: str
     evidence: dict[str, Any]
     suggestion: str
-    impact_ns: float = 0.0      # GPU time at stake, per iteration where the range has them
-    iterations: int = 1         # how many iterations impact_ns is per (total = product)
-    share_pct: float = 0.0      # impact over all iterations, % of the analyzed GPU time
+    saving_per_instance_ns: float = 0.0   # the most one instance (iteration) would save
+    iterations: int = 1         # instances (iterations) it applies to
+    saving_ns: float = 0.0      # the most the whole trace would save: per instance x
+                                # instances, never more than the range's wall time
+    saving_model: str = ""      # how the saving was estimated, in one sentence
+    one_time: bool = False      # a cost paid once (first calls), ranked after recurring ones
+    share_pct: float = 0.0      # saving_ns as % of the analyzed time (at most 100) ...
+    share_of: str = "wall time"  # ... which is this: the wall time (systems), the
+                                 # profiled kernel time (compute), the ranks' step time
 
 
 def ordered(findings: list[Finding]) -> list[Finding]:
     """Largest impact first, then most severe, then by range name (stable otherwise)."""
-    return sorted(findings, key=lambda f: (-f.impact_ns, SEVERITY_ORDER[f.severity],
+    return sorted(findings, key=lambda f: (f.share_pct < FINDING_MIN_PCT, f.one_time,
+                                           -f.saving_ns, SEVERITY_ORDER[f.severity],
                                            f.range or ""))
 
 
 def top_findings(findings: list[Finding], most: int = 10,
-                 min_pct: float = 1.0) -> tuple[list[Finding], int]:
+                 min_pct: float = FINDING_MIN_PCT) -> tuple[list[Finding], int]:
     """The findings a page lists: at most `most`, largest impact first, none whose impact
-    is under `min_pct` of the analyzed GPU time; and how many more there are."""
+    saves under `min_pct` of the analyzed time; and how many more there are."""
     keep = [f for f in ordered(findings) if f.share_pct >= min_pct]
     return keep[:most], len(findings) - len(keep[:most])
 
@@ -171,6 +179,18 @@ class ThreadLaunches:
 
 
 @dataclass
+class CopyStat:
+    """Copies (or sets) of one name and memory kinds: `[CUDA memcpy Host-to-Device]`,
+    `Pageable -> Device` (copies from pageable memory block the calling thread)."""
+
+    name: str
+    memory: str
+    count: int
+    bytes: int
+    total_ns: int
+
+
+@dataclass
 class RangeEntry:
     """One NVTX range path (push/pop path outer->inner, no domain), GPU work or not."""
 
@@ -192,6 +212,28 @@ class RangeEntry:
     other_threads_kernel_count: int = 0      # kernels other threads launched meanwhile
     other_threads_kernel_time_ns: int = 0
     other_threads: list[ThreadLaunches] = field(default_factory=list)
+    # where the wall time went on the range's own thread (calls inside its instances)
+    host_launch_ns: int = 0                  # kernel and graph launch calls
+    host_sync_ns: int = 0                    # synchronize calls, blocking copies and sets
+    host_memory_ns: int = 0                  # memory management (malloc, free, host alloc)
+    host_module_ns: int = 0                  # module and library loads (JIT, new plans)
+    host_other_cuda_ns: int = 0              # every other CUDA call
+    host_os_ns: int = 0                      # OS runtime calls outside CUDA calls
+    host_cpu_ns: int = 0                     # outside every traced call: Python, CPU work
+    launch_calls: int = 0
+    sync_calls: int = 0
+    module_loads: int = 0
+    blocking_copy_calls: int = 0             # copy calls that waited on pageable memory
+    blocking_copy_ns: int = 0                # (in host_sync_ns, sync_calls too)
+    sync_instances: int = 0                  # instances with at least one sync call
+    module_load_instances: int = 0           # instances with at least one module load
+    copy_count: int = 0                      # copies and sets its thread launched
+    copy_bytes: int = 0
+    copy_ns: int = 0
+    pageable_copy_count: int = 0             # of those, from or to pageable host memory
+    pageable_copy_bytes: int = 0
+    pageable_copy_ns: int = 0
+    copies: list[CopyStat] = field(default_factory=list)
     warmup: str | None = None                # why it is warm-up (compilation ran in it)
     kernels: list[KernelStat] = field(default_factory=list)
 
@@ -274,6 +316,7 @@ class SystemsDoc:
     ops: list[OpRow] = field(default_factory=list)     # emit_nvtx op ranges, per op
     kernel_summary: list[KernelSummaryRow] = field(default_factory=list)   # whole trace
     gpu_busy: list[StreamBusy] = field(default_factory=list)   # per device and stream
+    copies: list[CopyStat] = field(default_factory=list)   # whole trace, = cuda_gpu_mem_*
     schema: str = "systems/2"
 
 

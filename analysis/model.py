@@ -20,6 +20,10 @@ kernels       per (key, kernel name): count, total_ns, min_ns, max_ns, avg_ns
 instances     per range instance with GPU work: range, gpu_span_ns, gpu_idle_ns
 gaps          per key: idle gaps of at least gap_ns (partial.GAP_COLUMNS)
 busy          per range instance: wall_ns, busy_ns (process GPU busy inside it)
+host          per range instance with host calls: host.PART_COLUMNS, host.COUNT_COLUMNS
+copies        per (range instance, copy name, memory kinds): count, bytes, total_ns
+copy_names    per (copy name, memory kinds) over the whole trace: count, bytes, total_ns,
+              min_ns, max_ns
 other         per (range instance, other launching thread): kernel_count, kernel_time_ns
 kernel_names  per kernel name over the whole trace: n, total_ns, min_ns, max_ns
 devices       per device (stream -2) and (device, stream): operations, busy_ns, first/last
@@ -41,6 +45,7 @@ import pandas as pd
 from . import merge
 from .apart import COMPILE_TAG, WARMUP_TAG, compiled_rows, set_apart, with_warmup_apart
 from .load.nsys_chunks import NEG, POS
+from .load.nsys_host import load_host
 from .load.nsys_sqlite import CALL_COLUMNS, NsysExport
 from .ops import op_ranges
 from .partial import ChunkContext, Partial, compute
@@ -76,6 +81,9 @@ class Trace:
     first_ops: pd.DataFrame
     op_ranges: pd.DataFrame
     instance_kernels: pd.DataFrame     # per range instance: its own thread's kernels
+    host: pd.DataFrame                 # per range instance: host parts, call counts
+    copies: pd.DataFrame               # per (range instance, copy name, memory kinds)
+    copy_names: pd.DataFrame           # per (copy name, memory kinds), the whole trace
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="int64"))
@@ -185,6 +193,13 @@ def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trac
         first_ops=merge.first_ops(parts), outside=sum(p.outside for p in parts),
         instance_kernels=merge.summed(parts, "instance_kernels", ["range"],
                                       {"kernel_count": "sum"}),
+        host=merge.summed(parts, "host", ["range"], dict.fromkeys(
+            parts[0].host.columns.drop("range"), "sum")),
+        copies=merge.summed(parts, "copies", ["range", "name", "memory"], {
+            "count": "sum", "bytes": "sum", "total_ns": "sum"}),
+        copy_names=merge.summed(parts, "copy_names", ["name", "memory"], {
+            "count": "sum", "bytes": "sum", "total_ns": "sum", "min_ns": "min",
+            "max_ns": "max"}),
         graph_traced=set().union(*(p.graph_traced for p in parts)),
         steps=ctx.steps if ctx.steps is not None else np.zeros(0, dtype="int64"),
         rank=merge.rank(parts))
@@ -194,11 +209,11 @@ def attribute(export: NsysExport, watch_paths: tuple[str, ...] = (),
               events: list[dict] | None = None) -> Trace:
     """The attribution pass over an export whose operations are in memory (a second one
     when warm-up instances are found: with_warmup_apart)."""
-    ops = _normalized(export.ops)
+    ops, calls = _normalized(export.ops), load_host(export.path)
 
     def run(apart: dict[int, str]) -> Trace:
         ctx = context(export, watch_paths, events=events, apart=apart)
-        return combine(export, ctx, [compute(ctx, ops, NEG, POS, 0, ATEN_EAGER)])
+        return combine(export, ctx, [compute(ctx, ops, NEG, POS, 0, ATEN_EAGER, calls)])
     return with_warmup_apart(run)
 
 

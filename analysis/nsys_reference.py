@@ -59,6 +59,27 @@ def ours_wall(doc: SystemsDoc) -> pd.DataFrame:
                                    wall_instances=("wall_instances", "sum")).sort_index()
 
 
+def mem_sums(time_csv: Path, size_csv: Path) -> pd.DataFrame:
+    """cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum keyed by operation: count, total
+    time, total MB (as printed: 3 decimals)."""
+    if not time_csv.stat().st_size:           # a trace without copies: nsys writes nothing
+        return pd.DataFrame({"count": [], "total_ns": [], "total_mb": []},
+                            index=pd.Index([], name="Operation"))
+    t = pd.read_csv(time_csv).set_index("Operation")
+    m = pd.read_csv(size_csv).set_index("Operation")
+    return pd.DataFrame({"count": t["Count"], "total_ns": t["Total Time (ns)"],
+                         "total_mb": m["Total (MB)"].round(3)}).sort_index()
+
+
+def ours_mem(doc: SystemsDoc) -> pd.DataFrame:
+    rows = [(c.name, c.count, c.total_ns, c.bytes) for c in doc.copies]
+    df = pd.DataFrame(rows, columns=["Operation", "count", "total_ns", "bytes"])
+    out = df.groupby("Operation").agg(count=("count", "sum"), total_ns=("total_ns", "sum"),
+                                      total_mb=("bytes", "sum"))
+    out["total_mb"] = (out["total_mb"] + 500) // 1000 / 1000     # half up, as nsys prints
+    return out.sort_index()
+
+
 def ours_kern(doc: SystemsDoc) -> pd.DataFrame:
     rows = [(label(e.domain, e.name), k.name, k.count, k.total_ns, k.min_ns, k.max_ns)
             for e in doc.ranges for k in e.kernels]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import host
 from .busy import clipped_union, covered, other_thread_kernels
 from .load.nsys_sqlite import CALL_COLUMNS, PID_MASK
 from .ranges import attribute as attribute_calls
@@ -62,6 +63,9 @@ class Partial:
     op_counts: pd.DataFrame
     instance_kernels: pd.DataFrame   # range, kernel_count: owned kernels per instance
     first_ops: pd.DataFrame
+    host: pd.DataFrame               # per range instance: host parts and call counts
+    copies: pd.DataFrame             # per (range instance, copy name, memory kinds)
+    copy_names: pd.DataFrame         # per (copy name, memory kinds), the whole window
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
     sorted_ok: bool = True
@@ -271,8 +275,9 @@ def first_ops(ctx: ChunkContext, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.D
 
 
 def compute(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int, index: int,
-            aten_pattern: str) -> Partial:
-    """The window's partial aggregates (see the module doc)."""
+            aten_pattern: str, calls: pd.DataFrame) -> Partial:
+    """The window's partial aggregates (see the module doc); `calls`: the window's host
+    calls (load/nsys_host.py)."""
     sorted_ok = bool(ops.attrs.get("sorted_ok", True))
     ops = ops.reset_index(drop=True)
     pairs = attribute_calls(ops[CALL_COLUMNS], ctx.ranges)
@@ -298,6 +303,8 @@ def compute(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int, index: int,
                             .drop_duplicates().to_numpy().tolist())),
         seq_names=by_name, seq_durations=durations, seq_pairs=seq_pairs, seq_ends=ends,
         op_counts=op_counts(ctx, kp), first_ops=first_ops(ctx, ops, pairs),
+        host=host.instance_calls(ctx.ranges, calls, ops),
+        copies=host.instance_copies(ops, pairs), copy_names=host.copy_names(ops),
         instance_kernels=kp.groupby("range").size().rename("kernel_count").reset_index(),
         outside=int((kern & ~inside[~ops["halo"].to_numpy()]).sum()),
         graph_traced=set(np.intersect1d(owned["correlation_id"].to_numpy(),

@@ -25,6 +25,7 @@ from .documents import RanksDoc, SystemsDoc
 from .errors import ToolMissing
 from .load import nsys_sqlite
 from .load.nsys_chunks import plan, read_window
+from .load.nsys_host import read_host
 from .load.nsys_sqlite import NsysExport, versioned
 from .model import ATEN_EAGER, Trace, combine, context
 from .partial import ChunkContext, Partial, compute
@@ -42,7 +43,8 @@ def window_task(layout, ctx: ChunkContext, index: int) -> Partial:
     """Read and reduce one window of one export (a top-level function: worker processes
     and Dask tasks run it)."""
     lo, hi = layout.bounds[index], layout.bounds[index + 1]
-    return compute(ctx, read_window(layout, index), lo, hi, index, ATEN_EAGER)
+    return compute(ctx, read_window(layout, index), lo, hi, index, ATEN_EAGER,
+                   read_host(layout.host, lo, hi))
 
 
 def _init_worker(ctxs: list[ChunkContext]) -> None:

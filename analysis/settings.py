@@ -27,6 +27,11 @@ def env(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     return (os.environ if environ is None else environ).get(name)
 
 
+# --- findings -----------------------------------------------------------------------------
+FINDING_MIN_PCT = 1.0
+"""A finding that would save less than this % of the analyzed time is listed after the
+others and left off the pages."""
+
 # --- reading ----------------------------------------------------------------------------
 CHUNK_ROWS = 250_000
 """GPU operations per window when reading an export (peak memory follows it)."""
@@ -48,6 +53,39 @@ WARMUP_EXTRA = 100
 """... and at least this many more is warm-up (autotuning, first calls)."""
 WARMUP_MIN_INSTANCES = 3
 """Instances a range needs before a median of them means something."""
+WARMUP_WALL_FACTOR = 3
+"""A leading instance that took this many times the median wall time and loaded modules
+is a first call (set apart as warm-up)."""
+
+# --- where the wall time goes: the host-side rules -----------------------------------------
+LOOP_MIN_INSTANCES = 3
+"""A range repeated at least this many times in its process is a loop's iteration."""
+INPUT_SHARE_PCT = 30.0
+"""input_starved: a range without kernels of its own holding this % of its parent's wall
+time ..."""
+INPUT_BUSY_PCT = 50.0
+"""... while the GPU was busy less than this % of its wall time."""
+SYNC_INSTANCES_PCT = 80.0
+"""sync_in_loop: a synchronize call in at least this % of a loop's iterations ..."""
+SYNC_MIN_PCT = 2.0
+"""... waiting at least this % of their wall time."""
+PAGEABLE_INSTANCES_PCT = 80.0
+"""pageable_copy: copies from or to pageable memory in at least this % of iterations."""
+PINNED_BPS = 55e9
+"""Host-to-device bytes/s from pinned memory when the trace has no pinned copy to measure
+it: 55 GB/s, measured on the H200 test machine (tests/data/battery/pageable_copy_fixed:
+20 x 256 MiB in 96.8 ms)."""
+LOADS_INSTANCES_PCT = 50.0
+"""kernel_loads_per_call: module or library loads in at least this % of iterations."""
+HOST_IDLE_PCT = 50.0
+"""host_bound: the GPU idle at least this % of a range's wall time ..."""
+HOST_OUTSIDE_PCT = 50.0
+"""... while its thread spent at least this % of it outside CUDA calls."""
+LAUNCH_HOST_PCT = 25.0
+"""launch_bound: launch calls fill at least this % of the idle time (when traced)."""
+FP32_GEMM_PCT = 10.0
+"""fp32_gemm: fp32 GEMMs without tensor cores hold at least this % of a range's kernel
+time."""
 
 # --- Nsight Compute classification and rules ----------------------------------------------
 LATENCY_PCT = 60.0

@@ -10,6 +10,7 @@ trace cannot show, e.g. untraced CUDA graph kernels).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import busy, compile_events, guards, model, rules, summary
+from . import busy, compile_events, guards, host, model, rules, summary
 from . import ranges as rng
 from .apart import APART_TAGS, apart_prefix
 from .documents import (
+    CopyStat,
     Gpu,
     GpuOp,
     KernelStat,
@@ -57,14 +59,15 @@ ENTRY_COLUMNS = {"path": "name", "domain": "domain", "pid": "pid", "instances": 
 
 def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
                   threads: tuple[pd.DataFrame, dict[int, list[dict]]] | None = None,
-                  devices: dict[int, list[int]] | None = None) -> list[RangeEntry]:
+                  devices: dict[int, list[int]] | None = None,
+                  copies: dict[int, list[CopyStat]] | None = None) -> list[RangeEntry]:
     """One entry per range key, in timeline order, every scalar field filled by name:
     the summary's columns (ENTRY_COLUMNS) and `threads`' per-key frame (busy.per_key:
     columns named as the fields; with its list of other launching threads); kernels
     grouped in one pass, `devices` the CUDA devices of each key's kernels. Columns are
     read as Python lists once (40k range keys under emit_nvtx: per-row frame access took
     most of the time)."""
-    devices = devices or {}
+    devices, copies = devices or {}, copies or {}
     per_key: dict[int, list[KernelStat]] = {}
     for key, name, count, total, lo, hi, avg in zip(*_lists(kernels, (
             "key", "name", "count", "total_ns", "min_ns", "max_ns", "avg_ns")), strict=True):
@@ -76,15 +79,21 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
     columns = _lists(summary, tuple(ENTRY_COLUMNS))
     if extra is not None:
         fields += list(extra.columns)
-        columns += [extra[c].reindex(keys, fill_value=0).astype("int64").tolist()
-                    for c in extra.columns]
+        aligned = extra.reindex(keys, fill_value=0).astype("int64")
+        columns += [aligned[c].to_numpy().tolist() for c in extra.columns]
+    at = fields.index("domain")
+    columns[at] = [d if isinstance(d, str) else None for d in columns[at]]
+    base = {f.name: f.default for f in dataclasses.fields(RangeEntry)
+            if f.default is not dataclasses.MISSING}
     entries = []
     for key, *values in zip(keys, *columns, strict=True):
-        e = RangeEntry(**dict(zip(fields, values, strict=True)))
-        if not isinstance(e.domain, str):
-            e.domain = None
-        e.devices, e.kernels = devices.get(key, []), per_key.get(key, [])
-        e.other_threads = [ThreadLaunches(**t) for t in launches.get(key, ())]
+        # filled by field name; __init__ skipped (one dict per entry: 110k entries under
+        # emit_nvtx took 2 s through keyword calls), every field set as __init__ sets it
+        e = object.__new__(RangeEntry)
+        e.__dict__.update(base, **dict(zip(fields, values, strict=True)),
+                          devices=devices.get(key, []), kernels=per_key.get(key, []),
+                          copies=copies.get(key, []),
+                          other_threads=[ThreadLaunches(**t) for t in launches.get(key, ())])
         entries.append(e)
     return entries
 
@@ -247,8 +256,10 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         trace = model.attribute(export, watch_paths(meta), events)
     if events:
         events = compile_events.place(trace, events)
-    entries = range_entries(rng.summarize(trace), trace.kernels, busy.per_key(trace),
-                            trace.key_devices)
+    extra, launches = busy.per_key(trace)
+    entries = range_entries(rng.summarize(trace), trace.kernels,
+                            (extra.join(host.per_key(trace), how="outer").fillna(0), launches),
+                            trace.key_devices, host.copy_table(trace))
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
     label_warmup(entries, events or [], trace.warmup)
@@ -266,7 +277,8 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                              gpus=[Gpu(**g) for g in export.gpus]),
         ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes,
         ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
-        gpu_busy=summary.gpu_busy(trace.devices))
+        gpu_busy=summary.gpu_busy(trace.devices),
+        copies=host.copy_summary(trace.copy_names))
     return Measured(doc, meta, events, trace)
 
 
@@ -332,7 +344,7 @@ def add_levers(doc: SystemsDoc, meta: Meta | None) -> None:
             continue
         row.floor_ns = floor
         gap = row.time_per_iter_ns - floor if floor else None
-        found = [f for f in doc.findings if f.range == row.range and f.impact_ns > 0]
+        found = [f for f in doc.findings if f.range == row.range and f.saving_per_instance_ns > 0]
         breaks = [f for f in doc.findings if f.range == row.range and f.evidence.get("file")]
         if breaks:
             row.lever = "; ".join(f"remove the {f.rule.replace('_', ' ')} at "
@@ -342,11 +354,11 @@ def add_levers(doc: SystemsDoc, meta: Meta | None) -> None:
                          f"{ideal}: about {gap / 1e3:,.1f} µs per iteration to gain (measured "
                          f"{row.time_per_iter_ns / 1e3:,.1f} µs, floor {floor / 1e3:,.1f} µs)")
         elif found:
-            f = max(found, key=lambda f: f.impact_ns)
+            f = max(found, key=lambda f: f.saving_per_instance_ns)
             where = (f" at {f.evidence.get('file')}:{f.evidence.get('line')}"
                      if f.evidence.get("file") else "")
-            row.lever = (f"{f.rule}{where}: {f.impact_ns / 1e3:,.1f} µs per iteration at "
-                         "stake")
+            row.lever = (f"{f.rule}{where}: saves up to "
+                         f"{f.saving_per_instance_ns / 1e3:,.1f} µs per iteration")
         elif gap is not None:
             row.lever = (f"{100 * floor / row.time_per_iter_ns:.0f}% of the floor's speed: "
                          f"{max(gap, 0) / 1e3:,.1f} µs per iteration above the floor "

@@ -58,9 +58,8 @@ def test_other_threads_equal_brute_force(doc) -> None:
     assert bwd.other_threads_kernel_count > 40 * bwd.instances > bwd.kernel_count
     assert bwd.other_threads[0].name == "pt_autograd_0"
     assert sum(t.kernel_count for t in bwd.other_threads) == bwd.other_threads_kernel_count
-    fired = [f for f in doc.findings if f.rule == "other_thread_kernels"]
-    assert "train/step/bwd" in {f.range for f in fired}
-    assert "autograd" in next(f for f in fired if f.range == "train/step/bwd").message
+    assert "autograd" in bwd.other_threads[0].role          # a fact, shown, not raised
+    assert not [f for f in doc.findings if f.rule == "other_thread_kernels"]
 
 
 def _busy_brute(ops: list[tuple], pid: int, lo: int, hi: int) -> int:

@@ -9,8 +9,10 @@ from analysis import systems
 from analysis.load import nsys_sqlite
 from analysis.nsys_reference import (
     kern_sum,
+    mem_sums,
     nvtx_sum,
     ours_kern,
+    ours_mem,
     ours_proj,
     ours_wall,
     proj_sum,
@@ -69,6 +71,14 @@ def test_wall_time_per_range_equals_nvtx_sum(export_doc, version: str) -> None:
     export, doc = export_doc
     ref = nvtx_sum(_stats(export, version, "nvtx_sum"))
     pd.testing.assert_frame_equal(ours_wall(doc), ref, check_dtype=False)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_copies_equal_cuda_gpu_mem_time_and_size_sums(export_doc, version: str) -> None:
+    export, doc = export_doc
+    time_csv = _stats(export, version, "cuda_gpu_mem_time_sum")
+    ref = mem_sums(time_csv, _stats(export, version, "cuda_gpu_mem_size_sum"))
+    pd.testing.assert_frame_equal(ours_mem(doc), ref, check_dtype=False, check_names=False)
 
 
 def test_kernel_count_and_time_are_sums_of_kernel_rows(export_doc) -> None:

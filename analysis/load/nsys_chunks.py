@@ -26,7 +26,7 @@ every operation gets its call exactly as the whole-trace join gives it.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +34,7 @@ import pandas as pd
 import sqlite_utils
 
 from ..errors import InputError
+from .nsys_host import HostLayout, plan_host
 from .nsys_sqlite import (
     CALL_COLUMNS,
     OP_TABLES,
@@ -45,6 +46,7 @@ from .nsys_sqlite import (
     op_columns,
     ops_frame,
 )
+from .rows import Db, fetch, first_rowid
 
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NEG, POS = -(1 << 62), 1 << 62
@@ -64,6 +66,7 @@ class Layout:
     total_rows: int
     scan: bool = False
     launch_names: tuple[int, ...] = ()        # StringIds of API calls that launch GPU work
+    host: HostLayout | None = None            # how to read the host calls (nsys_host)
 
     @property
     def windows(self) -> int:
@@ -71,29 +74,6 @@ class Layout:
 
     def rescanned(self) -> Layout:
         return replace(self, scan=True)
-
-
-@dataclass
-class _Db:
-    conn: sqlite3.Connection
-    max_rowid: dict[str, int] = field(default_factory=dict)
-
-
-def _first_rowid(db: _Db, table: str, t: int) -> int:
-    """Smallest rowid whose start is >= t, by binary search (the table in start order)."""
-    if table not in db.max_rowid:
-        db.max_rowid[table] = db.conn.execute(
-            f"SELECT ifnull(max(rowid), 0) FROM {table}").fetchone()[0]
-    lo, hi = 1, db.max_rowid[table] + 1
-    sql = f"SELECT start FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1"
-    while lo < hi:
-        mid = (lo + hi) // 2
-        row = db.conn.execute(sql, (mid,)).fetchone()
-        if row is None or row[0] >= t:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 def _tables(conn: sqlite3.Connection) -> dict[int, tuple[str, frozenset]]:
@@ -142,19 +122,7 @@ def plan(path: Path, chunk_rows: int) -> Layout:
     return Layout(path=path, tables=tables, bounds=(NEG, *sorted(set(cuts)), POS),
                   longest_ns={i: int(d) for i, (_, d) in sizes.items()}, total_rows=total,
                   scan=cuts != sorted(cuts),          # bounds out of order: scan
-                  launch_names=launch)
-
-
-FETCH_ROWS = 32_768
-
-
-def _fetch(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int) -> np.ndarray:
-    """Integer rows of a query as an (n, ncols) array, FETCH_ROWS at a time: the Python
-    tuples sqlite3 makes (tens of bytes per value) never pile up for a whole window."""
-    cur, parts = conn.execute(sql, params), []
-    while rows := cur.fetchmany(FETCH_ROWS):
-        parts.append(np.array(rows, dtype=np.int64).reshape(len(rows), ncols))
-    return np.concatenate(parts) if parts else np.empty((0, ncols), dtype=np.int64)
+                  launch_names=launch, host=plan_host(path))
 
 
 SLOT = 1 << 34          # two small integers travel as one: (a + 8) * SLOT + (b + 8)
@@ -180,21 +148,21 @@ def _unpack(rows: np.ndarray, kind: int) -> np.ndarray:
                             rows[:, 7]])
 
 
-def _table_rows(db: _Db, layout: Layout, i: int, lo: int, hi: int) -> tuple[np.ndarray, bool]:
+def _table_rows(db: Db, layout: Layout, i: int, lo: int, hi: int) -> tuple[np.ndarray, bool]:
     """Owned and halo rows of one op table in [lo, hi) in rowid order (see `_unpack`, plus
     a halo flag) and whether the start order held."""
     name, cols = layout.tables[i]
     base = _window_sql(name, i, cols)
     if layout.scan:
-        owned = _fetch(db.conn, f"{base} WHERE o.start >= ? AND o.start < ?", (lo, hi), 8)
-        halo = _fetch(db.conn, f"{base} WHERE o.start < ? AND o.end > ?", (lo, lo), 8)
+        owned = fetch(db.conn, f"{base} WHERE o.start >= ? AND o.start < ?", (lo, hi), 8)
+        halo = fetch(db.conn, f"{base} WHERE o.start < ? AND o.end > ?", (lo, lo), 8)
         ok = True
     else:
-        r0 = _first_rowid(db, name, lo) if lo > NEG else 1
-        r1 = _first_rowid(db, name, hi) if hi < POS else (1 << 62)
-        owned = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 8)
-        h0 = _first_rowid(db, name, lo - layout.longest_ns[i]) if lo > NEG else r0
-        halo = _fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ? AND o.end > ?",
+        r0 = first_rowid(db, name, lo) if lo > NEG else 1
+        r1 = first_rowid(db, name, hi) if hi < POS else (1 << 62)
+        owned = fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 8)
+        h0 = first_rowid(db, name, lo - layout.longest_ns[i]) if lo > NEG else r0
+        halo = fetch(db.conn, f"{base} WHERE o.rowid >= ? AND o.rowid < ? AND o.end > ?",
                       (h0, r0, lo), 8)
         s = owned[:, 2]
         ok = bool(((s >= lo) & (s < hi)).all() and (np.diff(s) >= 0).all()
@@ -207,15 +175,15 @@ def _table_rows(db: _Db, layout: Layout, i: int, lo: int, hi: int) -> tuple[np.n
     return np.column_stack([_unpack(rows, i), flag]), ok
 
 
-def _launch_rows(db: _Db, layout: Layout, earliest: int, hi_row: int) -> np.ndarray:
+def _launch_rows(db: Db, layout: Layout, earliest: int, hi_row: int) -> np.ndarray:
     """API rows of launching calls (by name) that started from `earliest` to the window's
     end: most of the window's calls, read without a list of ids."""
     if not layout.launch_names or layout.scan:
         return np.empty((0, 5), dtype=np.int64)
     marks = ",".join("?" * len(layout.launch_names))
-    return _fetch(db.conn, f"SELECT correlationId, globalTid, start, end, rowid FROM {API} "
+    return fetch(db.conn, f"SELECT correlationId, globalTid, start, end, rowid FROM {API} "
                   f"WHERE rowid >= ? AND rowid < ? AND nameId IN ({marks})",
-                  (_first_rowid(db, API, earliest), hi_row, *layout.launch_names), 5)
+                  (first_rowid(db, API, earliest), hi_row, *layout.launch_names), 5)
 
 
 def _matched(want: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -229,12 +197,12 @@ def _matched(want: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _calls(db: _Db, layout: Layout, ops: pd.DataFrame) -> pd.DataFrame:
+def _calls(db: Db, layout: Layout, ops: pd.DataFrame) -> pd.DataFrame:
     """The launching call (global_tid, api_start_ns, api_end_ns) of each op, -1 if none."""
     want = pd.DataFrame({"correlation_id": ops["correlation_id"].to_numpy(),
                          "global_pid": ops["global_pid"].to_numpy()})
     conn = db.conn
-    hi_row = _first_rowid(db, API, int(ops["start_ns"].max()) + 1) if len(ops) else 1
+    hi_row = first_rowid(db, API, int(ops["start_ns"].max()) + 1) if len(ops) else 1
     earliest = int(ops["start_ns"].min()) if len(ops) else 0
     found = [_launch_rows(db, layout, earliest, hi_row)]
     matched = _matched(want, found[0])
@@ -249,10 +217,10 @@ def _calls(db: _Db, layout: Layout, ops: pd.DataFrame) -> pd.DataFrame:
         conn.execute("DELETE FROM temp.want_ids")
         conn.executemany("INSERT INTO temp.want_ids VALUES (?)", ((int(c),) for c in missing))
         if step is None or layout.scan:
-            rows = _fetch(conn, sql, (), 5)
+            rows = fetch(conn, sql, (), 5)
         else:
-            lo_row = _first_rowid(db, API, earliest - step)
-            rows = _fetch(conn, f"{sql} AND rowid >= ? AND rowid < ?", (lo_row, hi_row), 5)
+            lo_row = first_rowid(db, API, earliest - step)
+            rows = fetch(conn, f"{sql} AND rowid >= ? AND rowid < ?", (lo_row, hi_row), 5)
             hi_row = lo_row
         found.append(rows)
         matched |= _matched(want, rows)
@@ -271,7 +239,7 @@ def read_window(layout: Layout, index: int) -> pd.DataFrame:
     """Window `index`'s operations (owned and halo) with their launching calls; the frame's
     attrs["sorted_ok"] says whether the tables' start order held (see the module doc)."""
     lo, hi = layout.bounds[index], layout.bounds[index + 1]
-    db = _Db(connect(layout.path))
+    db = Db(connect(layout.path))
     try:
         parts, ok = [], True
         for i in sorted(layout.tables):

@@ -49,6 +49,15 @@ def us(ns: float | None) -> str:
     return "–" if ns is None else f"{ns / 1e3:,.1f} µs"
 
 
+def dur(ns: float | None) -> str:
+    """A duration in the unit a reader takes in at a glance (s, ms or µs)."""
+    if ns is None:
+        return "–"
+    if abs(ns) >= 1e9:
+        return f"{ns / 1e9:,.2f} s"
+    return f"{ns / 1e6:,.2f} ms" if abs(ns) >= 1e6 else us(ns)
+
+
 def gbps(bps: float | None) -> str:
     return "–" if bps is None else f"{bps / 1e9:,.0f} GB/s"
 
@@ -124,30 +133,33 @@ def shown_ranges(doc: SystemsDoc) -> tuple[list[RangeEntry], int]:
     """(ranges to show, in timeline order; how many were left out)."""
     if len(doc.ranges) <= MAX_RANGES:
         return doc.ranges, 0
-    top = sorted(range(len(doc.ranges)), key=lambda i: -doc.ranges[i].kernel_time_ns)
+    top = sorted(range(len(doc.ranges)), key=lambda i: (-doc.ranges[i].wall_ns,
+                                                        -doc.ranges[i].kernel_time_ns))
     keep = sorted(top[:MAX_RANGES])
     return [doc.ranges[i] for i in keep], len(doc.ranges) - MAX_RANGES
 
 
 def _more(left_out: int) -> list[str]:
-    return [f"{left_out:,} more ranges with less kernel time are in systems.json and "
+    return [f"{left_out:,} more ranges with less time are in systems.json and "
             "ranges.csv.", ""] if left_out else []
 
 
 def ranges_section(doc: SystemsDoc) -> list[str]:
-    """The ranges that launched GPU work; one table per process when there are several
-    (an export of `nsys profile torchrun ...`), headed by its pid and GPUs."""
+    """The ranges, those without GPU work too; one table per process when there are
+    several (an export of `nsys profile torchrun ...`), headed by its pid and GPUs."""
     shown, left_out = shown_ranges(doc)
     lines = ["## NVTX ranges", "",
              "Kernels are credited to a range when the CUDA call that launched them lies "
              "inside it, on the same thread (as `nsys stats` does); a kernel counts in every "
-             "enclosing range. GPU span: first GPU operation start to last end, summed over "
+             "enclosing range. Wall / instance: the median instance's end - start (instances: "
+             "all of them, GPU work or not, as `nsys stats nvtx_sum` counts them). "
+             "GPU span: first GPU operation start to last end, summed over "
              "instances; idle: span not covered by any GPU operation. Other threads: "
              "kernels that other threads of the process launched while the range was open "
              "(PyTorch's backward runs on its autograd thread); GPU busy: share of the "
              "range's wall time during which any GPU operation of the process ran.", ""]
     if not shown:
-        return lines + ["No NVTX range launched GPU work.", ""]
+        return lines + ["The trace holds no NVTX range.", ""]
     pids = sorted({e.pid or 0 for e in doc.ranges})
     for pid in pids:
         mine = [e for e in shown if (e.pid or 0) == pid]
@@ -156,11 +168,12 @@ def ranges_section(doc: SystemsDoc) -> list[str]:
             lines += [f"### Process {pid}" + (f" (GPU {', '.join(map(str, gpus))})"
                                               if gpus else ""), ""]
         body = [[esc(short(e.name)) + (" (warm-up)" if e.warmup else ""),
-                 esc(e.domain or "(default)"), num(e.instances), num(e.kernel_count),
-                 us(e.kernel_time_ns), us(e.gpu_span_ns), us(e.gpu_idle_ns), _other(e),
-                 _busy(e)] for e in mine]
-        lines += table(["range", "domain", "instances", "kernels", "kernel time", "GPU span",
-                        "GPU idle", "other threads' kernels", "GPU busy"], body, "llrrrrrrr")
+                 esc(e.domain or "(default)"), num(e.wall_instances), dur(e.wall_median_ns),
+                 _busy(e), num(e.kernel_count), us(e.kernel_time_ns), us(e.gpu_span_ns),
+                 us(e.gpu_idle_ns), _other(e)] for e in mine]
+        lines += table(["range", "domain", "instances", "wall / instance", "GPU busy",
+                        "kernels", "kernel time", "GPU span", "GPU idle",
+                        "other threads' kernels"], body, "llrrrrrrrr")
         lines.append("")
     return lines + _more(left_out)
 
@@ -315,15 +328,17 @@ def environment_section(doc: SystemsDoc) -> list[str]:
 
 
 def impact(f: Finding) -> str:
-    """The time at stake, as a reader weighs it."""
-    per = " per iteration" if f.iterations > 1 else ""
-    return (f"{us(f.impact_ns)}{per} at stake, {f.share_pct:.1f}% of the analyzed kernel time"
-            if f.impact_ns else "impact not measured")
+    """What removing the cause would save at most, as a reader weighs it."""
+    if not f.saving_ns:
+        return "no saving estimated"
+    per = (f", {dur(f.saving_per_instance_ns)} per instance of {f.iterations}"
+           if f.iterations > 1 else "")
+    return f"saves up to {dur(f.saving_ns)}{per}, {f.share_pct:.1f}% of the {f.share_of}"
 
 
 def findings_section(findings: list[Finding], where: str = "the JSON document") -> list[str]:
     """The findings that matter: at most 10, largest impact first, none under 1% of the
-    analyzed GPU time; one line each with what is at stake, then the suggestion."""
+    analyzed time; one line each with what it would save, then the suggestion."""
     lines = ["## Findings", ""]
     if not findings:
         return lines + ["No rule fired (rules and thresholds: README.md, analysis/rules/).",
@@ -335,10 +350,24 @@ def findings_section(findings: list[Finding], where: str = "the JSON document") 
                      f"{esc(short(f.message, 300))}  ")
         lines.append(f"  Suggestion: {esc(f.suggestion)}")
     if not top:
-        lines.append("No finding holds 1% or more of the analyzed GPU time.")
+        lines.append("No finding would save 1% or more of the analyzed time.")
     if more:
-        lines.append(f"{more} more finding(s) with less at stake are in {where}.")
+        lines.append(f"{more} more finding(s) that would save less are in {where}.")
     return lines + [""]
+
+
+def run_header(run: dict, per_variant: bool = True) -> list[str]:
+    """What ran, one line, with only the fields the run recorded."""
+    if not run.get("description"):
+        return []
+    said = [esc(run["description"])]
+    if run.get("shapes"):
+        said.append(f"shapes {run['shapes']}")
+    if run.get("dtype"):
+        said.append(str(run["dtype"]))
+    if per_variant and run.get("cost_model") and run.get("iterations"):
+        said.append(f"{run['iterations']} iterations per variant")
+    return ["; ".join(said) + ".", ""]
 
 
 def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str:
@@ -346,9 +375,7 @@ def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str
     run = doc.run or {}
     title = run.get("workload") or doc.source.path
     lines = [f"# Nsight Systems report: {esc(title)}", ""]
-    if run.get("description"):
-        lines += [f"{esc(run['description'])}; shapes {run.get('shapes')}, "
-                  f"{run.get('dtype')}.", ""]
+    lines += run_header(run, per_variant=False)
     for note in doc.notes:
         lines.append(f"> Note: {esc(note)}")
     if doc.notes:

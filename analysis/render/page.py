@@ -13,12 +13,14 @@ import json
 from ..documents import ComputeDoc, SystemsDoc, ordered, top_findings
 from .compute_md import kernels_section as compute_kernels
 from .markdown import (
+    dur,
     environment_section,
     esc,
     findings_section,
     impact,
     pct,
     reflow,
+    run_header,
     short,
     us,
     variants_section,
@@ -65,12 +67,41 @@ def joinable(systems: SystemsDoc, compute: ComputeDoc | None) -> tuple[ComputeDo
 def runs_line(systems: SystemsDoc, compute: ComputeDoc | None) -> list[str]:
     """Which run each part of the page comes from."""
     def said(run: dict) -> str:
-        return (f"run of {run.get('started') or 'unrecorded time'}, code "
-                f"{run.get('code_version') or 'unrecorded'}")
-    parts = [f"timeline (Nsight Systems): {said(_run(systems))}"]
-    if compute:
-        parts.append(f"counters (Nsight Compute): {said(_run(compute))}")
-    return ["Runs: " + "; ".join(parts) + ".", ""]
+        return ", ".join(x for x in (run.get("started") and f"run of {run['started']}",
+                                     run.get("code_version") and
+                                     f"code {run['code_version']}") if x)
+    parts = [f"{what}: {said(_run(doc))}" for what, doc in (
+        ("timeline (Nsight Systems)", systems), ("counters (Nsight Compute)", compute))
+        if doc is not None and said(_run(doc))]
+    return ["Runs: " + "; ".join(parts) + ".", ""] if parts else []
+
+
+HOST_SAID = {"host_cpu_ns": "CPU outside CUDA calls", "host_os_ns": "OS runtime calls",
+             "host_sync_ns": "waiting for the GPU", "host_launch_ns": "launching kernels",
+             "host_module_ns": "loading modules", "host_memory_ns": "memory management",
+             "host_other_cuda_ns": "other CUDA calls"}
+
+
+def where_time_went(doc: SystemsDoc) -> list[str]:
+    """The verdict's first sentence: how busy the GPU was over the outermost ranges' wall
+    time, and where the largest share of it went (the first finding's range, or the
+    outermost range that took the most), on the host side."""
+    roots = [e for e in doc.ranges if "/" not in e.name and not e.warmup]
+    wall = sum(e.wall_ns for e in roots)
+    if not wall:
+        return []
+    busy = sum(e.busy_ns for e in roots)
+    state = "GPU-bound" if busy >= 0.8 * wall else "host-bound"
+    first = next((f for f in ordered(doc.findings) if f.range), None)
+    by = {e.name: e for e in doc.ranges}
+    where = by.get(first.range) if first and first.range in by else \
+        max(roots, key=lambda e: e.wall_ns)
+    parts = {k: getattr(where, k) for k in HOST_SAID}
+    top = max(parts, key=parts.get)
+    return [f"GPU busy {pct(100.0 * busy / wall)} of {dur(wall)} of wall time: {state}; "
+            f"{pct(min(100.0 * where.wall_ns / wall, 100.0))} of it in `{esc(where.name)}`, "
+            f"mostly {HOST_SAID[top]} ({pct(100.0 * parts[top] / max(where.wall_ns, 1))} of "
+            "that range).", ""]
 
 
 def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
@@ -80,6 +111,7 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
     lines = ["## Verdict", ""] + [f"**Warning:** {esc(w)}" for w in warnings or []]
     if warnings:
         lines.append("")
+    lines += where_time_went(systems)
     if rows:
         best = min(rows, key=lambda r: r.time_per_iter_ns)
         speed = best.speedup_vs_baseline
@@ -100,7 +132,7 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
     top = [f for f in top_findings(found)[0]
            if f.severity != "info"][:TOP_FINDINGS]
     if top:
-        lines += ["", "Top findings, most at stake first:"]
+        lines += ["", "Top findings, largest saving first:"]
         lines += [f"- {f.rule} `{esc(short(f.range or '-'))}` ({impact(f)}): "
                   f"{esc(short(f.message, 300))}" for f in top]
     elif rows:
@@ -114,9 +146,7 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
     run = systems.run or {}
     compute, warnings = joinable(systems, compute)
     lines = [f"# {esc(workload)}", ""]
-    if run.get("description"):
-        lines += [f"{esc(run['description'])}; shapes {run.get('shapes')}, {run.get('dtype')},"
-                  f" {run.get('iterations')} iterations per variant.", ""]
+    lines += run_header(run)
     lines += verdict(systems, compute, warnings) + runs_line(systems, compute)
     lines += variants_section(systems)
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration"),

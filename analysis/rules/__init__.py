@@ -10,7 +10,12 @@ is written once, in its rule's registration.
 """
 
 # the rules register themselves on import, in this order (the order of README's table)
-from . import compute_rules, rank_rules, systems_rules  # noqa: E402, F401, I001
+from . import (
+    compute_rules,  # noqa: E402, F401, I001
+    host_rules,  # noqa: E402, F401, I001
+    rank_rules,  # noqa: E402, F401, I001
+    systems_rules,  # noqa: E402, F401, I001
+)
 from .registry import REGISTRY, Context, Rule, markdown_table, rule, run, sort_key
 
 __all__ = ["REGISTRY", "Context", "Rule", "markdown_table", "rule", "run", "sort_key"]

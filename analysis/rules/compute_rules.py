@@ -63,7 +63,7 @@ def _bound(r: Rule, ctx: Context, bound: str) -> list[Finding]:
         first = launches[0][1]
         out.append(r.finding(
             range=rng, kernel=first.name, suggestion=advice,
-            impact_ns=sum(below_light_ns(k) for _, k in launches) / _iterations(ctx),
+            saving_per_instance_ns=sum(below_light_ns(k) for _, k in launches) / _iterations(ctx),
             evidence={"launches": [i for i, _ in launches], "launch": launches[0][0],
                       "sm_sol_pct": [k.sm_sol_pct for _, k in launches],
                       "mem_sol_pct": [k.mem_sol_pct for _, k in launches],
@@ -134,7 +134,7 @@ def low_occupancy(r: Rule, ctx: Context) -> list[Finding]:
         theo, ach = k.theoretical_occupancy_pct, k.achieved_occupancy_pct
         out.append(r.finding(
             range=rng, kernel=k.name, severity="info" if busy else "warning",
-            impact_ns=0.0 if busy else sum(below_light_ns(x) for _, x in launches)
+            saving_per_instance_ns=0.0 if busy else sum(below_light_ns(x) for _, x in launches)
             / _iterations(ctx),
             message=f"{len(launches)} launch(es) in {rng or 'no range'} reach less occupancy "
             f"than they could ({_names(launches)}); launch {i} achieved {ach:.1f}% of a "
@@ -160,7 +160,7 @@ def wave_quantization(r: Rule, ctx: Context) -> list[Finding]:
         at_stake = sum((x.duration_ns or 0) * (1 - x.waves_per_sm % 1) / math.ceil(
             x.waves_per_sm) for _, x in launches)
         out.append(r.finding(
-            range=rng, kernel=k.name, impact_ns=at_stake / _iterations(ctx),
+            range=rng, kernel=k.name, saving_per_instance_ns=at_stake / _iterations(ctx),
             message=f"{len(launches)} launch(es) in {rng or 'no range'} end on a part-full "
             f"wave; launch {i} runs {waves:.2f} waves: the last keeps only "
             f"{100 * (waves % 1):.0f}% of the SMs busy.",
@@ -182,7 +182,7 @@ def excess_dram_traffic(r: Rule, ctx: Context) -> list[Finding]:
             peak = ctx.compute.ceilings.dram_bytes_per_s
             extra = rg.dram_bytes_per_iter * (1 - 1 / x)
             out.append(r.finding(
-                range=rg.range, impact_ns=extra / peak * 1e9 if peak else 0.0,
+                range=rg.range, saving_per_instance_ns=extra / peak * 1e9 if peak else 0.0,
                 message=f"{rg.range} moved {x:.2f}x the minimal HBM bytes per iteration "
                 f"({rg.dram_bytes_per_iter / 1e6:,.1f} MB measured).",
                 evidence={"dram_bytes_per_iter": rg.dram_bytes_per_iter, "ratio": x,

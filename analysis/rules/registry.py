@@ -24,6 +24,7 @@ from ..documents import (
 )
 from ..model import Trace
 from ..ranges import leaf_paths
+from ..settings import FINDING_MIN_PCT
 
 
 @dataclass
@@ -40,19 +41,25 @@ class Context:
     cache: dict[str, Any] = field(default_factory=dict)   # facts several rules share
 
     def analyzed_ns(self) -> float:
-        """The GPU time findings are weighed against: the kernels of the outermost NVTX
-        ranges, own and other threads' (capped at every kernel of the trace; the whole
-        trace when it has no range), or every profiled launch (compute)."""
+        """The time savings are weighed against: the wall time of the outermost NVTX
+        ranges (the kernels of the whole trace when it has no range), or every profiled
+        launch (compute), or the ranks' steps."""
         if self.systems is not None:
-            trace = float(sum(k.total_ns for k in self.systems.kernel_summary))
-            roots = sum(e.kernel_time_ns + e.other_threads_kernel_time_ns
-                        for e in self.systems.ranges if "/" not in e.name)
-            return min(float(roots), trace) if roots else trace
+            roots = sum(max(e.wall_ns, e.gpu_span_ns) for e in self._ranges()
+                        if "/" not in e.name)
+            return float(roots) or float(sum(k.total_ns for k in self.systems.kernel_summary))
         if self.compute is not None:
             return float(sum(k.duration_ns or 0 for k in self.compute.kernels))
         if self.ranks:
             return float(sum(x.step_ns * x.steps for x in self.ranks) / len(self.ranks))
         return 0.0
+
+    def wall_of(self, path: str | None) -> int | None:
+        """A range's time over all its instances: its wall time, or the span of the GPU
+        work it launched when that ran longer (a loop that queues work ahead of the GPU);
+        None: no such range."""
+        e = self.all_entries.get(path) if path else None
+        return max(e.wall_ns, e.gpu_span_ns) or None if e is not None else None
 
     @cached_property
     def entries(self) -> dict[str, RangeEntry]:
@@ -138,6 +145,7 @@ class Rule:
     doc: str                        # one line: when it fires
     thresholds: dict[str, float]
     fn: Callable[[Rule, Context], list[Finding]]
+    saving_model: str = ""          # one sentence: how its findings' savings are estimated
 
     def finding(self, **fields: Any) -> Finding:
         """A Finding of this rule (keyword fields; severity defaults to the rule's)."""
@@ -147,15 +155,19 @@ class Rule:
 
 
 REGISTRY: dict[str, Rule] = {}
+SHARE_OF = {"systems": "wall time", "compute": "profiled kernel time",
+            "ranks": "step time"}
+"""What a finding's share_pct is a share of, per source (Context.analyzed_ns)."""
 
 
 def rule(id: str, source: str, severity: Severity, doc: str,
-         thresholds: dict[str, float] | None = None) -> Callable:
-    """Register the decorated function as the rule `id` (ids are unique)."""
+         thresholds: dict[str, float] | None = None, saving: str = "") -> Callable:
+    """Register the decorated function as the rule `id` (ids are unique); `saving` says
+    in one sentence how its findings' savings are estimated."""
     def register(fn: Callable[[Rule, Context], list[Finding]]) -> Callable:
         if id in REGISTRY:
             raise ValueError(f"rule {id!r} registered twice")
-        REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn)
+        REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn, saving)
         return fn
     return register
 
@@ -163,7 +175,8 @@ def rule(id: str, source: str, severity: Severity, doc: str,
 def sort_key(f: Finding) -> tuple:
     """Largest impact first, then most severe, range name, launch order."""
     launch = f.evidence.get("launch") if isinstance(f.evidence, dict) else None
-    return (-f.impact_ns, SEVERITY_ORDER[f.severity], f.range or "",
+    return (f.share_pct < FINDING_MIN_PCT, f.one_time, -f.saving_ns,
+            SEVERITY_ORDER[f.severity], f.range or "",
             launch if launch is not None else float("inf"))
 
 
@@ -172,7 +185,13 @@ def run(source: str, ctx: Context) -> list[Finding]:
     found = [f for r in REGISTRY.values() if r.source == source for f in r.fn(r, ctx)]
     total = ctx.analyzed_ns()
     for f in found:
-        f.share_pct = round(100.0 * f.impact_ns * f.iterations / total, 2) if total else 0.0
+        f.saving_model = f.saving_model or REGISTRY[f.rule].saving_model
+        f.saving_ns = float(f.saving_per_instance_ns * f.iterations)
+        wall = ctx.wall_of(f.range)
+        if wall is not None:
+            f.saving_ns = min(f.saving_ns, float(wall))
+        f.share_pct = min(round(100.0 * f.saving_ns / total, 2), 100.0) if total else 0.0
+        f.share_of = SHARE_OF[source]
     return sorted(found, key=sort_key)
 
 

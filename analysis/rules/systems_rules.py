@@ -9,9 +9,15 @@ import numpy as np
 import pandas as pd
 
 from .. import guards
-from ..busy import thread_role
 from ..documents import Finding
-from ..settings import GAP_NS, IDLE_WARN_PCT, LAUNCH_IDLE_PCT, LAUNCH_KERNEL_NS
+from ..settings import (
+    GAP_NS,
+    IDLE_WARN_PCT,
+    LAUNCH_HOST_PCT,
+    LAUNCH_IDLE_PCT,
+    LAUNCH_KERNEL_NS,
+)
+from .host_rules import explained
 from .registry import Context, Rule, rule
 
 GEMM_KERNEL = re.compile(r"(^nvjet_|gemm|cutlass|cudnn|xmma|sm\d+_.*_tn|cublas)", re.I)
@@ -81,7 +87,7 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
                     :meta.ideal_kernels])
                 out.append(r.finding(
                     range=e.name, kernel=names[0] if names else None, iterations=n,
-                    impact_ns=max(e.kernel_time_ns / n - kept, 0.0),
+                    saving_per_instance_ns=max(e.kernel_time_ns / n - kept, 0.0),
                     message=f"{e.name} launched {per_iter:g} kernels per iteration where the "
                     f"workload needs {meta.ideal_kernels}: {', '.join(names)}.",
                     evidence={"kernels_per_iter": per_iter,
@@ -92,7 +98,8 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
     if not pairs:
         return []
     epilogue = ctx.seq_names.groupby(["path", "name"])["total_ns"].sum()
-    return [r.finding(range=path, kernel=b, impact_ns=float(epilogue.get((path, b), 0)),
+    return [r.finding(range=path, kernel=b,
+                      saving_per_instance_ns=float(epilogue.get((path, b), 0)),
                       message=f"in {path} the GEMM kernel {a} is followed by the separate "
                       f"pointwise kernel {b}: the epilogue was not fused.",
                       evidence={"gemm_kernel": a, "epilogue_kernel": b},
@@ -136,7 +143,7 @@ def graph_break(r: Rule, ctx: Context) -> list[Finding]:
     for b in _breaks(ctx):
         place, idle, said = _placed(ctx, b, where, how, e, n)
         out.append(r.finding(
-            range=place, iterations=1 if b.get("range") else n, impact_ns=idle,
+            range=place, iterations=1 if b.get("range") else n, saving_per_instance_ns=idle,
             message=f"torch.compile broke the graph at {b.get('file')}:{b.get('line')}: "
             f"{b.get('reason') or 'reason not logged'} ({said}).",
             evidence={"file": b.get("file"), "line": b.get("line"), "reason": b.get("reason"),
@@ -150,7 +157,7 @@ def graph_break(r: Rule, ctx: Context) -> list[Finding]:
     if aten:
         eager = in_range["total_ns"][in_range["name"].astype(str).isin(aten)].sum()
         out.append(r.finding(
-            range=where, kernel=aten[0], iterations=n, impact_ns=float(eager) / n,
+            range=where, kernel=aten[0], iterations=n, saving_per_instance_ns=float(eager) / n,
             message=f"{len(aten)} eager ATen kernel(s) ran inside the compiled range {where}: "
             f"{', '.join(aten)}; part of the function ran outside the compiled graph.",
             evidence={"aten_kernels": aten},
@@ -189,7 +196,7 @@ def recompile(r: Rule, ctx: Context) -> list[Finding]:
             place, idle, said = _placed(ctx, ev, where, how, e, n)
         why, fix = guards.explain(ev.get("reason"))
         out.append(r.finding(
-            range=place, iterations=1 if ev.get("range") else n, impact_ns=idle,
+            range=place, iterations=1 if ev.get("range") else n, saving_per_instance_ns=idle,
             severity="info" if place is None else r.severity,
             message=f"{ev.get('function')} at {ev.get('file')}:{ev.get('line')} was "
             f"recompiled: {why or 'guard failure not logged'} ({said}).",
@@ -238,23 +245,33 @@ def _idle_evidence(e: Any, gaps: dict[str, Any], med: float | None) -> dict[str,
             "min_gap_ns": GAP_NS, "median_kernel_ns": med}
 
 
-def _is_launch_bound(ev: dict[str, Any]) -> bool:
+def _is_launch_bound(ev: dict[str, Any], e: Any) -> bool:
+    """Short kernels and an idle GPU, and (where the host calls were traced) launch calls
+    filling a good part of the idle time."""
     med = ev["median_kernel_ns"]
-    return ev["idle_pct"] > LAUNCH_IDLE_PCT and med is not None and med < LAUNCH_KERNEL_NS
+    idle = max(e.wall_ns - e.busy_ns, 0)
+    launches = not e.launch_calls or e.host_launch_ns * 100 >= LAUNCH_HOST_PCT * idle
+    return (ev["idle_pct"] > LAUNCH_IDLE_PCT and med is not None and med < LAUNCH_KERNEL_NS
+            and launches)
 
 
 @rule("launch_bound", "systems", "warning",
-      "idle > `idle_pct` of the span and median kernel < `median_kernel_ns`",
+      "idle > `idle_pct` of the span, median kernel < `median_kernel_ns` and launch calls "
+      "fill at least `launch_pct` of the idle time (where host calls were traced); not "
+      "where kernels are built every call or the loop waits for input",
       {"idle_pct": LAUNCH_IDLE_PCT, "median_kernel_ns": LAUNCH_KERNEL_NS,
-       "min_gap_ns": GAP_NS})
+       "min_gap_ns": GAP_NS, "launch_pct": LAUNCH_HOST_PCT},
+      saving="the range's wall time less its GPU busy time (at least its idle gaps): "
+      "replayed as one CUDA graph, the sequence would take about its GPU time")
 def launch_bound(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for e, gaps, med in idle_facts(ctx):
         ev = _idle_evidence(e, gaps, med)
-        if _is_launch_bound(ev):
+        if _is_launch_bound(ev, e) and not explained(ctx, e.name):
             n = iterations(ctx, e)
             out.append(r.finding(
-                range=e.name, evidence=ev, iterations=n, impact_ns=ev["idle_ns"] / n,
+                range=e.name, evidence=ev, iterations=n,
+                saving_per_instance_ns=max(ev["idle_ns"], e.wall_ns - e.busy_ns) / n,
                 message=f"{e.name} is launch-bound: the GPU idled {ev['idle_pct']:.1f}% of its "
                 f"span in {ev['gaps']} gaps while the median kernel ran {med / 1e3:.1f} µs "
                 f"({ev['host_wait_pct']:.0f}% of the idle time waiting for the host to "
@@ -267,16 +284,18 @@ def launch_bound(r: Rule, ctx: Context) -> list[Finding]:
 @rule("gpu_idle_gaps", "systems", "warning",
       "gaps of at least `min_gap_ns` between GPU operations inside a range's span add up to "
       "more than `idle_pct` of it (and it is not launch-bound); each gap is \"host wait\" "
-      "when the next launch call began after the GPU went idle",
-      {"idle_pct": IDLE_WARN_PCT, "min_gap_ns": GAP_NS})
+      "when the next launch call began after the GPU went idle; not where a host-side rule "
+      "names the cause", {"idle_pct": IDLE_WARN_PCT, "min_gap_ns": GAP_NS},
+      saving="the idle gaps' total: the most the range could shrink if the GPU never waited")
 def gpu_idle_gaps(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for e, gaps, med in idle_facts(ctx):
         ev = _idle_evidence(e, gaps, med)
-        if not _is_launch_bound(ev) and ev["idle_pct"] > IDLE_WARN_PCT:
+        if (not _is_launch_bound(ev, e) and ev["idle_pct"] > IDLE_WARN_PCT
+                and not explained(ctx, e.name)):
             n = iterations(ctx, e)
             out.append(r.finding(
-                range=e.name, evidence=ev, iterations=n, impact_ns=ev["idle_ns"] / n,
+                range=e.name, evidence=ev, iterations=n, saving_per_instance_ns=ev["idle_ns"] / n,
                 message=f"the GPU sat idle {ev['idle_pct']:.1f}% of {e.name}'s span in "
                 f"{ev['gaps']} gaps of {GAP_NS / 1e3:g} µs or more (largest "
                 f"{ev['largest_gap_ns'] / 1e3:.1f} µs, {ev['host_wait_pct']:.0f}% host wait).",
@@ -303,7 +322,7 @@ def compile_kernels_in_range(r: Rule, ctx: Context) -> list[Finding]:
         if odd and e.kernel_count > n * ideal:
             out.append(r.finding(
                 range=path, kernel=odd[0].name, iterations=n,
-                impact_ns=sum(k.total_ns for k in odd) / n,
+                saving_per_instance_ns=sum(k.total_ns for k in odd) / n,
                 message=f"{path} holds {e.kernel_count} kernels for {n} iterations; "
                 f"{len(odd)} kernel name(s) ran a number of times that is not a multiple of "
                 "the iterations: compilation, autotuning or benchmarking ran inside the "
@@ -313,39 +332,4 @@ def compile_kernels_in_range(r: Rule, ctx: Context) -> list[Finding]:
                 suggestion="move warm-up, torch.compile's first call and autotuning before "
                 "the range (the runner does: warm-up calls happen before any NVTX range "
                 "opens)"))
-    return out
-
-
-@rule("other_thread_kernels", "systems", "warning",
-      "other threads of the process launched more kernel time while a range was open than "
-      "the range's own thread (launch attribution, like `nsys stats`, leaves them out)")
-def other_thread_kernels(r: Rule, ctx: Context) -> list[Finding]:
-    out = []
-    for e in ctx.entries.values():
-        if not e.other_threads or e.other_threads_kernel_time_ns <= e.kernel_time_ns:
-            continue
-        top = e.other_threads[0]
-        role = thread_role(top.name)
-        who = f"{top.name or top.tid}" + (f", {role}" if role else "")
-        total = e.kernel_time_ns + e.other_threads_kernel_time_ns
-        busy = f"{100.0 * e.busy_ns / e.wall_ns:.1f}%" if e.wall_ns else "–"
-        n = iterations(ctx, e)
-        out.append(r.finding(
-            range=e.name, kernel=None, iterations=n,
-            impact_ns=e.other_threads_kernel_time_ns / n,
-            message=f"while {e.name} was open, other threads launched "
-            f"{e.other_threads_kernel_count} kernels ({e.other_threads_kernel_time_ns / 1e3:,.1f}"
-            f" µs), more than its own thread's {e.kernel_count} "
-            f"({e.kernel_time_ns / 1e3:,.1f} µs); most came from {who}. The range's GPU work "
-            f"was {total / 1e3:,.1f} µs of kernels, and the GPU was busy {busy} of its wall "
-            "time.",
-            evidence={"own_kernel_count": e.kernel_count, "own_kernel_time_ns":
-                      e.kernel_time_ns, "other_threads_kernel_count":
-                      e.other_threads_kernel_count, "other_threads_kernel_time_ns":
-                      e.other_threads_kernel_time_ns, "wall_ns": e.wall_ns,
-                      "busy_ns": e.busy_ns, "threads": [t.__dict__ for t in e.other_threads]},
-            suggestion="read this range with its other threads' kernels (`other_threads_*`, "
-            "`busy_ns` in systems.json): the kernel count `nsys stats` gives it leaves them "
-            "out; to see backward per op, profile under "
-            "torch.autograd.profiler.emit_nvtx()"))
     return out
