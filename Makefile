@@ -8,6 +8,7 @@ RUNS ?= runs
 TORCH_SPEC ?= torch==2.13.0
 SCRIPT ?=
 NVTX_INCLUDE ?=
+SAMPLE ?= none
 # the run and report folder: NAME=..., else the workload's name (a workload file's stem)
 spec_name = $(if $(filter %.py,$(1)),$(basename $(notdir $(1))),$(1))
 NAME ?= $(if $(SCRIPT),,$(call spec_name,$(WORKLOAD)))
@@ -37,6 +38,7 @@ help: ## list targets and their variables
 	@echo "variables: WORKLOAD=$(WORKLOAD) (name, file.py or file.py:NAME) KERNEL=$(KERNEL) VARIANT=$(VARIANT)"
 	@echo "           SCRIPT=\"python train.py ...\" NAME=run-and-report-name NVTX_INCLUDE=step/fwd/"
 	@echo "           SIZE=$(SIZE) (default|small) NPROC=$(NPROC) STRAGGLER=$(STRAGGLER) (ddp_step)"
+	@echo "           SAMPLE=$(SAMPLE) (none|cpu: CPU and Python samples in the capture)"
 	@echo "           ITERS=$(ITERS) NCU_ITERS=$(NCU_ITERS) CLOCK_CONTROL=$(CLOCK_CONTROL) (none|base)"
 	@echo "           LAUNCH_COUNT=$(LAUNCH_COUNT) RUNS=$(RUNS) PY=$(PY)"
 	@echo "           BASE=$(BASE) NEW=$(NEW) THRESHOLD=$(THRESHOLD) METRIC=$(METRIC) COPIES=$(COPIES) REPEAT=$(REPEAT)"
@@ -62,7 +64,8 @@ demo: ## render every committed H200 capture (tests/data) into runs/demo/ (no GP
 systems: ## WORKLOAD=name|file.py or SCRIPT="cmd" NAME=n: nsys timeline -> reports/NAME/README.md
 	$(need_name)
 	$(PY) -m workflows.nsys $(if $(SCRIPT),,--size $(SIZE) --iters $(ITERS)) \
-	    $(if $(filter-out 1,$(NPROC)),--nproc $(NPROC)) $(if $(STRAGGLER),--straggler $(STRAGGLER)) $(TARGET)
+	    $(if $(filter-out 1,$(NPROC)),--nproc $(NPROC)) $(if $(STRAGGLER),--straggler $(STRAGGLER)) \
+	    $(if $(filter-out none,$(SAMPLE)),--sample $(SAMPLE)) $(TARGET)
 	$(MAKE) --no-print-directory report NAME=$(NAME)
 
 report: ## NAME=name (or WORKLOAD=...): latest systems (+ compute) run -> reports/NAME/README.md

@@ -191,6 +191,17 @@ class CopyStat:
 
 
 @dataclass
+class HotFrame:
+    """A library the range's thread was found in by CPU sampling (leaf frames), with the
+    function of it most often on the stack."""
+
+    module: str
+    symbol: str
+    samples: int
+    pct: float                  # of the range's samples
+
+
+@dataclass
 class RangeEntry:
     """One NVTX range path (push/pop path outer->inner, no domain), GPU work or not."""
 
@@ -234,6 +245,8 @@ class RangeEntry:
     pageable_copy_bytes: int = 0
     pageable_copy_ns: int = 0
     copies: list[CopyStat] = field(default_factory=list)
+    cpu_samples: int = 0                     # CPU samples of its thread inside it
+    hot: list[HotFrame] = field(default_factory=list)   # the libraries they fell in
     warmup: str | None = None                # why it is warm-up (compilation ran in it)
     kernels: list[KernelStat] = field(default_factory=list)
 

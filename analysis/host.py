@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .documents import CopyStat
+from .documents import CopyStat, HotFrame
 from .load.nsys_host import HOST_PARTS, PART
 from .ranges import attribute as attribute_calls
 
@@ -172,3 +172,32 @@ def copy_summary(names: pd.DataFrame) -> list[CopyStat]:
     agg = names.sort_values("total_ns", ascending=False, kind="stable")
     return [CopyStat(str(r.name), str(r.memory), int(r.count), int(r.bytes),
                      int(r.total_ns)) for r in agg.itertuples(index=False)]
+
+
+HOT_MODULES = 3
+
+
+def hot_frames(trace: Trace, samples: pd.DataFrame) -> dict[int, tuple[int, list[HotFrame]]]:
+    """Per range key: its CPU samples (on its own thread, inside its instances) and the
+    HOT_MODULES libraries most of them fell in, each with its most frequent resolved
+    function."""
+    if not len(samples):
+        return {}
+    t = samples["time_ns"].to_numpy(dtype="int64")
+    calls = pd.DataFrame({"global_tid": samples["global_tid"].to_numpy(dtype="int64"),
+                          "api_start_ns": t, "api_end_ns": t})
+    pairs = attribute_calls(calls, trace.ranges)
+    c = pairs["call"].to_numpy(dtype="int64")
+    hits = pd.DataFrame({"key": trace.ranges["key"].to_numpy()[pairs["range"].to_numpy(
+        dtype="int64")], "module": samples["module"].to_numpy()[c],
+        "symbol": samples["symbol"].to_numpy()[c]})
+    out: dict[int, tuple[int, list[HotFrame]]] = {}
+    for key, grp in hits.groupby("key", sort=False):
+        total = len(grp)
+        frames = []
+        for module, n in grp["module"].value_counts().head(HOT_MODULES).items():
+            named = grp.loc[(grp["module"] == module) & (grp["symbol"] != ""), "symbol"]
+            frames.append(HotFrame(str(module), str(named.mode().iat[0]) if len(named)
+                                   else "", int(n), round(100.0 * n / total, 1)))
+        out[int(key)] = (total, frames)
+    return out

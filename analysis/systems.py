@@ -35,6 +35,7 @@ from .documents import (
     from_dict,
     to_dict,
 )
+from .load.nsys_samples import load_samples
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
 from .roofline import datasheet
@@ -111,6 +112,14 @@ def _lists(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[list]:
 
 
 WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
+
+
+def add_samples(entries: list[RangeEntry], keys: list[int],
+                hot: dict[int, tuple[int, list]]) -> None:
+    """Each entry's CPU samples and hot libraries (entries in the order of `keys`)."""
+    for e, key in zip(entries, keys, strict=True):
+        if key in hot:
+            e.cpu_samples, e.hot = hot[key]
 
 
 def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
@@ -257,9 +266,12 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     if events:
         events = compile_events.place(trace, events)
     extra, launches = busy.per_key(trace)
-    entries = range_entries(rng.summarize(trace), trace.kernels,
+    per_range = rng.summarize(trace)
+    entries = range_entries(per_range, trace.kernels,
                             (extra.join(host.per_key(trace), how="outer").fillna(0), launches),
                             trace.key_devices, host.copy_table(trace))
+    add_samples(entries, per_range["key"].tolist(),
+                host.hot_frames(trace, load_samples(export.path)))
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
     label_warmup(entries, events or [], trace.warmup)

@@ -24,6 +24,15 @@ def test_profile_argv_traces_cuda_nvtx_osrt_graph_nodes_without_sampling() -> No
     assert "--output=runs/gelu/t/trace" in argv and argv[-3:] == ["python", "-m", "w"]
 
 
+def test_profile_argv_with_cpu_samples() -> None:
+    argv = nsys.profile_argv("nsys", "t", ["python", "x.py"], sample="cpu")
+    assert "--sample=process-tree" in argv and "--python-sampling=true" in argv
+    assert "--sample=none" not in argv and argv[-2:] == ["python", "x.py"]
+    assert "--sample cpu" in subprocess.run(
+        ["make", "-n", "systems", "SCRIPT=python x.py", "NAME=x", "SAMPLE=cpu"],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]).stdout
+
+
 def test_export_argv_writes_sqlite_elsewhere() -> None:
     argv = nsys.export_argv("nsys", "a.nsys-rep", "/tmp/b.sqlite")
     assert argv == ["nsys", "export", "--type=sqlite", "--force-overwrite=true",

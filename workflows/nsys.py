@@ -46,12 +46,21 @@ IMPORTER_HINT = ("nsys captured but could not import the raw data (.qdstrm): its
                  "(on the H200 test machine: source .gpu-kit/env.sh)")
 
 
-def profile_argv(nsys: Path | str, output_base: Path | str, command: list[str]) -> list[str]:
-    """`nsys profile` with CUDA + NVTX + OS runtime trace, graphs per node, no sampling."""
+SAMPLING = {"none": ["--sample=none"],
+            "cpu": ["--sample=process-tree", "--python-sampling=true"]}
+"""`--sample`: no CPU sampling, or CPU samples with native backtraces of the process tree
+and Python backtraces (both seen recording on the H200 test machine with Nsight Systems
+2025.3: COMPOSITE_EVENTS / SAMPLING_CALLCHAINS, and NVTX events of the Python sampler)."""
+
+
+def profile_argv(nsys: Path | str, output_base: Path | str, command: list[str],
+                 sample: str = "none") -> list[str]:
+    """`nsys profile` with CUDA + NVTX + OS runtime trace, graphs per node, and CPU
+    sampling as `sample` says (SAMPLING)."""
     return [str(nsys), "profile",
             "--trace=cuda,nvtx,osrt",
             "--cuda-graph-trace=node",
-            "--sample=none",
+            *SAMPLING[sample],
             "--cpuctxsw=none",
             "--force-overwrite=true",
             f"--output={output_base}",
@@ -87,7 +96,8 @@ def capture(args: argparse.Namespace) -> Path:
             env = {**os.environ, **torch_logs_env(run_dir / "torch_logs.txt")}
         else:
             command = runner_command(args.workload, args.size, args.iters, run_dir)
-        run_tool(profile_argv(nsys, base, command), "nsys profile", env=env, stream=True)
+        run_tool(profile_argv(nsys, base, command, args.sample), "nsys profile", env=env,
+                 stream=True)
         report = base.with_suffix(".nsys-rep")
         if not report.exists():
             raise ToolError(IMPORTER_HINT)
@@ -167,6 +177,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nproc", type=int, default=1, help="ranks under torchrun, one GPU and "
                    "one export each (rank<k>.sqlite) for a workload such as ddp_step")
     p.add_argument("--straggler", type=int, help="with --nproc: the rank given extra work")
+    p.add_argument("--sample", choices=sorted(SAMPLING), default="none",
+                   help="cpu: CPU samples with native and Python backtraces (the host-side "
+                   "findings then name the hot libraries); a larger export")
 
 
 def main(argv: list[str] | None = None) -> int:
