@@ -81,7 +81,7 @@ def ranges_rows(doc: SystemsDoc) -> tuple[list[str], list[tuple]]:
     if not doc.ranges:
         return [], []
     names = [f.name for f in dataclasses.fields(doc.ranges[0])
-             if f.name not in ("kernels", "other_threads", "devices")]
+             if f.default_factory is dataclasses.MISSING]          # the scalar fields
     get = operator.attrgetter(*names)
     return names + ["devices"], [(*get(e), ",".join(map(str, e.devices)))
                                  for e in doc.ranges]

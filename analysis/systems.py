@@ -86,12 +86,16 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
     columns[at] = [d if isinstance(d, str) else None for d in columns[at]]
     base = {f.name: f.default for f in dataclasses.fields(RangeEntry)
             if f.default is not dataclasses.MISSING}
+    lists = [f.name for f in dataclasses.fields(RangeEntry)        # hot: filled later
+             if f.default_factory is not dataclasses.MISSING and f.name not in (
+                 "devices", "kernels", "copies", "other_threads")]
     entries = []
     for key, *values in zip(keys, *columns, strict=True):
         # filled by field name; __init__ skipped (one dict per entry: 110k entries under
         # emit_nvtx took 2 s through keyword calls), every field set as __init__ sets it
         e = object.__new__(RangeEntry)
-        e.__dict__.update(base, **dict(zip(fields, values, strict=True)),
+        e.__dict__.update(base, **{f: [] for f in lists},
+                          **dict(zip(fields, values, strict=True)),
                           devices=devices.get(key, []), kernels=per_key.get(key, []),
                           copies=copies.get(key, []),
                           other_threads=[ThreadLaunches(**t) for t in launches.get(key, ())])

@@ -155,8 +155,8 @@ class Rule:
 
 
 REGISTRY: dict[str, Rule] = {}
-SHARE_OF = {"systems": "wall time", "compute": "profiled kernel time",
-            "ranks": "step time"}
+SHARE_OF = {"systems": "wall time", "ranks": "step time",
+            "compute": "profiled kernel time"}
 """What a finding's share_pct is a share of, per source (Context.analyzed_ns)."""
 
 
@@ -196,10 +196,12 @@ def run(source: str, ctx: Context) -> list[Finding]:
 
 
 def markdown_table() -> list[str]:
-    """README's rules table, generated from the registry."""
-    out = ["| rule | source | severity | fires when | thresholds |",
-           "| --- | --- | --- | --- | --- |"]
-    for r in REGISTRY.values():
+    """README's rules table, generated from the registry: systems, ranks, then compute
+    rules, each source in registration order; with how each estimates its saving."""
+    out = ["| rule | source | severity | fires when | thresholds | saving |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(REGISTRY.values(), key=lambda r: list(SHARE_OF).index(r.source)):
         th = ", ".join(f"`{k}` = {v:g}" for k, v in r.thresholds.items()) or "–"
-        out.append(f"| `{r.id}` | {r.source} | {r.severity} | {r.doc} | {th} |")
+        out.append(f"| `{r.id}` | {r.source} | {r.severity} | {r.doc} | {th} | "
+                   f"{r.saving_model or '–'} |")
     return out
