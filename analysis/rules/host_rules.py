@@ -37,8 +37,11 @@ CUDNN = re.compile(r"cudnn|fmha|flash", re.I)
 
 
 def loops(ctx: Context) -> list[RangeEntry]:
-    """The repeated ranges of the process, warm-up left out."""
-    return [e for e in ctx.entries.values() if e.wall_instances >= LOOP_MIN_INSTANCES]
+    """The repeated ranges of the process, warm-up left out (once per context)."""
+    if "loops" not in ctx.cache:
+        ctx.cache["loops"] = [e for e in ctx.entries.values()
+                              if e.wall_instances >= LOOP_MIN_INSTANCES]
+    return ctx.cache["loops"]
 
 
 def outermost(paths: list[str]) -> dict[str, list[str]]:
