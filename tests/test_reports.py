@@ -191,6 +191,14 @@ def test_no_report_reads_above_100_percent_of_roofline() -> None:
     assert _roofline_values("| a | % of roofline |\n| --- | ---: |\n| x | 109.7% |") == [109.7]
 
 
+def test_no_page_holds_raw_json(demo: list[Path]) -> None:
+    """Evidence on pages is labelled numbers; JSON stays in the .json files."""
+    for page in demo:
+        for md_file in page.parent.glob("*.md"):
+            text = md_file.read_text()
+            assert '{"' not in text and '": ' not in text, md_file
+
+
 def test_findings_lists_are_short_and_ranked_by_impact(demo: list[Path]) -> None:
     """At most 10 findings a page, largest impact first, none under 1% of the GPU time."""
     for page in demo:

@@ -8,14 +8,13 @@ exact commands that reproduce it.
 
 from __future__ import annotations
 
-import json
-
 from ..documents import ComputeDoc, SystemsDoc, ordered, top_findings
 from .compute_md import kernels_section as compute_kernels
 from .markdown import (
     dur,
     environment_section,
     esc,
+    evidence_lines,
     findings_section,
     impact,
     pct,
@@ -157,8 +156,9 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
     lines += findings_section(found, "systems.json and compute.json")
     for f in top_findings(found)[0][:TOP_FINDINGS]:
         lines += [f"<details><summary>{esc(f.rule)} {esc(short(f.range or ''))} evidence"
-                  "</summary>", "", esc(short(json.dumps(f.evidence), 600)), "",
-                  "</details>", ""]
+                  "</summary>", "", *evidence_lines(f.evidence), "",
+                  f"Saving model: {esc(f.saving_model)}" if f.saving_model else "",
+                  "", "</details>", ""]
     lines += compute_kernels(compute) if compute else systems_kernels(systems)
     lines += environment_section(systems)
     lines += ["## Reproduce", "", "On a GPU machine with Nsight Systems and Nsight Compute:", "",
