@@ -9,18 +9,13 @@ from __future__ import annotations
 import math
 
 from ..documents import Finding, KernelLaunch
+from ..remedies import layer, remedy
 from ..settings import EXCESS_DRAM_X, HIGH_DRAM_PCT, LATENCY_PCT, OCCUPANCY_GAP_PTS, WAVES_MAX
 from .registry import Context, Rule, rule
 
-BOUND_TEXT = {
-    "memory": ("memory throughput is the higher of the two",
-               "cut bytes: fuse with neighbours, use smaller dtypes, avoid re-reads"),
-    "compute": ("SM throughput is the higher of the two",
-                "use tensor cores (fp16/bf16 tl.dot), cut instructions per element"),
-    "latency": ("both are under 60% of peak",
-                "more parallel work in flight: larger tiles per block, more blocks, fewer "
-                "dependent loads; check Scheduler and Warp State statistics"),
-}
+BOUND_TEXT = {"memory": "memory throughput is the higher of the two",
+              "compute": "SM throughput is the higher of the two",
+              "latency": "both are under 60% of peak"}
 
 
 def _launches(ctx: Context) -> list[tuple[int, KernelLaunch]]:
@@ -52,27 +47,34 @@ def _names(launches: list[tuple[int, KernelLaunch]]) -> str:
 
 
 def _bound(r: Rule, ctx: Context, bound: str) -> list[Finding]:
-    why, suggestion = BOUND_TEXT[bound]
+    """One finding per kernel name and range whose launches are `bound`, with the remedy
+    of the kernel's own layer (remedies.py)."""
+    why = BOUND_TEXT[bound]
+    groups: dict[tuple[str, str], list[tuple[int, KernelLaunch]]] = {}
+    for i, k in _launches(ctx):
+        if k.bound == bound:
+            groups.setdefault((k.range, k.name), []).append((i, k))
     out = []
-    for rng, launches in grouped(ctx, [(i, k) for i, k in _launches(ctx)
-                                       if k.bound == bound]).items():
+    for (rng, name), launches in groups.items():
         tensor = max((k.tensor_pipe_pct or 0) for _, k in launches)
+        first = launches[0][1]
         advice = (f"tensor cores already busy {tensor:.0f}% of the time: gains left are in "
                   "the epilogue, tile shape and overlap (persistent / TMA kernels)"
-                  if bound == "compute" and tensor > 50 else suggestion)
-        first = launches[0][1]
+                  if bound == "compute" and tensor > 50
+                  else remedy(bound, name, rng, ctx.meta))
         out.append(r.finding(
-            range=rng, kernel=first.name, suggestion=advice,
+            range=rng, kernel=name, suggestion=advice,
             saving_per_instance_ns=sum(below_light_ns(k) for _, k in launches) / _iterations(ctx),
             evidence={"launches": [i for i, _ in launches], "launch": launches[0][0],
+                      "layer": layer(name, rng, ctx.meta),
                       "sm_sol_pct": [k.sm_sol_pct for _, k in launches],
                       "mem_sol_pct": [k.mem_sol_pct for _, k in launches],
                       "dram_throughput_pct": [k.dram_throughput_pct for _, k in launches],
                       **({"tensor_pipe_pct": tensor} if bound == "compute" and tensor > 50
                          else {})},
-            message=f"{len(launches)} launch(es) in {rng or 'no range'} are {bound}-bound "
-            f"({_names(launches)}): SM {first.sm_sol_pct:.1f}%, memory "
-            f"{first.mem_sol_pct:.1f}% of peak for launch {launches[0][0]} ({why})."))
+            message=f"{len(launches)} launch(es) of {name[:60]} in {rng or 'no range'} are "
+            f"{bound}-bound: SM {first.sm_sol_pct:.1f}%, memory {first.mem_sol_pct:.1f}% of "
+            f"peak for launch {launches[0][0]} ({why})."))
     return out
 
 
