@@ -6,7 +6,7 @@ A report folder holds one analysis. Each kind of report owns a set of files:
     systems  systems.json, systems.md, ranges.csv, kernel_summary.csv, ops.csv,
              time_per_iter.png, timeline.png; with several ranks ranks.json, ranks.md and
              one rank<k>/ folder per rank
-    compute  compute.json, compute.md, roofline.png
+    compute  compute.json, compute.md, roofline.png, launches.csv
     page     README.md (drawn from the documents: any new document makes it stale)
 
 A run writes its files into a staging folder inside DIR, then, holding a lock on DIR,
@@ -55,7 +55,7 @@ PAGE = "README.md"
 KINDS: dict[str, tuple[str, ...]] = {
     "systems": ("systems.json", "systems.md", "ranges.csv", "kernel_summary.csv", "ops.csv",
                 "time_per_iter.png", "timeline.png", "ranks.json", "ranks.md"),
-    "compute": ("compute.json", "compute.md", "roofline.png"),
+    "compute": ("compute.json", "compute.md", "roofline.png", "launches.csv"),
     "page": (PAGE,)}
 RANK_FOLDER = re.compile(r"^rank\d+$")
 """Folders a systems run over several ranks writes (a systems run owns them)."""
@@ -201,6 +201,7 @@ def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDo
     with report_folder(out, "compute") as stage:
         png = write_png(stage, "roofline.png", lambda p: plots.roofline_png(doc, p))
         write_json_atomic(stage / "compute.json", doc)
+        write_csv_atomic(stage / "launches.csv", *dataclass_rows(doc.kernels))
         write_atomic(stage / "compute.md", render_compute(doc, png))
     _said(out, "compute", f"{len(doc.kernels)} kernel launches")
     return doc

@@ -154,7 +154,8 @@ def test_default_section_set_csv_renders(tmp_path: Path) -> None:
     note = next(n for n in doc["notes"] if n.startswith("not collected"))
     assert "dram__bytes_read.sum" in note and "--metrics dram__bytes_read.sum" in note
     md = (tmp_path / "compute.md").read_text()
-    assert "| 39 |" in md and "–" in md
+    assert "## Kernels" in md and "–" in md
+    assert len((tmp_path / "launches.csv").read_text().splitlines()) == 41
 
 
 def test_profile_argv_filter_sections_metrics() -> None:

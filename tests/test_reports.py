@@ -72,8 +72,24 @@ def test_long_names_short_in_tables_whole_in_details(demo: list[Path]) -> None:
     md = (next(p for p in demo if p.parent.name == "matmul_relu").parent
           / "compute.md").read_text()
     assert "launch\\_clamp\\_scalar(at::TensorIteratorBase &amp;" in md   # in the details
-    table_lines = [ln for ln in md.splitlines() if ln.startswith("| 1 |")]
-    assert table_lines and "…" in table_lines[0] and "launch_clamp" not in table_lines[0]
+    rows = [ln for ln in md.split("## Kernels", 1)[1].splitlines() if ln.startswith("| ")]
+    cut = [ln for ln in rows if "…" in ln]
+    assert cut and not any("launch\\_clamp" in ln for ln in rows)
+
+
+def test_compute_pages_have_one_row_per_kernel_name(demo: list[Path]) -> None:
+    """Every committed ncu CSV's page: one row per kernel name; launches in the CSV."""
+    for page in demo:
+        path = page.parent / "compute.json"
+        if not path.exists():
+            continue
+        doc = json.loads(path.read_text())
+        md = (page.parent / "compute.md").read_text()
+        section = md.split("## Kernels", 1)[1].split("\n## ", 1)[0]
+        rows = [ln for ln in section.splitlines() if ln.startswith("| ") and "---" not in ln]
+        assert len(rows) - 1 == len({k["name"] for k in doc["kernels"]}), page
+        launches = (page.parent / "launches.csv").read_text().splitlines()
+        assert len(launches) - 1 == len(doc["kernels"]), page
 
 
 def _doc_with(tmp_path: Path, name: str, scale: float, drop_finding: bool = False) -> Path:

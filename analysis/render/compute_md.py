@@ -47,26 +47,54 @@ def ranges_section(doc: ComputeDoc) -> list[str]:
     return lines + [""]
 
 
-def kernels_section(doc: ComputeDoc) -> list[str]:
+def _median(values: list) -> float | None:
+    known = sorted(v for v in values if v is not None)
+    return None if not known else (known[(len(known) - 1) // 2] + known[len(known) // 2]) / 2
+
+
+def per_kernel(doc: ComputeDoc, gpu_time: dict[str, int] | None = None) -> list[tuple]:
+    """(name, launches) per kernel name: by GPU time in the Systems run where it has the
+    name (`gpu_time`: kernel_summary's total per name), else by profiled time."""
+    by: dict[str, list[KernelLaunch]] = {}
+    for k in doc.kernels:
+        by.setdefault(k.name, []).append(k)
+    gpu_time = gpu_time or {}
+
+    def weight(item: tuple) -> tuple:
+        name, launches = item
+        return (-gpu_time.get(name, -1), -sum(k.duration_ns or 0 for k in launches))
+    return sorted(by.items(), key=weight)
+
+
+def kernels_section(doc: ComputeDoc, gpu_time: dict[str, int] | None = None) -> list[str]:
+    """One row per kernel name, the kernels that hold the time first; every launch is in
+    compute.json and launches.csv."""
+    advice = {f.kernel: f.suggestion for f in doc.findings if f.kernel}
     body = []
-    for i, k in enumerate(doc.kernels):
-        body.append([str(i), esc(k.range), esc(short(k.name)), us(k.duration_ns),
-                     mb(k.dram_read_bytes), mb(k.dram_write_bytes),
-                     f"{pct(k.dram_throughput_pct)} ({gbps(k.dram_bytes_per_s)})",
-                     pct(k.sm_sol_pct), pct(k.mem_sol_pct),
-                     f"{pct(k.achieved_occupancy_pct)} / {pct(k.theoretical_occupancy_pct)}",
-                     num(k.registers_per_thread), num(k.block_size),
-                     num(k.grid_size), num(k.waves_per_sm, 2), _bound(k)])
-    lines = ["## Kernels, in launch order", "",
-             "SOL = speed of light (% of peak). Bound follows Nsight Compute's SOL rule: "
-             f"latency when SM and memory are both under {doc.thresholds['latency_pct']:.0f}%, "
-             "else the more utilized unit.", ""]
-    lines += table(["#", "range", "kernel", "duration", "DRAM read", "DRAM write",
-                    "DRAM throughput", "SM SOL", "memory SOL", "occupancy achieved / theor.",
-                    "regs/thread", "block", "grid", "waves/SM", "bound"], body,
-                   "rllrrrrrrrrrrrl")
-    full = [f"- `{i}`: {esc(k.name)}" for i, k in enumerate(doc.kernels)
-            if len(k.name) > NAME_WIDTH]
+    for name, ks in per_kernel(doc, gpu_time):
+        med = {f: _median([getattr(k, f) for k in ks]) for f in (
+            "duration_ns", "sm_sol_pct", "mem_sol_pct", "dram_throughput_pct",
+            "achieved_occupancy_pct", "theoretical_occupancy_pct", "waves_per_sm")}
+        bounds = [_bound(k) for k in ks]
+        body.append([esc(short(name)), num(len(ks)), us(med["duration_ns"]),
+                     max(set(bounds), key=bounds.count), pct(med["sm_sol_pct"]),
+                     pct(med["mem_sol_pct"]), pct(med["dram_throughput_pct"]),
+                     f"{pct(med['achieved_occupancy_pct'])} / "
+                     f"{pct(med['theoretical_occupancy_pct'])}",
+                     num(med["waves_per_sm"], 2), esc(advice.get(name, "–"))])
+    order = "GPU time in the Nsight Systems run" if gpu_time else "profiled time"
+    lines = ["## Kernels", "",
+             f"One row per kernel name, most {order} first; medians over its profiled "
+             "launches (Nsight Compute replays each with caches flushed: prefer Nsight "
+             "Systems for time). SOL = speed of light (% of peak). Bound follows Nsight "
+             "Compute's SOL rule: latency when SM and memory are both under "
+             f"{doc.thresholds['latency_pct']:.0f}%, else the more utilized unit. Every "
+             "launch: compute.json and launches.csv.", ""]
+    lines += table(["kernel", "launches", "median duration", "bound", "SM SOL",
+                    "memory SOL", "DRAM throughput", "occupancy achieved / theor.",
+                    "waves/SM", "suggestion"], body, "lrrlrrrrrl")
+    full = [f"- {esc(name)}" for name, _ in per_kernel(doc, gpu_time)
+            if len(name) > NAME_WIDTH]
     if full:
         lines += ["", "<details><summary>Full kernel names</summary>", "", *full, "",
                   "</details>"]

@@ -159,7 +159,8 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
                   "</summary>", "", *evidence_lines(f.evidence), "",
                   f"Saving model: {esc(f.saving_model)}" if f.saving_model else "",
                   "", "</details>", ""]
-    lines += compute_kernels(compute) if compute else systems_kernels(systems)
+    gpu_time = {k.name: k.total_ns for k in systems.kernel_summary}
+    lines += compute_kernels(compute, gpu_time) if compute else systems_kernels(systems)
     lines += environment_section(systems)
     lines += ["## Reproduce", "", "On a GPU machine with Nsight Systems and Nsight Compute:", "",
               f"    make systems WORKLOAD={workload}", f"    make compute KERNEL={workload}",
