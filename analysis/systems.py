@@ -90,15 +90,19 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
              if f.default_factory is not dataclasses.MISSING and f.name not in (
                  "devices", "kernels", "copies", "other_threads")]
     entries = []
-    for key, *values in zip(keys, *columns, strict=True):
-        # filled by field name; __init__ skipped (one dict per entry: 110k entries under
-        # emit_nvtx took 2 s through keyword calls), every field set as __init__ sets it
-        e = object.__new__(RangeEntry)
-        e.__dict__.update(base, **{f: [] for f in lists},
-                          **dict(zip(fields, values, strict=True)),
-                          devices=devices.get(key, []), kernels=per_key.get(key, []),
-                          copies=copies.get(key, []),
-                          other_threads=[ThreadLaunches(**t) for t in launches.get(key, ())])
+    new = object.__new__
+    for key, row in zip(keys, zip(*columns, strict=True), strict=True):
+        # filled by field name; __init__ skipped (110k entries under emit_nvtx: keyword
+        # calls took seconds), every field set as __init__ sets it
+        values = dict(base)
+        values.update(zip(fields, row, strict=True))
+        for f in lists:
+            values[f] = []
+        values["devices"], values["kernels"] = devices.get(key, []), per_key.get(key, [])
+        values["copies"] = copies.get(key, [])
+        values["other_threads"] = [ThreadLaunches(**t) for t in launches.get(key, ())]
+        e = new(RangeEntry)
+        e.__dict__ = values
         entries.append(e)
     return entries
 

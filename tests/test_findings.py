@@ -281,3 +281,11 @@ def test_guard_failures_are_said_short_with_their_own_fix() -> None:
          guards.BACKEND_FIX)]
     assert guards.explain(None) == ("", guards.SHAPE_FIX)
     assert len(guards.explain("0/0: " + "x" * 500)[0]) == 160
+
+
+@pytest.mark.parametrize("capture", ["emit_nvtx_200", "train_step_user"])
+def test_findings_name_the_users_ranges_not_emit_nvtx_op_paths(capture: str) -> None:
+    doc = systems.build(nsys_sqlite.load(DATA / capture / "trace.sqlite"))
+    assert doc.findings
+    for f in doc.findings:
+        assert ", op_id = " not in (f.range or "") and "evaluate_function" not in (f.range or "")

@@ -23,6 +23,7 @@ from ..documents import (
     SystemsDoc,
 )
 from ..model import Trace
+from ..ops import WRAPPER
 from ..ranges import leaf_paths
 from ..settings import FINDING_MIN_PCT
 
@@ -126,15 +127,29 @@ class Context:
 
     @cached_property
     def kernel_leaves(self) -> list[str]:
-        """Range paths that launched kernels and no other such path extends, sorted
-        (warm-up ranges left out)."""
+        """The user's range paths (emit_nvtx op ranges cut off: user_path) that launched
+        kernels and no other such path extends, sorted (warm-up ranges left out)."""
         warm = {e.name for e in self._ranges() if e.warmup}
-        return sorted(leaf_paths(self.seq_names["path"].unique().tolist()) - warm)
+        users = {user_path(p) for p in self.seq_names["path"].unique().tolist()}
+        return sorted(leaf_paths(list(users - {""})) - warm)
 
     @cached_property
     def leaves(self) -> list[str]:
-        """Range paths that launched GPU work and no other path extends, sorted."""
-        return sorted(leaf_paths(list(self.entries)))
+        """The user's range paths (user_path) that launched GPU work and no other such
+        path extends, sorted."""
+        users = {user_path(e.name) for e in self.entries.values() if e.instances}
+        return sorted(p for p in leaf_paths(list(users - {""})) if p in self.entries)
+
+
+def user_path(path: str) -> str:
+    """The path cut before its first emit_nvtx op range (`aten::linear, seq = 3, op_id =
+    7`, `autograd::engine::evaluate_function: ...`): findings name the user's own range;
+    the ops have their own table. "" when the path starts with an op range."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if ", op_id = " in part or part.startswith(WRAPPER):
+            return "/".join(parts[:i])
+    return path
 
 
 @dataclass(frozen=True)
