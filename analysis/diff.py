@@ -29,8 +29,15 @@ def op_key(path: str) -> str:
     return "/".join(m["op"] if (m := _OP.match(part)) else part for part in path.split("/"))
 
 
+def is_op_range(path: str) -> bool:
+    """Whether a path runs through an emit_nvtx op range (those are compared per op, in
+    the ops view, not as paths)."""
+    return ", op_id = " in path or "autograd::engine::evaluate_function" in path
+
+
 def _rows(doc: SystemsDoc) -> dict[str, dict[str, Any]]:
-    """variant (or grouped range) -> metrics per iteration, kernels per iteration, names."""
+    """variant (or the user's range) -> metrics per iteration, kernels per iteration,
+    names, instances."""
     ranges = {e.name: e for e in doc.ranges}
     out: dict[str, dict[str, Any]] = {}
     if any(not v.missing for v in doc.variants):
@@ -38,16 +45,16 @@ def _rows(doc: SystemsDoc) -> dict[str, dict[str, Any]]:
             if not v.missing:
                 out[v.variant] = _metrics([ranges[v.range]], v.iterations or 1)
         return out
-    grouped: dict[str, list] = {}
     for e in doc.ranges:
-        grouped.setdefault(op_key(e.name), []).append(e)
-    for key, entries in grouped.items():
-        out[key] = _metrics(entries, max(sum(e.instances for e in entries), 1))
+        if not is_op_range(e.name) and e.instances:
+            out[e.name] = _metrics([e], max(e.instances, 1))
     return out
 
 
 def _metrics(entries: list, n: int) -> dict[str, Any]:
-    return {"span": sum(e.gpu_span_ns for e in entries) / n,
+    return {"instances": n, "wall": sum(e.wall_ns for e in entries) / n,
+            "host": sum(e.wall_ns - e.busy_ns for e in entries) / n,
+            "span": sum(e.gpu_span_ns for e in entries) / n,
             "kernel": sum(e.kernel_time_ns + e.other_threads_kernel_time_ns
                           for e in entries) / n,
             "busy": sum(e.busy_ns for e in entries) / n,
@@ -89,6 +96,9 @@ def compare(base: SystemsDoc, new: SystemsDoc, threshold_pct: float,
             row["metrics_new"] = {m: after[m] for m in METRICS}
             row["change_pct"] = {m: _change(before[m], after[m]) for m in METRICS}
             row["kernels_base"], row["kernels_new"] = before["kernels"], after["kernels"]
+            row["instances"] = before["instances"]
+            row["wall_base"], row["wall_new"] = before["wall"], after["wall"]
+            row["idle_base"], row["idle_new"] = before["host"], after["host"]
             row["kernels_added"] = sorted(after["names"] - before["names"])
             row["kernels_removed"] = sorted(before["names"] - after["names"])
         rows.append(row)
@@ -96,12 +106,60 @@ def compare(base: SystemsDoc, new: SystemsDoc, threshold_pct: float,
     for r in rows:
         change = r["change_pct"].get(chosen)
         r["regression"] = change is not None and change > threshold_pct
-    rows.sort(key=lambda r: -abs(r["change_pct"].get(chosen) or 0.0))
+    rows.sort(key=lambda r: (-_stake(r, chosen), r["variant"].count("/")))
     fa, fb = _finding_keys(base), _finding_keys(new)
     return {"threshold_pct": threshold_pct, "metric": chosen, "variants": rows,
+            "steps": steps(rows), "ops": op_changes(base, new),
             "findings_new": [fb[k] for k in fb if k not in fa],
             "findings_gone": [fa[k] for k in fa if k not in fb],
             "regressions": [r["variant"] for r in rows if r.get("regression")]}
+
+
+NOISE_PCT = 2.0
+"""With one capture per side, a change under this is not told from run-to-run noise."""
+
+
+def steps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The user's loop ranges both runs have (repeated, no repeated range around them):
+    wall time per instance before and after, and what the change is made of."""
+    loops = {r["variant"] for r in rows if r.get("metrics_base") and r["instances"] >= 3}
+    out = []
+    for r in rows:
+        name = r["variant"]
+        parts = name.split("/")
+        if name not in loops or any("/".join(parts[:i]) in loops for i in range(1, len(parts))):
+            continue
+        b, n = r["metrics_base"], r["metrics_new"]
+        out.append({"range": name, "instances": r["instances"], "wall_base": r["wall_base"],
+                    "wall_new": r["wall_new"],
+                    "change_pct": _change(r["wall_base"], r["wall_new"]),
+                    "gpu_busy_change_ns": n["busy"] - b["busy"],
+                    "kernel_change_ns": n["kernel"] - b["kernel"],
+                    "idle_change_ns": r["idle_new"] - r["idle_base"]})
+    return out
+
+
+def op_changes(base: SystemsDoc, new: SystemsDoc) -> list[dict[str, Any]]:
+    """emit_nvtx ops (forward and backward rows) by kernel time per call, most time at
+    stake first."""
+    a = {(o.name, o.direction): o for o in base.ops}
+    out = []
+    for o in new.ops:
+        old = a.get((o.name, o.direction))
+        if old and old.calls and o.calls:
+            before, after = old.kernel_time_ns / old.calls, o.kernel_time_ns / o.calls
+            out.append({"op": o.name, "direction": o.direction, "calls": o.calls,
+                        "base_ns": before, "new_ns": after,
+                        "change_pct": _change(before, after),
+                        "stake_ns": abs(after - before) * o.calls})
+    return sorted(out, key=lambda r: -r["stake_ns"])
+
+
+def _stake(row: dict[str, Any], metric: str) -> float:
+    """A row's time at stake in the whole trace: its change per instance x instances."""
+    if not row.get("metrics_base"):
+        return 0.0
+    return abs(row["metrics_new"][metric] - row["metrics_base"][metric]) * row["instances"]
 
 
 def _cell(r: dict[str, Any], metric: str, flag: bool) -> str:
@@ -123,18 +181,20 @@ def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
     regressions = diff["regressions"]
     named = ", ".join(short(n, 60) for n in regressions[:10])
     more = f" and {len(regressions) - 10} more" if len(regressions) > 10 else ""
-    lines = [f"# Diff: `{esc(base_name)}` → `{esc(new_name)}`", "",
-             f"Per iteration. span: the range's own GPU span (as `nsys stats`); kernel: its "
-             "kernel time, own and other threads' (backward included); busy: its wall time "
-             f"with any GPU operation running. Gate: `{m}` slower by more than "
-             f"{diff['threshold_pct']:g}%. "
-             + (f"**{len(regressions)} regression(s)**: {esc(named)}{esc(more)}."
-                if regressions else "No regression."), ""]
+    lines = [f"# Diff: `{esc(base_name)}` → `{esc(new_name)}`", ""] + _steps_lines(diff)
+    lines += [f"Per iteration. span: the range's own GPU span (as `nsys stats`); kernel: its "
+              "kernel time, own and other threads' (backward included); busy: its wall "
+              f"time with any GPU operation running. Gate: `{m}` slower by more than "
+              f"{diff['threshold_pct']:g}%. "
+              + (f"**{len(regressions)} regression(s)**: {esc(named)}{esc(more)}."
+                 if regressions else "No regression.") + " Rows: most time at stake in "
+              "the whole trace first (change per instance x instances).", ""]
     lines += table(["variant or range", f"base {m}", f"new {m}", "span", "kernel", "busy",
                     "kernels / iter", "kernels added", "kernels removed"], body, "lrrrrrrll")
     if len(rows) > TOP_ROWS:
         lines += ["", f"{len(rows) - TOP_ROWS} more rows with smaller changes are in the "
                   "diff's JSON."]
+    lines += _ops_lines(diff)
     for title, key in (("Findings that appeared", "findings_new"),
                        ("Findings that went away", "findings_gone")):
         found = diff[key]
@@ -144,3 +204,32 @@ def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
         if len(found) > 10:
             lines.append(f"- and {len(found) - 10} more (in the diff's JSON)")
     return "\n".join(reflow(lines)) + "\n"
+
+
+def _steps_lines(diff: dict[str, Any]) -> list[str]:
+    """The headline: each loop range's wall time per instance, before -> after."""
+    out = []
+    for s in diff.get("steps", []):
+        change = s["change_pct"] or 0.0
+        noise = (f", within the {NOISE_PCT:g}% noise floor of one capture per side"
+                 if abs(change) < NOISE_PCT else f" (noise floor {NOISE_PCT:g}%: one capture "
+                 "per side)")
+        out.append(f"- **{esc(short(s['range']))}**: {us(s['wall_base'])} → "
+                   f"{us(s['wall_new'])} per instance ({change:+.1f}%{noise}; "
+                   f"{num(s['instances'])} instances). Of the change: GPU busy "
+                   f"{s['gpu_busy_change_ns'] / 1e3:+,.1f} µs, idle (host, launches, waits) "
+                   f"{s['idle_change_ns'] / 1e3:+,.1f} µs; kernel time "
+                   f"{s['kernel_change_ns'] / 1e3:+,.1f} µs.")
+    return (["Wall time per instance of the loop ranges:", "", *out, ""]) if out else []
+
+
+def _ops_lines(diff: dict[str, Any]) -> list[str]:
+    ops = diff.get("ops") or []
+    if not ops:
+        return []
+    body = [[esc(short(o["op"])), o["direction"], num(o["calls"]), us(o["base_ns"]),
+             us(o["new_ns"]), f"{o['change_pct']:+.1f}%" if o["change_pct"] is not None
+             else "–"] for o in ops[:10]]
+    return ["", "## Ops (emit_nvtx), kernel time per call", ""] + table(
+        ["op", "direction", "calls", "base", "new", "change"], body, "llrrrr")
+

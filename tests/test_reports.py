@@ -326,7 +326,16 @@ def test_diff_sees_a_gpu_regression_on_a_training_step(tmp_path: Path, capsys) -
     rows = {r["variant"]: r for r in result["variants"]}
     for step in ("train/step", "train/step/bwd", "warmup/step"):
         assert rows[step]["change_pct"]["kernel"] == pytest.approx(20.0, abs=0.5)
-    assert not any(", seq = " in name for name in rows)            # ops grouped by name
+    assert not any(", op_id = " in name for name in rows)          # ops: the ops view
+    first = [r["variant"] for r in result["variants"][:4]]
+    assert "train/step" in first and "train/step/bwd" in first        # most at stake
+    assert all(r["change_pct"]["kernel"] == pytest.approx(20.0, abs=0.5)
+               for r in result["variants"][:4])
+    steps = {s["range"]: s for s in result["steps"]}
+    assert steps["train/step"]["change_pct"] == pytest.approx(0.0)    # wall: host clock
+    assert steps["train/step"]["kernel_change_ns"] > 0
+    assert result["ops"] and all(o["change_pct"] == pytest.approx(20.0, abs=1.0)
+                                 for o in result["ops"][:5])
     md = (tmp_path / "d.md").read_text().splitlines()
     assert len(md) < 300 and max(len(ln) for ln in md) <= 300
     head = " ".join("\n".join(md).split("| variant or range")[0].split())
