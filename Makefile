@@ -18,6 +18,7 @@ NCU_RUN = $(RUNS)/$(KNAME)/latest-ncu
 need_name = $(if $(SCRIPT),$(if $(NAME),,$(error SCRIPT needs NAME=..., the run and report folder)))
 TARGET = $(if $(SCRIPT),--name $(NAME) --runs $(RUNS) -- $(SCRIPT),$(WORKLOAD) --name $(NAME) --runs $(RUNS))
 NCU_ITERS ?= 1
+NCU_INSTANCES ?=
 CLOCK_CONTROL ?= none
 VARIANT ?=
 LAUNCH_COUNT ?=
@@ -91,6 +92,7 @@ compute: ## KERNEL=name|file.py [VARIANT=v] or SCRIPT="cmd" NAME=n [NVTX_INCLUDE
 	    --clock-control $(CLOCK_CONTROL) $(if $(VARIANT),--variant $(VARIANT)) \
 	    $(if $(NVTX_INCLUDE),--nvtx-include "$(NVTX_INCLUDE)") \
 	    $(if $(LAUNCH_COUNT),--launch-count $(LAUNCH_COUNT)) \
+	    $(if $(NCU_INSTANCES),$(if $(SCRIPT),--instances $(NCU_INSTANCES))) \
 	    $(if $(SCRIPT),--name $(KNAME) --runs $(RUNS) -- $(SCRIPT),$(KERNEL) --name $(KNAME) --runs $(RUNS))
 	$(PY) -m analysis compute $(NCU_RUN)/ncu_raw.csv --meta $(NCU_RUN)/meta.json -o reports/$(KNAME)
 	$(if $(wildcard reports/$(KNAME)/systems.json),$(PY) -m analysis page reports/$(KNAME),\

@@ -11,8 +11,11 @@ WORKLOAD is a registered name, a workload file or `FILE.py:NAME`. Writes
 `profkit@<workload>/` (or `profkit@<workload>/<variant>/`): ranges are nested push/pop
 ranges in the toolkit domain, and ncu reads `/` as nesting and needs the domain named
 (checked on the H200, tests/data/ncu/nvtx_filter_probe.txt). A command is profiled with
-the `--nvtx-include` filter you give (e.g. `step/fwd/`), else its first SCRIPT_LAUNCH_CAP
-launches, and the report says which. Exit 3 when ncu or counter permission is missing.
+the `--nvtx-include` filter you give (e.g. `step/fwd/`); else, when a Systems run of the
+same name left reports/<name>/systems.json, the kernels it picked (analysis/picks.py: the
+names holding 90% of the steady-state GPU time, one loop iteration's launches of them
+after the warm-up, `--instances` iterations); else its first SCRIPT_LAUNCH_CAP launches.
+The report says which. Exit 3 when ncu or counter permission is missing.
 
 Triton autotuning is done before profiling, in one plain run of the workload with
 TRITON_CACHE_AUTOTUNING=1, and the profiled run reads the cached choices: tuned under
@@ -51,6 +54,8 @@ find_ncu, import_csv_argv = (sibling("analysis.tools").find_ncu,
                              sibling("analysis.tools").import_csv_argv)
 Meta, to_json = sibling("analysis.documents").Meta, sibling("analysis.documents").to_json
 write_atomic = sibling("analysis.io").write_atomic
+picks, load_json_doc = sibling("analysis.picks"), sibling("analysis.io").load_json_doc
+SystemsDoc = sibling("analysis.documents").SystemsDoc
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
             "SpeedOfLight_RooflineChart")
@@ -69,10 +74,11 @@ def nvtx_filter(workload: str, variant: str | None = None) -> str:
 
 def profile_argv(ncu: Path | str, output_base: Path | str, nvtx_include: str | None,
                  command: list[str], clock_control: str = "none",
-                 launch_count: int | None = None) -> list[str]:
-    """`ncu` with the NVTX filter (if any), the report's sections and metrics, exporting a
-    report."""
-    argv = [str(ncu), "--clock-control", clock_control, "--nvtx"]
+                 launch_count: int | None = None, picked: list[str] | None = None
+                 ) -> list[str]:
+    """`ncu` with the NVTX filter (if any) or the picked kernels' filter, the report's
+    sections and metrics, exporting a report."""
+    argv = [str(ncu), "--clock-control", clock_control, "--nvtx", *(picked or [])]
     if nvtx_include:
         argv += ["--nvtx-include", nvtx_include]
     for section in SECTIONS:
@@ -111,14 +117,39 @@ SCRIPT_LAUNCH_CAP = 100
 replay passes); the report says so."""
 
 
+def systems_of(args: argparse.Namespace) -> Path | None:
+    """The systems document the kernels are picked from: --systems, else the report of a
+    Systems run of the same name (reports/<name>/systems.json), else None."""
+    if args.systems:
+        return Path(args.systems)
+    mine = Path("reports") / args.name / "systems.json"
+    return mine if mine.is_file() else None
+
+
+def _picked(args: argparse.Namespace) -> tuple[list[str], list[str]] | None:
+    """(ncu filter arguments, notes) for the kernels the Systems run picked, or None."""
+    source = systems_of(args)
+    if source is None:
+        return None
+    chosen = picks.choose(load_json_doc(source, SystemsDoc), instances=args.instances)
+    if not chosen.kernels:
+        return None
+    return picks.ncu_filter(chosen), [picks.said(chosen) + f" (from {source})"]
+
+
 def _plan(args: argparse.Namespace, run_dir: Path) -> tuple[list[str], str | None, list[str]]:
     """(command to profile, NVTX filter or None, notes for the report)."""
     if args.command:
         if args.nvtx_include:
             return args.command, args.nvtx_include, [
                 f"kernels inside NVTX ranges matching --nvtx-include {args.nvtx_include!r}"]
+        picked = None if args.launch_count else _picked(args)
+        if picked is not None:
+            args.filter_argv = picked[0]
+            return args.command, None, picked[1]
         args.launch_count = args.launch_count or SCRIPT_LAUNCH_CAP
         return args.command, None, [
+            f"no Systems run of {args.name} to pick kernels from (make systems first) and "
             f"no NVTX filter: the first {args.launch_count} kernel launches of the command "
             "were profiled (NVTX_INCLUDE=\"range/\" selects a range; LAUNCH_COUNT=N more)"]
     workload = registry.resolve(args.workload)
@@ -140,7 +171,7 @@ def capture(args: argparse.Namespace) -> Path:
             pre = runner_command(args.workload, args.size, 1, run_dir / "pretune")
             env = pretune(pre + (["--variants", args.variant] if args.variant else []))
         argv = profile_argv(ncu, run_dir / "profile", flt, command, args.clock_control,
-                            args.launch_count)
+                            args.launch_count, getattr(args, "filter_argv", None))
         try:
             output = run_tool(argv, "ncu profile", env=env, stream=True)
         except ToolError as exc:
@@ -168,6 +199,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iters", type=int, default=1, help="iterations per range (each profiled)")
     p.add_argument("--clock-control", default="none", choices=["none", "base"])
     p.add_argument("--launch-count", type=int, help="stop after this many profiled kernels")
+    p.add_argument("--systems", help="a command's systems.json to pick the kernels from "
+                   "(default: reports/<name>/systems.json of a Systems run of that name)")
+    p.add_argument("--instances", type=int, default=1, help="with picked kernels: launches "
+                   "of each per loop iteration to profile (default 1)")
     p.add_argument("--no-pretune", dest="pretune", action="store_false",
                    help="let the profiled run autotune Triton kernels itself (under ncu)")
 

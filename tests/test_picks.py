@@ -1,0 +1,54 @@
+"""Systems picks, Compute measures: the kernels that hold the steady-state GPU time are
+chosen from the Systems run, and ncu profiles their steady launches, not the first ones."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from analysis import calibration, picks
+from analysis.documents import to_json
+from tests.conftest import DATA
+from workflows import ncu
+
+
+def _doc(name: str):
+    return calibration.document(DATA / "battery" / name / "trace.sqlite")
+
+
+def test_the_hot_kernels_cover_the_share_and_skip_the_warm_up() -> None:
+    doc = _doc("fp32_gemm_planted")
+    chosen = picks.choose(doc)
+    assert [n for n, _ in chosen.kernels] == [next(
+        k.name for k in doc.kernel_summary if "f32f32" in k.name)]
+    assert chosen.covered_pct >= 90 and chosen.left_out
+    assert chosen.loop.name == "step" and chosen.skip == 8 and chosen.count == 8
+    argv = picks.ncu_filter(chosen)
+    assert argv[argv.index("--nvtx-include") + 1] == "step/"
+    assert argv[argv.index("--launch-skip") + 1] == "8"
+    assert "sm80_xmma_gemm_f32f32" in argv[argv.index("--kernel-name") + 1]
+
+
+def test_several_kernels_until_ninety_percent() -> None:
+    chosen = picks.choose(_doc("item_sync_planted"))
+    shares = [ns / chosen.steady_ns for _, ns in chosen.kernels]
+    assert sum(shares) >= 0.9 and sum(shares[:-1]) < 0.9            # no more than needed
+    assert shares == sorted(shares, reverse=True)
+    assert "covering" in picks.said(chosen) and "left out" in picks.said(chosen)
+
+
+def test_the_ncu_driver_picks_from_a_systems_run_of_the_same_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reports" / "x").mkdir(parents=True)
+    (tmp_path / "reports" / "x" / "systems.json").write_text(to_json(_doc("fp32_gemm_planted")))
+    args = argparse.Namespace(command=["python", "x.py"], nvtx_include=None, launch_count=None,
+                              name="x", systems=None, instances=1)
+    command, flt, notes = ncu._plan(args, tmp_path)
+    assert flt is None and "Nsight Systems picked 1 kernel" in notes[0]
+    argv = ncu.profile_argv("ncu", "p", flt, command, picked=args.filter_argv)
+    assert "--kernel-name" in argv and "--launch-count" in argv and argv[-2:] == command
+    args = argparse.Namespace(command=["python", "x.py"], nvtx_include=None, launch_count=None,
+                              name="y", systems=None, instances=1)
+    _, _, notes = ncu._plan(args, tmp_path)                  # no Systems run of that name
+    assert "no Systems run of y" in notes[0] and args.launch_count == ncu.SCRIPT_LAUNCH_CAP
+    assert Path("reports/x/systems.json").is_file()
