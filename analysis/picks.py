@@ -33,6 +33,8 @@ class Picks:
     loop: RangeEntry | None = None
     skip: int = 0                             # chosen kernels' launches before the loop's
     count: int = 0                            # steady instances, and how many to profile
+    other_threads: list[str] = field(default_factory=list)   # chosen, but launched by
+    # another thread than the loop's (backward): the loop's NVTX range does not hold them
 
     @property
     def covered_pct(self) -> float:
@@ -76,12 +78,16 @@ def choose(doc: SystemsDoc, share: float = SHARE, instances: int = 1) -> Picks:
         picks.count = len(chosen) * instances
         return picks
     loop = picks.loop
+    own = {k.name for k in loop.kernels}
+    picks.other_threads = [n for n, _ in chosen if n not in own]
+    picks.kernels = [(n, ns) for n, ns in chosen if n in own]
+    names = {n for n, _ in picks.kernels}
     per_iter = sum(math.ceil(k.count / loop.wall_instances) for k in loop.kernels
                    if k.name in names)
     warm = {e.name: e for e in doc.ranges}
     picks.skip = sum(k.count for tag in APART_TAGS for k in getattr(
         warm.get(loop.name + tag), "kernels", []) if k.name in names)
-    picks.count = max(per_iter, len(chosen)) * instances
+    picks.count = max(per_iter, len(picks.kernels)) * instances
     return picks
 
 
@@ -100,11 +106,14 @@ def ncu_filter(picks: Picks) -> list[str]:
 def said(picks: Picks) -> str:
     """The compute page's note: what was chosen, what it covers, what was left out."""
     names = ", ".join(n[:60] for n, _ in picks.kernels)
-    rest = (f"; left out: {len(picks.left_out)} kernel name(s) holding "
-            f"{100.0 - picks.covered_pct:.1f}% (e.g. {picks.left_out[0][0][:60]})"
-            if picks.left_out else "")
+    left = 100.0 * sum(ns for _, ns in picks.left_out) / max(picks.steady_ns, 1)
+    rest = (f"; left out: {len(picks.left_out)} kernel name(s) holding {left:.1f}% (e.g. "
+            f"{picks.left_out[0][0][:60]})" if picks.left_out else "")
     where = f" in `{picks.loop.name}`, after {picks.skip} warm-up launch(es)" \
         if picks.loop is not None else ""
+    if picks.other_threads:
+        rest += (f"; not reachable through the loop's NVTX range (launched by another "
+                 f"thread, e.g. backward): {', '.join(n[:60] for n in picks.other_threads)}")
     return (f"Nsight Systems picked {len(picks.kernels)} kernel name(s) covering "
             f"{picks.covered_pct:.1f}% of the steady-state GPU time: {names}; "
             f"{picks.count} launch(es) profiled{where}{rest}.")

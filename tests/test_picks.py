@@ -30,11 +30,17 @@ def test_the_hot_kernels_cover_the_share_and_skip_the_warm_up() -> None:
 
 
 def test_several_kernels_until_ninety_percent() -> None:
+    """item_sync's backward runs on the autograd thread: its cuBLAS Kernel2 holds GPU time
+    but is launched outside the loop's NVTX range (seen on the H200: ncu profiled only the
+    step thread's GEMM and optimizer kernels); the page says so."""
     chosen = picks.choose(_doc("item_sync_planted"))
     shares = [ns / chosen.steady_ns for _, ns in chosen.kernels]
-    assert sum(shares) >= 0.9 and sum(shares[:-1]) < 0.9            # no more than needed
     assert shares == sorted(shares, reverse=True)
-    assert "covering" in picks.said(chosen) and "left out" in picks.said(chosen)
+    assert chosen.other_threads == ["Kernel2"]
+    everything = sum(shares) + sum(ns for _, ns in chosen.left_out) / chosen.steady_ns
+    assert everything < 1.0                           # Kernel2 is neither chosen nor left out
+    said = picks.said(chosen)
+    assert "not reachable through the loop's NVTX range" in said and "Kernel2" in said
 
 
 def test_the_ncu_driver_picks_from_a_systems_run_of_the_same_name(tmp_path, monkeypatch):
