@@ -5,9 +5,11 @@ should profile, each a few times, instead of a program's first launches.
 less those inside set-apart warm-up instances), keeps the names that cover at least
 `share` of it, most time first, and finds the loop range that launches them (the
 outermost repeated range with the most kernel time). `ncu_filter(picks)` gives the ncu
-arguments: the loop's NVTX range, the chosen names as one regex, the launches to skip
-(the chosen kernels' launches in the loop's warm-up instances) and how many to profile
-(one iteration's launches of them, times `instances`).
+arguments: the loop's NVTX range, the chosen names as one regex, and, per launch
+configuration (`--filter-mode per-launch-config`: each kernel and its grid, block and
+shared memory counted apart), the launches to skip (the most any chosen kernel launched
+in the loop's warm-up instances) and `instances` launches to profile: each hot kernel
+once by default.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Picks:
     loop: RangeEntry | None = None
     skip: int = 0                             # chosen kernels' launches before the loop's
     count: int = 0                            # steady instances, and how many to profile
+    launches: int = 0                         # (per launch configuration) and in all
     other_threads: list[str] = field(default_factory=list)   # chosen, but launched by
     # another thread than the loop's (backward): the loop's NVTX range does not hold them
 
@@ -75,7 +78,7 @@ def choose(doc: SystemsDoc, share: float = SHARE, instances: int = 1) -> Picks:
     names = {n for n, _ in chosen}
     picks.loop = _loop(doc, names)
     if picks.loop is None:
-        picks.count = len(chosen) * instances
+        picks.count = instances
         return picks
     loop = picks.loop
     own = {k.name for k in loop.kernels}
@@ -85,16 +88,17 @@ def choose(doc: SystemsDoc, share: float = SHARE, instances: int = 1) -> Picks:
     per_iter = sum(math.ceil(k.count / loop.wall_instances) for k in loop.kernels
                    if k.name in names)
     warm = {e.name: e for e in doc.ranges}
-    picks.skip = sum(k.count for tag in APART_TAGS for k in getattr(
-        warm.get(loop.name + tag), "kernels", []) if k.name in names)
-    picks.count = max(per_iter, len(picks.kernels)) * instances
+    picks.skip = max((k.count for tag in APART_TAGS for k in getattr(
+        warm.get(loop.name + tag), "kernels", []) if k.name in names), default=0)
+    picks.count = instances
+    picks.launches = per_iter * instances
     return picks
 
 
 def ncu_filter(picks: Picks) -> list[str]:
     """ncu arguments that profile the chosen kernels' steady launches."""
     regex = "|".join(re.escape(n) for n, _ in picks.kernels)
-    argv = ["--kernel-name", f"regex:^({regex})$"]
+    argv = ["--kernel-name", f"regex:^({regex})$", "--filter-mode", "per-launch-config"]
     if picks.loop is not None:
         domain = f"{picks.loop.domain}@" if picks.loop.domain else ""
         argv += ["--nvtx-include", f"{domain}{picks.loop.name}/"]
@@ -116,4 +120,4 @@ def said(picks: Picks) -> str:
                  f"thread, e.g. backward): {', '.join(n[:60] for n in picks.other_threads)}")
     return (f"Nsight Systems picked {len(picks.kernels)} kernel name(s) covering "
             f"{picks.covered_pct:.1f}% of the steady-state GPU time: {names}; "
-            f"{picks.count} launch(es) profiled{where}{rest}.")
+            f"{picks.count} launch(es) of each launch configuration profiled{where}{rest}.")

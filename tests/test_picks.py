@@ -22,11 +22,14 @@ def test_the_hot_kernels_cover_the_share_and_skip_the_warm_up() -> None:
     assert [n for n, _ in chosen.kernels] == [next(
         k.name for k in doc.kernel_summary if "f32f32" in k.name)]
     assert chosen.covered_pct >= 90 and chosen.left_out
-    assert chosen.loop.name == "step" and chosen.skip == 8 and chosen.count == 8
+    assert chosen.loop.name == "step" and chosen.skip == 8 and chosen.count == 1
+    assert chosen.launches == 8                               # an iteration's launches
     argv = picks.ncu_filter(chosen)
     assert argv[argv.index("--nvtx-include") + 1] == "step/"
     assert argv[argv.index("--launch-skip") + 1] == "8"
     assert "sm80_xmma_gemm_f32f32" in argv[argv.index("--kernel-name") + 1]
+    assert argv[argv.index("--filter-mode") + 1] == "per-launch-config"
+    assert argv[argv.index("--launch-count") + 1] == "1"
 
 
 def test_several_kernels_until_ninety_percent() -> None:
