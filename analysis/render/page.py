@@ -82,25 +82,31 @@ HOST_SAID = {"host_cpu_ns": "CPU outside CUDA calls", "host_os_ns": "OS runtime 
 
 
 def where_time_went(doc: SystemsDoc) -> list[str]:
-    """The verdict's first sentence: how busy the GPU was over the outermost ranges' wall
-    time, and where the largest share of it went (the first finding's range, or the
-    outermost range that took the most), on the host side."""
+    """The verdict's first sentence: how busy the GPU was over the outermost ranges' time
+    (wall time, or the span of their GPU work where it ran behind the host) and where the
+    largest share of it went (the first finding's range, or the outermost range that took
+    the most), with the host part that dominated it when the host was the bound."""
     roots = [e for e in doc.ranges if "/" not in e.name and not e.warmup]
-    wall = sum(e.wall_ns for e in roots)
-    if not wall:
+    total = sum(max(e.wall_ns, e.gpu_span_ns) for e in roots)
+    if not total:
         return []
-    busy = sum(e.busy_ns for e in roots)
-    state = "GPU-bound" if busy >= 0.8 * wall else "host-bound"
+    busy = min(sum(max(e.busy_ns, e.kernel_time_ns + e.other_threads_kernel_time_ns)
+                   for e in roots), total)
+    gpu_bound = busy >= 0.8 * total
     first = next((f for f in ordered(doc.findings) if f.range), None)
     by = {e.name: e for e in doc.ranges}
     where = by.get(first.range) if first and first.range in by else \
-        max(roots, key=lambda e: e.wall_ns)
-    parts = {k: getattr(where, k) for k in HOST_SAID}
-    top = max(parts, key=parts.get)
-    return [f"GPU busy {pct(100.0 * busy / wall)} of {dur(wall)} of wall time: {state}; "
-            f"{pct(min(100.0 * where.wall_ns / wall, 100.0))} of it in `{esc(where.name)}`, "
-            f"mostly {HOST_SAID[top]} ({pct(100.0 * parts[top] / max(where.wall_ns, 1))} of "
-            "that range).", ""]
+        max(roots, key=lambda e: max(e.wall_ns, e.gpu_span_ns))
+    share = min(100.0 * max(where.wall_ns, where.gpu_span_ns) / total, 100.0)
+    said = (f"GPU busy {pct(100.0 * busy / total)} of {dur(total)}: "
+            f"{'GPU-bound' if gpu_bound else 'host-bound'}; {pct(share)} of it in "
+            f"`{esc(where.name)}`")
+    if not gpu_bound:
+        parts = {k: getattr(where, k) for k in HOST_SAID}
+        top = max(parts, key=parts.get)
+        said += (f", mostly {HOST_SAID[top]} "
+                 f"({pct(100.0 * parts[top] / max(where.wall_ns, 1))} of its wall time)")
+    return [said + ".", ""]
 
 
 def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
