@@ -9,10 +9,23 @@ step). Field order is the key order of the JSON files.
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from .compute_documents import (  # noqa: F401  (compute/1, re-exported)
+    Ceilings,
+    ComputeDoc,
+    ComputeRange,
+    ComputeSource,
+    KernelLaunch,
+)
+from .findings import (  # noqa: F401  (re-exported)
+    SEVERITY_ORDER,
+    Finding,
+    Severity,
+    ordered,
+    top_findings,
+)
 from .jsoncodec import (  # noqa: F401  (the documents' readers and writers, re-exported)
     T,
     dump_json,
@@ -21,11 +34,6 @@ from .jsoncodec import (  # noqa: F401  (the documents' readers and writers, re-
     to_json,
     to_json_bytes,
 )
-from .settings import FINDING_MIN_PCT
-
-Severity = typing.Literal["info", "warning", "error"]
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-
 
 # --- meta.json (written by the runner beside a trace) ------------------------------------
 
@@ -97,45 +105,6 @@ class Meta:
     @property
     def graph_breaks(self) -> list[dict[str, Any]]:
         return list((self.compiled or {}).get("graph_breaks") or [])
-
-
-# --- findings -----------------------------------------------------------------------------
-
-@dataclass
-class Finding:
-    """One rule's verdict on one range (or launch), with its numbers and what to do."""
-
-    rule: str
-    severity: Severity
-    range: str | None
-    kernel: str | None
-    message: str
-    evidence: dict[str, Any]
-    suggestion: str
-    saving_per_instance_ns: float = 0.0   # the most one instance (iteration) would save
-    iterations: int = 1         # instances (iterations) it applies to
-    saving_ns: float = 0.0      # the most the whole trace would save: per instance x
-                                # instances, never more than the range's wall time
-    saving_model: str = ""      # how the saving was estimated, in one sentence
-    one_time: bool = False      # a cost paid once (first calls), ranked after recurring ones
-    share_pct: float = 0.0      # saving_ns as % of the analyzed time (at most 100) ...
-    share_of: str = "wall time"  # ... which is this: the wall time (systems), the
-                                 # profiled kernel time (compute), the ranks' step time
-
-
-def ordered(findings: list[Finding]) -> list[Finding]:
-    """Largest impact first, then most severe, then by range name (stable otherwise)."""
-    return sorted(findings, key=lambda f: (f.share_pct < FINDING_MIN_PCT, f.one_time,
-                                           -f.saving_ns, SEVERITY_ORDER[f.severity],
-                                           f.range or ""))
-
-
-def top_findings(findings: list[Finding], most: int = 10,
-                 min_pct: float = FINDING_MIN_PCT) -> tuple[list[Finding], int]:
-    """The findings a page lists: at most `most`, largest impact first, none whose impact
-    saves under `min_pct` of the analyzed time; and how many more there are."""
-    keep = [f for f in ordered(findings) if f.share_pct >= min_pct]
-    return keep[:most], len(findings) - len(keep[:most])
 
 
 # --- systems/1 ----------------------------------------------------------------------------
@@ -372,84 +341,6 @@ class RanksDoc:
     skew_ns: float = 0.0              # slowest minus fastest step time
     findings: list[Finding] = field(default_factory=list)
     schema: str = "ranks/1"
-
-
-# --- compute/1 ----------------------------------------------------------------------------
-
-@dataclass
-class KernelLaunch:
-    """One profiled kernel launch (Nsight Compute raw page row), in base units."""
-
-    range: str
-    name: str
-    duration_ns: int | None = None
-    dram_read_bytes: int | None = None
-    dram_write_bytes: int | None = None
-    dram_throughput_pct: float | None = None
-    dram_bytes_per_s: float | None = None
-    sm_sol_pct: float | None = None
-    mem_sol_pct: float | None = None
-    achieved_occupancy_pct: float | None = None
-    theoretical_occupancy_pct: float | None = None
-    registers_per_thread: int | None = None
-    block_size: int | None = None
-    grid_size: int | None = None
-    waves_per_sm: float | None = None
-    tensor_pipe_pct: float | None = None
-    bound: str | None = None
-    limit_registers: float | None = None
-    limit_shared_mem: float | None = None
-    limit_warps: float | None = None
-    limit_blocks: float | None = None
-
-
-@dataclass
-class ComputeRange:
-    """Per NVTX range, per iteration: summed kernels and roofline placement."""
-
-    range: str
-    kernels_per_iter: float
-    duration_ns_per_iter: float
-    dram_bytes_per_iter: float
-    dram_bytes_per_s: float | None = None
-    dram_vs_min_bytes: float | None = None
-    intensity_flop_per_byte: float | None = None
-    flops_per_s: float | None = None
-    pct_of_roofline: float | None = None
-    pct_of_measured_gemm: float | None = None
-
-
-@dataclass
-class Ceilings:
-    """True upper bounds (ncu's DRAM peak, the datasheet's dense FLOP/s), with sources;
-    the GEMM rate measured in the run is a second reference, not a ceiling."""
-
-    dram_bytes_per_s: float | None = None
-    dram_source: str | None = None
-    flops_per_s: float | None = None
-    flops_source: str | None = None
-    measured_flops_per_s: float | None = None
-
-
-@dataclass
-class ComputeSource:
-    path: str
-    gpu: str | None
-
-
-@dataclass
-class ComputeDoc:
-    """The compute/1 document: one entry per profiled launch, per-range totals, findings."""
-
-    source: ComputeSource
-    kernels: list[KernelLaunch]
-    ranges: list[ComputeRange]
-    ceilings: Ceilings
-    thresholds: dict[str, float]
-    run: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    schema: str = "compute/1"
 
 
 # --- (de)serialization --------------------------------------------------------------------

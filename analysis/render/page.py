@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from ..documents import ComputeDoc, SystemsDoc, ordered, top_findings
 from .compute_md import kernels_section as compute_kernels
+from .evidence import evidence_lines
 from .markdown import (
     dur,
     environment_section,
     esc,
-    evidence_lines,
     findings_section,
     impact,
     pct,
