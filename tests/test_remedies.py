@@ -60,3 +60,15 @@ def test_every_layer_has_its_own_words(bound: str) -> None:
     assert "torch.compile" in inductor or "TORCH_LOGS" in inductor
     assert "mode=" in inductor or "fused" in inductor
     assert any(w in triton for w in ("BLOCK_SIZE", "tl.dot", "num_stages"))
+
+
+def test_the_compute_page_row_of_each_kernel_speaks_its_layer() -> None:
+    from analysis.render.compute_md import suggestions
+
+    said = suggestions(_doc("gelu"))
+    inductor = next(v for k, v in said.items() if k.startswith("triton_poi"))
+    own = next(v for k, v in said.items() if k == "gelu_kernel")
+    torch_ = next(v for k, v in said.items() if "vectorized_elementwise_kernel" in k)
+    assert "TORCH_LOGS" in inductor or "mode=" in inductor
+    assert any(w in own for w in ("BLOCK_SIZE", "tl.dot", "num_stages"))
+    assert "torch" in torch_ and "tl.dot" not in torch_

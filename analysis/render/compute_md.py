@@ -66,10 +66,23 @@ def per_kernel(doc: ComputeDoc, gpu_time: dict[str, int] | None = None) -> list[
     return sorted(by.items(), key=weight)
 
 
+BOUND_RULES = ("memory_bound", "compute_bound", "latency_bound")
+
+
+def suggestions(doc: ComputeDoc) -> dict[str, str]:
+    """Per kernel name, the one suggestion that applies: its bound finding's (the remedy
+    in its own layer), else that of the finding that saves most."""
+    out: dict[str, str] = {}
+    for f in sorted(doc.findings, key=lambda f: (f.rule not in BOUND_RULES, -f.saving_ns)):
+        if f.kernel:
+            out.setdefault(f.kernel, f.suggestion)
+    return out
+
+
 def kernels_section(doc: ComputeDoc, gpu_time: dict[str, int] | None = None) -> list[str]:
     """One row per kernel name, the kernels that hold the time first; every launch is in
     compute.json and launches.csv."""
-    advice = {f.kernel: f.suggestion for f in doc.findings if f.kernel}
+    advice = suggestions(doc)
     body = []
     for name, ks in per_kernel(doc, gpu_time):
         med = {f: _median([getattr(k, f) for k in ks]) for f in (
