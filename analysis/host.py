@@ -44,9 +44,17 @@ def _blocking_copies(host: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
                  .to_numpy()]
     if not (len(copies) and len(host)):
         return np.zeros(len(host), dtype=bool)
-    keys = pd.MultiIndex.from_arrays([copies["global_tid"], copies["api_start_ns"]])
-    hit = pd.MultiIndex.from_arrays([host["global_tid"], host["start_ns"]]).isin(keys)
-    return hit & (host["part"].to_numpy() == PART["other_cuda"])
+    start = host["start_ns"].to_numpy()
+    hit = np.isin(start, copies["api_start_ns"].to_numpy()) \
+        & (host["part"].to_numpy() == PART["other_cuda"])       # a few rows pass this
+    rows = np.flatnonzero(hit)
+    if len(rows):
+        keys = set(zip(copies["global_tid"].tolist(), copies["api_start_ns"].tolist(),
+                       strict=True))
+        tid = host["global_tid"].to_numpy()
+        hit[rows] = [(t, s) in keys for t, s in zip(tid[rows].tolist(), start[rows].tolist(),
+                                                     strict=True)]
+    return hit
 
 
 def _outside_cuda(host: pd.DataFrame, part: np.ndarray) -> np.ndarray:

@@ -3,12 +3,14 @@ runtime and driver call, not only launches) and the OS runtime calls (OSRT_API, 
 `--trace=osrt`) of every thread, read a time window at a time.
 
 `plan_host(path) -> HostLayout` reads what every window needs (which call names fall in
-which part, the longest API call, whether the tables are in start order);
+which part, the longest API call: one pass over the API table);
 `read_host(layout, lo, hi) -> frame` gives the calls that start in [lo, hi) (owned) and,
 of the API calls, those that started up to the longest call earlier (not owned: they only
 tell which OS calls ran inside a CUDA call). Columns: global_tid, start_ns, end_ns,
 part (index into HOST_PARTS), owned (bool). OS calls are the outermost ones (nesting
-level 0). `load_host(path)` is the whole file as one window.
+level 0). `load_host(path)` is the whole file as one window. The API table is read by
+rowid, trusting the start order Nsight Systems writes it in; a window whose rows leave its
+time bounds is read again by start time (a full scan).
 """
 
 from __future__ import annotations
@@ -62,7 +64,6 @@ class HostLayout:
     path: Path
     api_parts: tuple[tuple[int, int], ...]      # (StringIds id, part) of the API names
     longest_api_ns: int
-    api_sorted: bool
     osrt: bool
     osrt_nesting: bool
 
@@ -72,22 +73,18 @@ def plan_host(path: Path) -> HostLayout:
     conn = connect(path)
     try:
         db = sqlite_utils.Database(conn)
-        api = _columns(db, API)
-        ids = conn.execute(f"SELECT DISTINCT nameId FROM {API}").fetchall() \
-            if "nameId" in api else []
+        per_name = conn.execute(f"SELECT nameId, max(end - start) FROM {API} "
+                                "GROUP BY nameId").fetchall()      # one pass: names, longest
         names = dict(conn.execute("SELECT id, value FROM StringIds").fetchall())
-        longest, disorder = conn.execute(
-            f"SELECT ifnull(max(end - start), 0), (SELECT count(*) FROM (SELECT start - "
-            f"lag(start) OVER (ORDER BY rowid) AS d FROM {API}) WHERE d < 0) FROM {API}"
-        ).fetchone()
         osrt = _columns(db, OSRT)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
     finally:
         conn.close()
-    parts = tuple((int(i), api_part(str(names.get(i, "")))) for (i,) in ids)
-    return HostLayout(path=path, api_parts=parts, longest_api_ns=int(longest),
-                      api_sorted=disorder == 0,
+    parts = tuple((int(i), api_part(str(names.get(i, "")))) for i, _ in per_name
+                  if i is not None)
+    return HostLayout(path=path, api_parts=parts,
+                      longest_api_ns=int(max((d or 0 for _, d in per_name), default=0)),
                       osrt={"start", "end", "globalTid"} <= osrt,
                       osrt_nesting="nestingLevel" in osrt)
 
@@ -102,27 +99,44 @@ def read_host(layout: HostLayout, lo: int, hi: int) -> pd.DataFrame:
         raise InputError(f"{layout.path}: cannot read export ({exc})") from exc
     finally:
         db.conn.close()
-    lookup = dict(layout.api_parts)
-    parts = np.array([lookup.get(int(n), PART["other_cuda"]) for n in api[:, 3]],
-                     dtype="int64") if len(api) else np.zeros(0, dtype="int64")
+    parts = _parts(layout, api[:, 3])
     frame = pd.DataFrame({
         "global_tid": np.r_[api[:, 0], osrt[:, 0]], "start_ns": np.r_[api[:, 1], osrt[:, 1]],
         "end_ns": np.r_[api[:, 2], osrt[:, 2]],
         "part": np.r_[parts, np.full(len(osrt), PART["os"])].astype("int8"),
         "owned": np.r_[api[:, 1] >= lo, np.ones(len(osrt), bool)]})
-    return frame.sort_values(["global_tid", "start_ns", "end_ns"], kind="stable",
-                             ignore_index=True)
+    if not len(osrt):
+        return frame        # API rows come in start order; no OS call to place among them
+    order = np.lexsort((frame["end_ns"].to_numpy(), frame["start_ns"].to_numpy(),
+                        frame["global_tid"].to_numpy()))
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def _parts(layout: HostLayout, name_ids: np.ndarray) -> np.ndarray:
+    """The part of each API call from its name id (a sorted lookup, no loop per row)."""
+    if not len(name_ids) or not layout.api_parts:
+        return np.full(len(name_ids), PART["other_cuda"], dtype="int64")
+    ids = np.array([i for i, _ in layout.api_parts], dtype="int64")
+    parts = np.array([p for _, p in layout.api_parts], dtype="int64")
+    order = np.argsort(ids)
+    ids, parts = ids[order], parts[order]
+    at = np.clip(np.searchsorted(ids, name_ids), 0, len(ids) - 1)
+    return np.where(ids[at] == name_ids, parts[at], PART["other_cuda"])
 
 
 def _api_rows(db: Db, layout: HostLayout, lo: int, hi: int) -> np.ndarray:
     """globalTid, start, end, nameId of the API calls from lo - longest to hi."""
     sql = f"SELECT globalTid, start, end, nameId FROM {API} o"
     first = lo - layout.longest_api_ns if lo > -(1 << 61) else lo
-    if not layout.api_sorted:
-        return fetch(db.conn, f"{sql} WHERE o.start >= ? AND o.start < ?", (first, hi), 4)
+    if lo <= -(1 << 61) and hi >= (1 << 61):                 # the whole table: no search
+        return fetch(db.conn, sql, (), 4)
     r0 = first_rowid(db, API, first)
     r1 = first_rowid(db, API, hi) if hi < (1 << 61) else (1 << 62)
-    return fetch(db.conn, f"{sql} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 4)
+    rows = fetch(db.conn, f"{sql} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 4)
+    s = rows[:, 1]
+    if len(s) and ((s < first) | (s >= hi)).any():        # not in start order after all
+        return fetch(db.conn, f"{sql} WHERE o.start >= ? AND o.start < ?", (first, hi), 4)
+    return rows
 
 
 def _osrt_rows(db: Db, layout: HostLayout, lo: int, hi: int) -> np.ndarray:
