@@ -25,7 +25,7 @@ import pandas as pd
 import sqlite_utils
 
 from ..errors import InputError
-from .nsys_sqlite import _columns, connect
+from .nsys_sqlite import PUSHPOP, STARTEND, _columns, connect
 from .rows import Db, fetch, first_rowid
 
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -64,6 +64,7 @@ class HostLayout:
     path: Path
     api_parts: tuple[tuple[int, int], ...]      # (StringIds id, part) of the API names
     longest_api_ns: int
+    tids: tuple[int, ...]                       # threads that opened NVTX ranges
     osrt: bool
     osrt_nesting: bool
 
@@ -77,13 +78,17 @@ def plan_host(path: Path) -> HostLayout:
                                 "GROUP BY nameId").fetchall()      # one pass: names, longest
         names = dict(conn.execute("SELECT id, value FROM StringIds").fetchall())
         osrt = _columns(db, OSRT)
+        kinds = ",".join(map(str, PUSHPOP + STARTEND))
+        tids = tuple(int(t) for (t,) in conn.execute(
+            f"SELECT DISTINCT globalTid FROM NVTX_EVENTS WHERE eventType IN ({kinds})")
+        ) if "globalTid" in _columns(db, "NVTX_EVENTS") else ()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
     finally:
         conn.close()
     parts = tuple((int(i), api_part(str(names.get(i, "")))) for i, _ in per_name
                   if i is not None)
-    return HostLayout(path=path, api_parts=parts,
+    return HostLayout(path=path, api_parts=parts, tids=tids,
                       longest_api_ns=int(max((d or 0 for _, d in per_name), default=0)),
                       osrt={"start", "end", "globalTid"} <= osrt,
                       osrt_nesting="nestingLevel" in osrt)
@@ -125,27 +130,32 @@ def _parts(layout: HostLayout, name_ids: np.ndarray) -> np.ndarray:
 
 
 def _api_rows(db: Db, layout: HostLayout, lo: int, hi: int) -> np.ndarray:
-    """globalTid, start, end, nameId of the API calls from lo - longest to hi."""
-    sql = f"SELECT globalTid, start, end, nameId FROM {API} o"
+    """globalTid, start, end, nameId of the API calls from lo - longest to hi, on the
+    threads that opened ranges (a range's host split is its own thread's)."""
+    if not layout.tids:
+        return np.empty((0, 4), dtype=np.int64)
+    mine = f"o.globalTid IN ({','.join(map(str, layout.tids))})"
+    sql = f"SELECT globalTid, start, end, nameId FROM {API} o WHERE {mine}"
     first = lo - layout.longest_api_ns if lo > -(1 << 61) else lo
     if lo <= -(1 << 61) and hi >= (1 << 61):                 # the whole table: no search
         return fetch(db.conn, sql, (), 4)
     r0 = first_rowid(db, API, first)
     r1 = first_rowid(db, API, hi) if hi < (1 << 61) else (1 << 62)
-    rows = fetch(db.conn, f"{sql} WHERE o.rowid >= ? AND o.rowid < ?", (r0, r1), 4)
+    rows = fetch(db.conn, f"{sql} AND o.rowid >= ? AND o.rowid < ?", (r0, r1), 4)
     s = rows[:, 1]
     if len(s) and ((s < first) | (s >= hi)).any():        # not in start order after all
-        return fetch(db.conn, f"{sql} WHERE o.start >= ? AND o.start < ?", (first, hi), 4)
+        return fetch(db.conn, f"{sql} AND o.start >= ? AND o.start < ?", (first, hi), 4)
     return rows
 
 
 def _osrt_rows(db: Db, layout: HostLayout, lo: int, hi: int) -> np.ndarray:
     """globalTid, start, end of the outermost OS runtime calls that start in [lo, hi)."""
-    if not layout.osrt:
+    if not (layout.osrt and layout.tids):
         return np.empty((0, 3), dtype=np.int64)
     outer = " AND nestingLevel = 0" if layout.osrt_nesting else ""
+    mine = f" AND globalTid IN ({','.join(map(str, layout.tids))})"
     return fetch(db.conn, f"SELECT globalTid, start, end FROM {OSRT} WHERE start >= ? "
-                 f"AND start < ?{outer}", (lo, hi), 3)
+                 f"AND start < ?{outer}{mine}", (lo, hi), 3)
 
 
 def load_host(path: Path) -> pd.DataFrame:
