@@ -44,7 +44,7 @@ def window_task(layout, ctx: ChunkContext, index: int) -> Partial:
     and Dask tasks run it)."""
     lo, hi = layout.bounds[index], layout.bounds[index + 1]
     return compute(ctx, read_window(layout, index), lo, hi, index, ATEN_EAGER,
-                   read_host(layout.host, lo, hi))
+                   read_host(layout.host, lo, hi, layout.scan))
 
 
 def _init_worker(ctxs: list[ChunkContext]) -> None:

@@ -94,11 +94,12 @@ def plan_host(path: Path) -> HostLayout:
                       osrt_nesting="nestingLevel" in osrt)
 
 
-def read_host(layout: HostLayout, lo: int, hi: int) -> pd.DataFrame:
-    """The host calls of [lo, hi) (see the module doc)."""
+def read_host(layout: HostLayout, lo: int, hi: int, scan: bool = False) -> pd.DataFrame:
+    """The host calls of [lo, hi) (see the module doc); `scan`: select them by start time
+    (the export's tables are not in start order: nsys_chunks.Layout.scan)."""
     db = Db(connect(layout.path))
     try:
-        api = _api_rows(db, layout, lo, hi)
+        api = _api_rows(db, layout, lo, hi, scan)
         osrt = _osrt_rows(db, layout, lo, hi)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{layout.path}: cannot read export ({exc})") from exc
@@ -129,7 +130,7 @@ def _parts(layout: HostLayout, name_ids: np.ndarray) -> np.ndarray:
     return np.where(ids[at] == name_ids, parts[at], PART["other_cuda"])
 
 
-def _api_rows(db: Db, layout: HostLayout, lo: int, hi: int) -> np.ndarray:
+def _api_rows(db: Db, layout: HostLayout, lo: int, hi: int, scan: bool) -> np.ndarray:
     """globalTid, start, end, nameId of the API calls from lo - longest to hi, on the
     threads that opened ranges (a range's host split is its own thread's)."""
     if not layout.tids:
@@ -139,11 +140,14 @@ def _api_rows(db: Db, layout: HostLayout, lo: int, hi: int) -> np.ndarray:
     first = lo - layout.longest_api_ns if lo > -(1 << 61) else lo
     if lo <= -(1 << 61) and hi >= (1 << 61):                 # the whole table: no search
         return fetch(db.conn, sql, (), 4)
+    if scan:
+        return fetch(db.conn, f"{sql} AND o.start >= ? AND o.start < ?", (first, hi), 4)
     r0 = first_rowid(db, API, first)
     r1 = first_rowid(db, API, hi) if hi < (1 << 61) else (1 << 62)
     rows = fetch(db.conn, f"{sql} AND o.rowid >= ? AND o.rowid < ?", (r0, r1), 4)
     s = rows[:, 1]
-    if len(s) and ((s < first) | (s >= hi)).any():        # not in start order after all
+    if len(s) and (((s < first) | (s >= hi)).any() or (np.diff(s) < 0).any()):
+        # not in start order after all: rows of the window may lie elsewhere in the table
         return fetch(db.conn, f"{sql} AND o.start >= ? AND o.start < ?", (first, hi), 4)
     return rows
 
