@@ -121,9 +121,9 @@ def thread_role(name: str | None) -> str | None:
 
 
 def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
-    """Per range key, summed over its instances: wall_ns, busy_ns,
-    other_threads_kernel_count, other_threads_kernel_time_ns; and per key the other
-    launching threads (tid, name, kernel_count, kernel_time_ns), most time first."""
+    """Per range key, summed over its instances: busy_ns, other_threads_kernel_count,
+    other_threads_kernel_time_ns (wall time: ranges.summarize); and per key the other
+    launching threads (tid, name, kernel_count, kernel_time_ns, role), most time first."""
     keys = trace.ranges["key"].to_numpy()
     busy = trace.busy.assign(key=keys)
     out = busy.groupby("key")[["busy_ns"]].sum()

@@ -83,12 +83,12 @@ def loop_of(doc: SystemsDoc, path: str) -> RangeEntry:
 
 
 def per_instance(e: RangeEntry) -> float:
-    return max(e.wall_ns, e.gpu_span_ns) / max(e.wall_instances, 1)
+    return e.time_ns / max(e.wall_instances, 1)
 
 
 def whole(doc: SystemsDoc, loop: str) -> float:
     """A loop range's time in all, its set-apart instances included."""
-    return float(sum(max(e.wall_ns, e.gpu_span_ns) for e in doc.ranges
+    return float(sum(e.time_ns for e in doc.ranges
                      if e.name == loop or e.name in {loop + t for t in APART_TAGS}))
 
 

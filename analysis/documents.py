@@ -219,6 +219,12 @@ class RangeEntry:
     warmup: str | None = None                # why it is warm-up (compilation ran in it)
     kernels: list[KernelStat] = field(default_factory=list)
 
+    @property
+    def time_ns(self) -> int:
+        """The range's time over its instances: its wall time, or the span of the GPU work
+        it launched where that ran longer (a loop that queues work ahead of the GPU)."""
+        return max(self.wall_ns, self.gpu_span_ns)
+
 
 @dataclass
 class KernelSummaryRow(KernelStat):

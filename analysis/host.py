@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 PART_COLUMNS = [f"host_{p}_ns" for p in HOST_PARTS]
 COUNT_COLUMNS = ["launch_calls", "sync_calls", "module_loads", "blocking_copy_calls",
                  "blocking_copy_ns"]
-COPY_COLUMNS = ["copy_count", "copy_bytes", "copy_ns", "pageable_copy_count",
-                "pageable_copy_bytes", "pageable_copy_ns"]
 PAGEABLE = "Pageable"
 
 
@@ -139,7 +137,8 @@ def copy_names(ops: pd.DataFrame) -> pd.DataFrame:
 
 def per_key(trace: Trace) -> pd.DataFrame:
     """Per range key, summed over its instances: PART_COLUMNS, host_cpu_ns (wall time
-    outside every traced call), COUNT_COLUMNS, COPY_COLUMNS, and the instances that loaded
+    outside every traced call), COUNT_COLUMNS, the copies (copy_count, copy_bytes, copy_ns
+    and their pageable_ share), and the instances that loaded
     modules (`module_load_instances`) or synchronized (`sync_instances`: a synchronize
     call, not only blocking copies)."""
     keys = trace.ranges["key"].to_numpy()

@@ -68,6 +68,11 @@ class HostLayout:
     osrt: bool
     osrt_nesting: bool
 
+    @property
+    def tid_list(self) -> str:
+        """The range threads as an SQL list, `(t1,t2)`."""
+        return f"({','.join(map(str, self.tids))})"
+
 
 def plan_host(path: Path) -> HostLayout:
     """Read the names, the longest API call and the tables' order once per file."""
@@ -135,7 +140,7 @@ def _api_rows(db: Db, layout: HostLayout, lo: int, hi: int, scan: bool) -> np.nd
     threads that opened ranges (a range's host split is its own thread's)."""
     if not layout.tids:
         return np.empty((0, 4), dtype=np.int64)
-    mine = f"o.globalTid IN ({','.join(map(str, layout.tids))})"
+    mine = f"o.globalTid IN {layout.tid_list}"
     sql = f"SELECT globalTid, start, end, nameId FROM {API} o WHERE {mine}"
     first = lo - layout.longest_api_ns if lo > -(1 << 61) else lo
     if lo <= -(1 << 61) and hi >= (1 << 61):                 # the whole table: no search
@@ -157,7 +162,7 @@ def _osrt_rows(db: Db, layout: HostLayout, lo: int, hi: int) -> np.ndarray:
     if not (layout.osrt and layout.tids):
         return np.empty((0, 3), dtype=np.int64)
     outer = " AND nestingLevel = 0" if layout.osrt_nesting else ""
-    mine = f" AND globalTid IN ({','.join(map(str, layout.tids))})"
+    mine = f" AND globalTid IN {layout.tid_list}"
     return fetch(db.conn, f"SELECT globalTid, start, end FROM {OSRT} WHERE start >= ? "
                  f"AND start < ?{outer}{mine}", (lo, hi), 3)
 

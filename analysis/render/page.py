@@ -87,7 +87,7 @@ def where_time_went(doc: SystemsDoc) -> list[str]:
     largest share of it went (the first finding's range, or the outermost range that took
     the most), with the host part that dominated it when the host was the bound."""
     roots = [e for e in doc.ranges if "/" not in e.name and not e.warmup]
-    total = sum(max(e.wall_ns, e.gpu_span_ns) for e in roots)
+    total = sum(e.time_ns for e in roots)
     if not total:
         return []
     busy = min(sum(max(e.busy_ns, e.kernel_time_ns + e.other_threads_kernel_time_ns)
@@ -96,8 +96,8 @@ def where_time_went(doc: SystemsDoc) -> list[str]:
     first = next((f for f in ordered(doc.findings) if f.range), None)
     by = {e.name: e for e in doc.ranges}
     where = by.get(first.range) if first and first.range in by else \
-        max(roots, key=lambda e: max(e.wall_ns, e.gpu_span_ns))
-    share = min(100.0 * max(where.wall_ns, where.gpu_span_ns) / total, 100.0)
+        max(roots, key=lambda e: e.time_ns)
+    share = min(100.0 * where.time_ns / total, 100.0)
     said = (f"GPU busy {pct(100.0 * busy / total)} of {dur(total)}: "
             f"{'GPU-bound' if gpu_bound else 'host-bound'}; {pct(share)} of it in "
             f"`{esc(where.name)}`")

@@ -46,7 +46,7 @@ class Context:
         ranges (the kernels of the whole trace when it has no range), or every profiled
         launch (compute), or the ranks' steps."""
         if self.systems is not None:
-            roots = sum(max(e.wall_ns, e.gpu_span_ns) for e in self._ranges()
+            roots = sum(e.time_ns for e in self._ranges()
                         if "/" not in e.name)
             return float(roots) or float(sum(k.total_ns for k in self.systems.kernel_summary))
         if self.compute is not None:
@@ -60,7 +60,7 @@ class Context:
         work it launched when that ran longer (a loop that queues work ahead of the GPU);
         None: no such range."""
         e = self.all_entries.get(path) if path else None
-        return max(e.wall_ns, e.gpu_span_ns) or None if e is not None else None
+        return e.time_ns or None if e is not None else None
 
     @cached_property
     def entries(self) -> dict[str, RangeEntry]:
