@@ -34,12 +34,27 @@ COUNT_COLUMNS = ["launch_calls", "sync_calls", "module_loads", "blocking_copy_ca
 PAGEABLE = "Pageable"
 
 
+def _pageable(ops: pd.DataFrame) -> pd.DataFrame:
+    """The copies and sets from or to pageable memory that this window owns."""
+    copies = ops[(ops["kind"].to_numpy() != "kernel") & ~ops["halo"].to_numpy()]
+    return copies[copies["demangled_name"].astype(str).str.contains(PAGEABLE, regex=False)
+                  .to_numpy()]
+
+
+def pageable_launchers(ops: pd.DataFrame, lo: int) -> np.ndarray:
+    """(global_tid, api_start_ns) of the calls that started before `lo` and launched a
+    pageable copy or set this window owns: read_host reads them for `_blocking_copies`."""
+    p = _pageable(ops)
+    tid, start = p["global_tid"].to_numpy(dtype="int64"), p["api_start_ns"].to_numpy(
+        dtype="int64")
+    early = (tid >= 0) & (start < lo)
+    return np.column_stack([tid[early], start[early]])
+
+
 def _blocking_copies(host: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
     """Which host calls launched a copy or set from or to pageable memory that this window
     owns (such a call waits for its copy: synchronisation)."""
-    copies = ops[(ops["kind"].to_numpy() != "kernel") & ~ops["halo"].to_numpy()
-                 & ops["demangled_name"].astype(str).str.contains(PAGEABLE, regex=False)
-                 .to_numpy()]
+    copies = _pageable(ops)
     if not (len(copies) and len(host)):
         return np.zeros(len(host), dtype=bool)
     start = host["start_ns"].to_numpy()
@@ -57,17 +72,17 @@ def _blocking_copies(host: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
 
 def _outside_cuda(host: pd.DataFrame, part: np.ndarray) -> np.ndarray:
     """Each call's duration; an OS call's less the part of it inside the CUDA call of its
-    thread that started last before it."""
+    thread that started last before it in the same span (load/nsys_host.range_spans)."""
     start = host["start_ns"].to_numpy(dtype="int64")
     end = host["end_ns"].to_numpy(dtype="int64")
-    tid = host["global_tid"].to_numpy(dtype="int64")
+    span = host["span"].to_numpy(dtype="int64")
     dur = end - start
     cuda, os_rows = np.flatnonzero(part != PART["os"]), np.flatnonzero(part == PART["os"])
     if not (len(cuda) and len(os_rows)):
         return dur
     j = np.searchsorted(cuda, os_rows) - 1           # rows are sorted by (tid, start)
     c = cuda[np.maximum(j, 0)]
-    same = (j >= 0) & (tid[c] == tid[os_rows])
+    same = (j >= 0) & (span[c] == span[os_rows])
     inside = np.clip(np.minimum(end[os_rows], end[c]) - start[os_rows], 0, None)
     dur[os_rows] -= np.where(same, inside, 0)
     return dur

@@ -45,7 +45,7 @@ import pandas as pd
 from . import merge
 from .apart import COMPILE_TAG, WARMUP_TAG, compiled_rows, set_apart, with_warmup_apart
 from .load.nsys_chunks import NEG, POS
-from .load.nsys_host import load_host
+from .load.nsys_host import load_host, range_spans
 from .load.nsys_sqlite import CALL_COLUMNS, NsysExport
 from .ops import op_ranges
 from .partial import ChunkContext, Partial, compute
@@ -159,7 +159,7 @@ def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool =
     ids = graph["correlation_id"].dropna().to_numpy(dtype="int64") if len(graph) else \
         np.zeros(0, dtype="int64")
     return ChunkContext(ranges=ranges, keys=keys, op_ranges=op_ranges(ranges), watch=watch,
-                        gap_ns=GAP_NS, graph_ids=ids,
+                        gap_ns=GAP_NS, graph_ids=ids, spans=range_spans(ranges),
                         steps=step_rows(ranges, step) if ranks else None)
 
 
@@ -209,7 +209,7 @@ def attribute(export: NsysExport, watch_paths: tuple[str, ...] = (),
               events: list[dict] | None = None) -> Trace:
     """The attribution pass over an export whose operations are in memory (a second one
     when warm-up instances are found: with_warmup_apart)."""
-    ops, calls = _normalized(export.ops), load_host(export.path)
+    ops, calls = _normalized(export.ops), load_host(export.path, export.ranges)
 
     def run(apart: dict[int, str]) -> Trace:
         ctx = context(export, watch_paths, events=events, apart=apart)

@@ -39,6 +39,7 @@ class ChunkContext:
     watch: np.ndarray               # range rows whose operations are kept (first iteration)
     gap_ns: int                     # idle gaps at least this long are summarized per key
     graph_ids: np.ndarray           # correlation ids of CUDA graph launches
+    spans: np.ndarray               # load/nsys_host.range_spans: where host calls are read
     steps: np.ndarray | None = None  # ranks: the step range's instances (rows)
 
 

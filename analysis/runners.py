@@ -23,6 +23,7 @@ from . import systems
 from .apart import with_warmup_apart
 from .documents import RanksDoc, SystemsDoc
 from .errors import ToolMissing
+from .host import pageable_launchers
 from .load import nsys_sqlite
 from .load.nsys_chunks import plan, read_window
 from .load.nsys_host import read_host
@@ -43,8 +44,9 @@ def window_task(layout, ctx: ChunkContext, index: int) -> Partial:
     """Read and reduce one window of one export (a top-level function: worker processes
     and Dask tasks run it)."""
     lo, hi = layout.bounds[index], layout.bounds[index + 1]
-    return compute(ctx, read_window(layout, index), lo, hi, index, ATEN_EAGER,
-                   read_host(layout.host, lo, hi, layout.scan))
+    ops = read_window(layout, index)
+    calls = read_host(layout.host, lo, hi, ctx.spans, layout.scan, pageable_launchers(ops, lo))
+    return compute(ctx, ops, lo, hi, index, ATEN_EAGER, calls)
 
 
 def _init_worker(ctxs: list[ChunkContext]) -> None:

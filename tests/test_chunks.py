@@ -23,7 +23,8 @@ EXPORTS = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*
 
 
 FRAMES = ("kernels", "instances", "gaps", "busy", "other", "kernel_names", "devices",
-          "seq_names", "seq_durations", "seq_pairs", "op_counts", "first_ops")
+          "seq_names", "seq_durations", "seq_pairs", "op_counts", "first_ops", "host",
+          "copies", "copy_names")
 
 
 def _trace(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None,
