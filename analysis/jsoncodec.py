@@ -114,7 +114,7 @@ def _escaped(text: bytes) -> list[bytes | memoryview]:
     document). Such characters occur only inside strings and are rare: their bytes are
     found with numpy (a regex over 40 MB took 0.3 s), and each run of them, whole UTF-8
     sequences, is escaped once per distinct run."""
-    high = np.flatnonzero(np.frombuffer(text, np.uint8) >= 0x7F)
+    high = _high_bytes(text)
     cuts = np.flatnonzero(np.diff(high) != 1) + 1
     starts = high[np.r_[0, cuts]].tolist()
     ends = (high[np.r_[cuts - 1, len(high) - 1]] + 1).tolist()
@@ -129,6 +129,21 @@ def _escaped(text: bytes) -> list[bytes | memoryview]:
         at = z
     out.append(view[at:])
     return out
+
+
+BLOCK = 1 << 16
+
+
+def _high_bytes(text: bytes) -> np.ndarray:
+    """Positions of the bytes >= 0x7F: blocks of BLOCK bytes are ruled out by their
+    maximum first (a few escapes in a 170 MB document: 0.35 s -> 0.05 s)."""
+    a = np.frombuffer(text, np.uint8)
+    whole = len(a) // BLOCK * BLOCK
+    hit = np.flatnonzero(a[:whole].reshape(-1, BLOCK).max(axis=1) >= 0x7F)
+    parts = [b * BLOCK + np.flatnonzero(a[b * BLOCK:(b + 1) * BLOCK] >= 0x7F)
+             for b in hit.tolist()]
+    parts.append(whole + np.flatnonzero(a[whole:] >= 0x7F))
+    return np.concatenate(parts)
 
 
 def _unwrap_optional(tp: Any) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -89,18 +90,20 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
     lists = [f.name for f in dataclasses.fields(RangeEntry)        # hot: filled later
              if f.default_factory is not dataclasses.MISSING and f.name not in (
                  "devices", "kernels", "copies", "other_threads")]
+    given = dict(zip(fields, columns, strict=True))
+    names = [*base, *(f for f in fields if f not in base), *lists, "devices", "kernels",
+             "copies", "other_threads"]              # the order __dict__ always had
+    columns = [given[f] if f in given else repeat(v) for f, v in base.items()]
+    columns += [given[f] for f in fields if f not in base]
+    columns += [[[] for _ in keys] for _ in lists]
+    columns += [[devices.get(k, []) for k in keys], [per_key.get(k, []) for k in keys],
+                [copies.get(k, []) for k in keys],
+                [[ThreadLaunches(**t) for t in launches.get(k, ())] for k in keys]]
+    # filled by field name; __init__ skipped (110k entries under emit_nvtx: keyword calls
+    # took seconds), every field set as __init__ sets it, one dict per entry made in C
     entries = []
     new = object.__new__
-    for key, row in zip(keys, zip(*columns, strict=True), strict=True):
-        # filled by field name; __init__ skipped (110k entries under emit_nvtx: keyword
-        # calls took seconds), every field set as __init__ sets it
-        values = dict(base)
-        values.update(zip(fields, row, strict=True))
-        for f in lists:
-            values[f] = []
-        values["devices"], values["kernels"] = devices.get(key, []), per_key.get(key, [])
-        values["copies"] = copies.get(key, [])
-        values["other_threads"] = [ThreadLaunches(**t) for t in launches.get(key, ())]
+    for values in map(dict, map(zip, repeat(names), zip(*columns))):
         e = new(RangeEntry)
         e.__dict__ = values
         entries.append(e)
