@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from .documents import KernelStat
 from .load.nsys_sqlite import PID_MASK
 
 if TYPE_CHECKING:
@@ -39,33 +40,47 @@ def _window_counts(times: np.ndarray, weights: np.ndarray, lo: np.ndarray,
     return b - a, cum[b] - cum[a]
 
 
+OTHER_COLUMNS = ("range", "global_tid", "name", "kernel_count", "kernel_time_ns", "min_ns",
+                 "max_ns")
+
+
 def other_thread_kernels(ranges: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     """Kernels of `ops` launched by other threads of the range's process while it was
-    open: one row per (range instance, launching thread) with any: range, global_tid,
-    kernel_count, kernel_time_ns."""
+    open: one row per (range instance, launching thread, kernel name) with any: range,
+    global_tid, name, kernel_count, kernel_time_ns, min_ns, max_ns. Pairs come from one
+    binary search per range and thread (their number: such kernels times the ranges
+    open around each)."""
     kern = ops[(ops["kind"] == "kernel").to_numpy() & (ops["global_tid"] >= 0).to_numpy()]
     kern = kern.sort_values("api_start_ns", kind="stable")
     tid_all = kern["global_tid"].to_numpy(dtype="int64")
     start_all = kern["api_start_ns"].to_numpy(dtype="int64")
-    dur_all = kern["duration_ns"].to_numpy(dtype="int64")
     r_tid = ranges["global_tid"].to_numpy(dtype="int64")
     r_pid = r_tid & PID_MASK
     lo = ranges["start_ns"].to_numpy(dtype="int64")
     hi = ranges["end_ns"].to_numpy(dtype="int64")
-    parts = []
+    rows, calls = [], []
     for tid in np.unique(tid_all):
         who = np.flatnonzero((r_pid == (tid & PID_MASK)) & (r_tid != tid))
         if not len(who):
             continue
-        mine = tid_all == tid
-        n, t = _window_counts(start_all[mine], dur_all[mine], lo[who], hi[who])
-        nz = np.flatnonzero(n)
-        parts.append(pd.DataFrame({"range": who[nz], "global_tid": tid,
-                                   "kernel_count": n[nz], "kernel_time_ns": t[nz]}))
-    if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in
-                             ("range", "global_tid", "kernel_count", "kernel_time_ns")})
-    return pd.concat(parts, ignore_index=True)
+        mine = np.flatnonzero(tid_all == tid)
+        a = np.searchsorted(start_all[mine], lo[who], side="left")
+        n = np.searchsorted(start_all[mine], hi[who], side="left") - a
+        if not n.sum():
+            continue
+        rows.append(np.repeat(who, n))
+        offsets = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+        calls.append(mine[np.repeat(a, n) + offsets])
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "int64")
+                             for c in OTHER_COLUMNS})
+    call = np.concatenate(calls)
+    pairs = pd.DataFrame({"range": np.concatenate(rows), "global_tid": tid_all[call],
+                          "name": kern["name"].astype(str).to_numpy()[call],
+                          "duration_ns": kern["duration_ns"].to_numpy(dtype="int64")[call]})
+    return pairs.groupby(["range", "global_tid", "name"], sort=True).agg(
+        kernel_count=("duration_ns", "size"), kernel_time_ns=("duration_ns", "sum"),
+        min_ns=("duration_ns", "min"), max_ns=("duration_ns", "max")).reset_index()
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,10 +135,26 @@ def thread_role(name: str | None) -> str | None:
     return None
 
 
+def _thread_kernels(other: pd.DataFrame) -> dict[tuple[int, int], list[KernelStat]]:
+    """Per (key, thread): the kernels it launched inside the key's instances, by name,
+    most time first (ties by name)."""
+    g = other.groupby(["key", "global_tid", "name"], as_index=False).agg(
+        count=("kernel_count", "sum"), total_ns=("kernel_time_ns", "sum"),
+        min_ns=("min_ns", "min"), max_ns=("max_ns", "max"))
+    g = g.sort_values(["key", "global_tid", "total_ns", "name"],
+                      ascending=[True, True, False, True], kind="stable")
+    out: dict[tuple[int, int], list[KernelStat]] = {}
+    for k, tid, name, n, t, lo, hi in g.itertuples(index=False):
+        out.setdefault((int(k), int(tid)), []).append(
+            KernelStat(str(name), int(n), int(t), round(t / n, 1), int(lo), int(hi)))
+    return out
+
+
 def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
     """Per range key, summed over its instances: busy_ns, other_threads_kernel_count,
     other_threads_kernel_time_ns (wall time: ranges.summarize); and per key the other
-    launching threads (tid, name, kernel_count, kernel_time_ns, role), most time first."""
+    launching threads (tid, name, kernel_count, kernel_time_ns, role, and their kernels
+    by name as KernelStat), most time first."""
     keys = trace.ranges["key"].to_numpy()
     busy = trace.busy.assign(key=keys)
     out = busy.groupby("key")[["busy_ns"]].sum()
@@ -136,6 +167,7 @@ def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
     out["other_threads_kernel_time_ns"] = totals["kernel_time_ns"].reindex(out.index,
                                                                            fill_value=0)
     names = trace.export.thread_names
+    kernels = _thread_kernels(other)
     threads: dict[int, list[dict]] = {}
     for k, tid, n, t in per_thread.sort_values(["key", "kernel_time_ns"],
                                                ascending=[True, False]).itertuples(index=False):
@@ -143,5 +175,6 @@ def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
         threads.setdefault(int(k), []).append({"tid": int(tid), "name": name,
                                                "kernel_count": int(n),
                                                "kernel_time_ns": int(t),
-                                               "role": thread_role(name)})
+                                               "role": thread_role(name),
+                                               "kernels": kernels[(int(k), int(tid))]})
     return out.astype("int64"), threads

@@ -145,6 +145,7 @@ class ThreadLaunches:
     kernel_count: int
     kernel_time_ns: int
     role: str | None = None    # what the thread is, from its name (busy.thread_role)
+    kernels: list[KernelStat] = field(default_factory=list)   # by name, most time first
 
 
 @dataclass
@@ -305,6 +306,7 @@ class SystemsDoc:
     kernel_summary: list[KernelSummaryRow] = field(default_factory=list)   # whole trace
     gpu_busy: list[StreamBusy] = field(default_factory=list)   # per device and stream
     copies: list[CopyStat] = field(default_factory=list)   # whole trace, = cuda_gpu_mem_*
+    ranks: list[RankRow] = field(default_factory=list)     # one export holding every rank
     schema: str = "systems/2"
 
 
@@ -337,6 +339,7 @@ class RankRow:
     nccl_kernel_total_ns: int         # every nccl* kernel of the export
     exposed_comm_ns: float            # NCCL kernel time with no compute kernel beside it
     busy_pct: float                   # of the step's wall time, any GPU op of the process
+    pid: int | None = None            # the rank's process, when one export holds every rank
 
 
 @dataclass

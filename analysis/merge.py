@@ -164,10 +164,12 @@ def first_ops(parts: list[Partial]) -> pd.DataFrame:
     return ops.groupby("range", sort=False).head(FIRST_OPS_CAP).reset_index(drop=True)
 
 
-def rank(parts: list[Partial]) -> dict[str, int]:
-    """steps.rank_measures summed over the windows (empty when not asked for)."""
-    out: dict[str, int] = {}
+def rank(parts: list[Partial]) -> dict[int, dict[str, int]]:
+    """steps.rank_measures per process summed over the windows (empty when not asked)."""
+    out: dict[int, dict[str, int]] = {}
     for p in parts:
-        for k, v in (p.rank or {}).items():
-            out[k] = out.get(k, 0) + v
+        for pid, measures in (p.rank or {}).items():
+            mine = out.setdefault(pid, {})
+            for k, v in measures.items():
+                mine[k] = mine.get(k, 0) + v
     return out

@@ -24,7 +24,8 @@ host          per range instance with host calls: host.PART_COLUMNS, host.COUNT_
 copies        per (range instance, copy name, memory kinds): count, bytes, total_ns
 copy_names    per (copy name, memory kinds) over the whole trace: count, bytes, total_ns,
               min_ns, max_ns
-other         per (range instance, other launching thread): kernel_count, kernel_time_ns
+other         per (range instance, other launching thread, kernel name): kernel_count,
+              kernel_time_ns, min_ns, max_ns
 kernel_names  per kernel name over the whole trace: n, total_ns, min_ns, max_ns
 devices       per device (stream -2) and (device, stream): operations, busy_ns, first/last
 seq_*         kernels per (pid, path) once per launch: per name, per duration, the
@@ -87,7 +88,7 @@ class Trace:
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="int64"))
-    rank: dict[str, int] = field(default_factory=dict)   # steps.rank_measures, summed
+    rank: dict[int, dict[str, int]] = field(default_factory=dict)  # per OS pid, summed
     warmup: dict[str, str] = field(default_factory=dict)  # WARMUP_TAG path -> why
 
 
@@ -175,8 +176,9 @@ def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trac
         graph_pairs=attribute_calls(graph_calls, ctx.ranges),
         kernels=merge.kernels(parts), instances=instances, gaps=gaps,
         busy=merge.busy(parts, ctx.ranges),
-        other=merge.summed(parts, "other", ["range", "global_tid"],
-                           {"kernel_count": "sum", "kernel_time_ns": "sum"}),
+        other=merge.summed(parts, "other", ["range", "global_tid", "name"],
+                           {"kernel_count": "sum", "kernel_time_ns": "sum", "min_ns": "min",
+                            "max_ns": "max"}),
         kernel_names=merge.summed(parts, "names", ["name"], {
             "n": "sum", "total_ns": "sum", "min_ns": "min", "max_ns": "max"}),
         devices=merge.summed(parts, "devices", ["device", "stream"], {

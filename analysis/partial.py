@@ -70,7 +70,7 @@ class Partial:
     outside: int = 0
     graph_traced: set[int] = field(default_factory=set)
     sorted_ok: bool = True
-    rank: dict[str, int] | None = None
+    rank: dict[int, dict[str, int]] | None = None   # per OS pid: steps.rank_measures
 
 
 def _blocks(ops: pd.DataFrame, lo: int, hi: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -313,9 +313,18 @@ def compute(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int, index: int,
         sorted_ok=sorted_ok, rank=_rank(ctx, ops, lo, hi))
 
 
-def _rank(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int) -> dict[str, int] | None:
+def _rank(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int
+          ) -> dict[int, dict[str, int]] | None:
+    """Per process (OS pid) holding step instances: its window share of the rank measures
+    over its own operations (one export may hold every rank's process)."""
     if ctx.steps is None:
         return None
     r = ctx.ranges
-    return rank_measures(ops, r["start_ns"].to_numpy(dtype="int64")[ctx.steps],
-                         r["end_ns"].to_numpy(dtype="int64")[ctx.steps], lo, hi)
+    pids = r["pid"].to_numpy(dtype="int64")[ctx.steps]
+    op_pid = (ops["global_pid"].to_numpy(dtype="int64") >> 24) & 0xFFFFFF
+    out = {}
+    for pid in np.unique(pids).tolist():
+        rows = ctx.steps[pids == pid]
+        out[pid] = rank_measures(ops[op_pid == pid], r["start_ns"].to_numpy(dtype="int64")[rows],
+                                 r["end_ns"].to_numpy(dtype="int64")[rows], lo, hi)
+    return out

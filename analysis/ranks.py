@@ -11,7 +11,11 @@ a threshold of the step (the others then wait for it inside their collectives: t
 extra NCCL time per step is the wait it causes); `comm_not_overlapped` when a rank's
 exposed communication exceeds a threshold of its step. Both are rules of the registry
 (analysis/rules/rank_rules.py).
-The measures themselves are summed in the attribution pass (analysis/steps.py).
+The measures themselves are summed in the attribution pass (analysis/steps.py), per
+process: one export may also hold every rank (`nsys profile torchrun ...`, the common
+way); its processes with step instances are then the ranks (`export_ranks`), each rank
+the CUDA device its process used (torchrun's LOCAL_RANK on one node; the environment
+blocks an export keeps are not linked to their processes), else its order by pid.
 """
 
 from __future__ import annotations
@@ -32,20 +36,47 @@ def rank_of(path: Path, position: int) -> int:
     return int(m.group(1)) if m else position
 
 
-def rank_row(trace: Trace, rank: int) -> RankRow:
+def rank_row(trace: Trace, rank: int, pid: int | None = None) -> RankRow:
     """One rank's numbers per step (means over the step's instances), from the measures
-    the attribution pass summed over its windows."""
+    the attribution pass summed over its windows: those of process `pid`, or of every
+    process of the export (one rank per export)."""
     rows = trace.steps
+    if pid is not None:
+        rows = rows[trace.ranges["pid"].to_numpy(dtype="int64")[rows] == pid]
     lo = trace.ranges["start_ns"].to_numpy(dtype="int64")[rows]
     hi = trace.ranges["end_ns"].to_numpy(dtype="int64")[rows]
-    n, m = max(len(rows), 1), trace.rank
+    n = max(len(rows), 1)
+    m: dict[str, int] = {}
+    for p, measures in trace.rank.items():
+        if pid is None or p == pid:
+            m = {k: m.get(k, 0) + v for k, v in measures.items()}
     window = int((hi - lo).sum())
     return RankRow(
         rank=rank, steps=len(rows), path=str(trace.export.path), step_ns=window / n,
-        compute_kernel_ns=float(m["compute_ns"]) / n, nccl_kernel_ns=float(m["nccl_ns"]) / n,
-        nccl_kernel_total_ns=int(m["nccl_total_ns"]),
-        exposed_comm_ns=float(m["nccl_union_ns"] - m["overlap_ns"]) / n,
-        busy_pct=float(100.0 * m["busy_ns"] / window) if window else 0.0)
+        compute_kernel_ns=float(m.get("compute_ns", 0)) / n,
+        nccl_kernel_ns=float(m.get("nccl_ns", 0)) / n,
+        nccl_kernel_total_ns=int(m.get("nccl_total_ns", 0)),
+        exposed_comm_ns=float(m.get("nccl_union_ns", 0) - m.get("overlap_ns", 0)) / n,
+        busy_pct=float(100.0 * m.get("busy_ns", 0) / window) if window else 0.0, pid=pid)
+
+
+def export_ranks(trace: Trace) -> list[tuple[int, int]]:
+    """(pid, rank) of the processes of one export that ran step instances, when there are
+    several (else []): the rank is the lowest CUDA device a process's ranges launched on
+    when those are distinct, else the process's order by pid."""
+    pids = sorted(set(trace.ranges["pid"].to_numpy(dtype="int64")[trace.steps].tolist()))
+    if len(pids) < 2:
+        return []
+    keys = trace.keys
+    device: dict[int, int] = {}
+    for key, devs in trace.key_devices.items():
+        pid = int(keys.loc[key, "pid"])
+        if devs:
+            device[pid] = min(device.get(pid, min(devs)), min(devs))
+    ranks = [device.get(p) for p in pids]
+    if None in ranks or len(set(ranks)) < len(ranks):
+        ranks = list(range(len(pids)))
+    return list(zip(pids, ranks, strict=True))
 
 
 def compare(rows: list[RankRow]) -> RanksDoc:

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
+
 from . import compute, runners, systems
 from .api import dataclass_rows, ranges_rows
 from .documents import ComputeDoc, SystemsDoc
@@ -119,9 +121,17 @@ def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
             tr = runners.attribute_file(db, export, systems.watch_paths(meta),
                                         chunk_rows=getattr(opts, "chunk_rows", None),
                                         jobs=getattr(opts, "jobs", None), progress=bar,
-                                        events=events)
+                                        events=events, ranks=_several_processes(export))
         export.path = trace
         return systems.measure(export, meta, events, trace=tr)
+
+
+def _several_processes(export: nsys_sqlite.NsysExport) -> bool:
+    """Whether NVTX ranges come from more than one process (torchrun under one nsys):
+    their step ranges are then compared as ranks (ranks.export_ranks)."""
+    tids = export.ranges["global_tid"].dropna().to_numpy(dtype="int64") \
+        if len(export.ranges) else np.zeros(0, dtype="int64")
+    return len(np.unique(tids[tids >= 0] >> 24)) > 1
 
 
 def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,

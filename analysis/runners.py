@@ -30,7 +30,7 @@ from .load.nsys_host import read_host
 from .load.nsys_sqlite import NsysExport, versioned
 from .model import ATEN_EAGER, Trace, combine, context
 from .partial import ChunkContext, Partial, compute
-from .ranks import compare, rank_of, rank_row
+from .ranks import compare, export_ranks, rank_of, rank_row
 from .settings import CHUNK_ROWS
 
 Task = tuple  # (layout, context index, window index)
@@ -161,14 +161,15 @@ def _versioned(exports: list[NsysExport]) -> AbstractContextManager:
 def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] = (),
                    chunk_rows: int | None = None, jobs: int | None = None,
                    progress: Progress | None = None,
-                   events: list[dict] | None = None) -> Trace:
+                   events: list[dict] | None = None, ranks: bool = False) -> Trace:
     """The attribution pass over one export file, window by window on `jobs` processes
     (default: every core); `progress(done, total)` before the first window and after
-    each one; `events` (TORCH_LOGS) as in `model.context`."""
+    each one; `events` (TORCH_LOGS) as in `model.context`; `ranks`: the step range's
+    measures per process too (ranks.export_ranks)."""
     runner = local_runner(jobs or os.cpu_count() or 1, progress)
     return with_warmup_apart(lambda apart: attribute_files(
-        [path], [export], [context(export, watch_paths, events=events, apart=apart)],
-        runner, chunk_rows)[0])
+        [path], [export], [context(export, watch_paths, ranks=ranks, events=events,
+                                   apart=apart)], runner, chunk_rows)[0])
 
 
 def analyze_ranks(paths: list[Path], step: str | None, jobs: int, dask: str | None = None,
@@ -184,5 +185,7 @@ def analyze_ranks(paths: list[Path], step: str | None, jobs: int, dask: str | No
     docs, rows = [], []
     for i, (p, trace) in enumerate(zip(paths, traces, strict=True)):
         docs.append(systems.build(trace.export, trace=trace))
-        rows.append(rank_row(trace, rank_of(p, i)))
+        inside = export_ranks(trace)          # one export holding several ranks
+        rows += [rank_row(trace, r, pid) for pid, r in inside] or [rank_row(trace,
+                                                                            rank_of(p, i))]
     return docs, compare(rows)

@@ -40,6 +40,7 @@ from .levers import add_levers
 from .load.nsys_samples import load_samples
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
+from .ranks import compare, export_ranks, rank_row
 
 RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
               "cost_model", "ceilings", "versions", "compiled", "correctness", "started",
@@ -93,7 +94,7 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
     given = dict(zip(fields, columns, strict=True))
     names = [*base, *(f for f in fields if f not in base), *lists, "devices", "kernels",
              "copies", "other_threads"]              # the order __dict__ always had
-    columns = [given[f] if f in given else repeat(v) for f, v in base.items()]
+    columns = [given[f] if f in given else [v] * len(keys) for f, v in base.items()]
     columns += [given[f] for f in fields if f not in base]
     columns += [[[] for _ in keys] for _ in lists]
     columns += [[devices.get(k, []) for k in keys], [per_key.get(k, []) for k in keys],
@@ -103,7 +104,7 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
     # took seconds), every field set as __init__ sets it, one dict per entry made in C
     entries = []
     new = object.__new__
-    for values in map(dict, map(zip, repeat(names), zip(*columns))):
+    for values in map(dict, map(zip, repeat(names), zip(*columns, strict=True))):
         e = new(RangeEntry)
         e.__dict__ = values
         entries.append(e)
@@ -310,6 +311,12 @@ def judge(measured: Measured) -> SystemsDoc:
     doc, meta = measured.doc, measured.meta
     if len(measured.trace.ranges):
         doc.findings = run_rules(doc, meta, measured.events or [], measured.trace)
+        ranked = [rank_row(measured.trace, r, pid)
+                  for pid, r in export_ranks(measured.trace)]
+        if ranked:                    # every rank's process in this one export
+            cross = compare(ranked)
+            doc.ranks = cross.ranks
+            doc.findings = sorted(doc.findings + cross.findings, key=rules.sort_key)
     add_levers(doc, meta)
     return doc
 

@@ -7,79 +7,10 @@ render literally inside table cells.
 
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Iterable, Sequence
-from typing import Any
+from ..documents import Finding, RangeEntry, RankRow, SystemsDoc, VariantRow, top_findings
+from .text import WIDTH, dur, esc, gbps, num, pct, reflow, table, us
 
-from ..documents import Finding, RangeEntry, SystemsDoc, VariantRow, top_findings
-
-_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ",
-                         **{c: "\\" + c for c in "\\`*_[]|~#"}})
-
-
-WIDTH = 100
-"""Prose is wrapped at this width (markdown joins the lines of a paragraph again); table
-rows and code lines are left whole."""
-
-
-def reflow(lines: list[str], width: int = WIDTH) -> list[str]:
-    """Wrap long prose lines, keeping list items, suggestions and quotes in their block."""
-    out: list[str] = []
-    for line in lines:
-        if len(line) <= width or line.startswith(("|", "    ", "#", "![", "<")):
-            out.append(line)
-            continue
-        lead = next((p for p in ("> ", "- ", "  ") if line.startswith(p)), "")
-        follow = {"> ": "> ", "- ": "  ", "  ": "  "}.get(lead, "")
-        hard = line.endswith("  ")                    # a markdown hard line break
-        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=follow,
-                             break_long_words=False, break_on_hyphens=False)
-        if hard:
-            out[-1] += "  "
-    return out
-
-
-def esc(text: Any) -> str:
-    """Text safe inside a markdown table cell: HTML entities, escaped markdown marks,
-    newlines as spaces (one pass: str.translate)."""
-    return str(text).translate(_ESCAPES)
-
-
-def us(ns: float | None) -> str:
-    return "–" if ns is None else f"{ns / 1e3:,.1f} µs"
-
-
-def dur(ns: float | None) -> str:
-    """A duration in the unit a reader takes in at a glance (s, ms or µs)."""
-    if ns is None:
-        return "–"
-    if abs(ns) >= 1e9:
-        return f"{ns / 1e9:,.2f} s"
-    return f"{ns / 1e6:,.2f} ms" if abs(ns) >= 1e6 else us(ns)
-
-
-def gbps(bps: float | None) -> str:
-    return "–" if bps is None else f"{bps / 1e9:,.0f} GB/s"
-
-
-def pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f}%"
-
-
-def num(value: float | None, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.{digits}f}"
-
-
-def table(header: Sequence[str], rows: Iterable[Sequence[str]],
-          align: str | None = None) -> list[str]:
-    """A GFM table; `align` is one char per column (l or r)."""
-    align = align or "l" * len(header)
-    marks = ["---:" if a == "r" else "---" for a in align]
-    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
-    return out
+__all__ = ["WIDTH", "dur", "esc", "gbps", "num", "pct", "reflow", "table", "us"]
 
 
 def _kernels_per_iter(r: VariantRow) -> str:
@@ -205,22 +136,35 @@ KERNELS_EACH = 8
 
 
 def kernels_section(doc: SystemsDoc) -> list[str]:
-    """The kernels of the ranges that hold the most kernel time (the rest: systems.json)."""
+    """The kernels of the ranges that hold the most kernel time, their own thread's and
+    (tagged with the thread) those other threads launched while they were open; the
+    rest: systems.json."""
     lines = ["## Kernels per range", ""]
-    top = {id(e) for e in sorted(doc.ranges, key=lambda e: -e.kernel_time_ns)[:KERNEL_RANGES]}
+    held = sorted(doc.ranges, key=lambda e: -(e.kernel_time_ns + e.other_threads_kernel_time_ns))
+    top = {id(e) for e in held[:KERNEL_RANGES]}
     shown = [e for e in doc.ranges if id(e) in top]
     left_out = len(doc.ranges) - len(shown)
     for e in shown:
         lines += [f"### {esc(short(e.name))}", ""] + other_threads_line(e)
-        body = [[esc(short(k.name)), num(k.count), us(k.total_ns), us(k.avg_ns),
-                 us(k.min_ns), us(k.max_ns)] for k in e.kernels[:KERNELS_EACH]]
-        if len(e.kernels) > KERNELS_EACH:
-            body.append([f"{len(e.kernels) - KERNELS_EACH} more kernels (systems.json)",
-                         "", "", "", "", ""])
+        groups = [("own", e.kernels)] + [(str(t.name or t.tid), t.kernels)
+                                         for t in e.other_threads]
+        body = []
+        for thread, kernels in groups:
+            body += [[esc(short(k.name)), esc(thread), num(k.count), us(k.total_ns),
+                      us(k.avg_ns), us(k.min_ns), us(k.max_ns)]
+                     for k in kernels[:KERNELS_EACH]]
+            if len(kernels) > KERNELS_EACH:
+                body.append([f"{len(kernels) - KERNELS_EACH} more kernels (systems.json)",
+                             esc(thread), "", "", "", "", ""])
         if not body:
             lines += ["No kernels (copies or sets only).", ""]
             continue
-        lines += table(["kernel", "count", "total", "avg", "min", "max"], body, "lrrrrr")
+        if len(groups) == 1:
+            body = [row[:1] + row[2:] for row in body]
+            lines += table(["kernel", "count", "total", "avg", "min", "max"], body, "lrrrrr")
+        else:
+            lines += table(["kernel", "thread", "count", "total", "avg", "min", "max"], body,
+                           "llrrrrr")
         lines.append("")
     return lines + _more(left_out)
 
@@ -382,6 +326,7 @@ def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str
         lines.append("")
     lines += whole_trace_section(doc)
     lines += findings_section(doc.findings, "systems.json")
+    lines += ranks_section(doc.ranks)
     lines += variants_section(doc)
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration")):
         if kind in (images or {}):
@@ -390,3 +335,33 @@ def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str
                     environment_section):
         lines += section(doc)
     return "\n".join(reflow(lines)).rstrip() + "\n"
+
+
+def ranks_table(rows: list[RankRow], folders: dict[int, str]) -> list[str]:
+    """Per rank its step, compute, communication and busy time (a link to the rank's
+    folder where `folders` has one)."""
+    body = [[f"[rank {r.rank}]({folders[r.rank]}/README.md)" if r.rank in folders
+             else f"rank {r.rank}" + (f" (pid {r.pid})" if r.pid is not None else ""),
+             str(r.steps), us(r.step_ns), us(r.compute_kernel_ns), us(r.nccl_kernel_ns),
+             us(r.exposed_comm_ns), pct(r.busy_pct), us(r.nccl_kernel_total_ns)]
+            for r in rows]
+    return table(["rank", "steps", "step", "compute kernels", "NCCL kernels",
+                  "exposed comm", "GPU busy", "NCCL, whole export"], body, "lrrrrrrr")
+
+
+INTRO = ("Per step (means over each rank's step range instances): wall time, compute "
+         "kernels and NCCL kernels that started inside the steps, exposed communication "
+         "(NCCL kernel time with no compute kernel beside it on the GPU), and the share of "
+         "the step any GPU operation of the process ran.")
+
+
+def ranks_section(rows: list[RankRow]) -> list[str]:
+    """A systems page's ranks, when its export holds every rank's process (the rank of
+    each is the CUDA device it used: analysis/ranks.py)."""
+    if not rows:
+        return []
+    steps = [r.step_ns for r in rows if r.steps]
+    skew = max(steps) - min(steps) if steps else 0.0
+    return ["## Ranks in this export", "",
+            f"{INTRO} Each process is a rank (its CUDA device). Step time skew: "
+            f"{us(skew)}.", "", *ranks_table(rows, {}), ""]

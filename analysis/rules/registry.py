@@ -65,8 +65,11 @@ class Context:
     @cached_property
     def entries(self) -> dict[str, RangeEntry]:
         """systems range entries by path, warm-up ranges left out (they ran compilation:
-        only the compile rules look at them)."""
-        return {e.name: e for e in self._ranges() if not e.warmup}
+        only the compile rules look at them), and the ranges libraries annotate their own
+        calls with (LIBRARY_DOMAINS: NCCL's collectives; the user cannot change them, the
+        cross-rank rules judge communication)."""
+        return {e.name: e for e in self._ranges()
+                if not e.warmup and e.domain not in LIBRARY_DOMAINS}
 
     @cached_property
     def all_entries(self) -> dict[str, RangeEntry]:
@@ -139,6 +142,10 @@ class Context:
         path extends, sorted."""
         users = {user_path(e.name) for e in self.entries.values() if e.instances}
         return sorted(p for p in leaf_paths(list(users - {""})) if p in self.entries)
+
+
+LIBRARY_DOMAINS = ("NCCL",)
+"""NVTX domains of libraries' own ranges (not the user's code)."""
 
 
 def user_path(path: str) -> str:

@@ -1,0 +1,76 @@
+"""The text primitives of every page: prose wrapping, escaping for table cells, numbers
+with units, GitHub-flavoured tables."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ",
+                         **{c: "\\" + c for c in "\\`*_[]|~#"}})
+
+
+WIDTH = 100
+"""Prose is wrapped at this width (markdown joins the lines of a paragraph again); table
+rows and code lines are left whole."""
+
+
+def reflow(lines: list[str], width: int = WIDTH) -> list[str]:
+    """Wrap long prose lines, keeping list items, suggestions and quotes in their block."""
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width or line.startswith(("|", "    ", "#", "![", "<")):
+            out.append(line)
+            continue
+        lead = next((p for p in ("> ", "- ", "  ") if line.startswith(p)), "")
+        follow = {"> ": "> ", "- ": "  ", "  ": "  "}.get(lead, "")
+        hard = line.endswith("  ")                    # a markdown hard line break
+        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=follow,
+                             break_long_words=False, break_on_hyphens=False)
+        if hard:
+            out[-1] += "  "
+    return out
+
+
+def esc(text: Any) -> str:
+    """Text safe inside a markdown table cell: HTML entities, escaped markdown marks,
+    newlines as spaces (one pass: str.translate)."""
+    return str(text).translate(_ESCAPES)
+
+
+def us(ns: float | None) -> str:
+    return "–" if ns is None else f"{ns / 1e3:,.1f} µs"
+
+
+def dur(ns: float | None) -> str:
+    """A duration in the unit a reader takes in at a glance (s, ms or µs)."""
+    if ns is None:
+        return "–"
+    if abs(ns) >= 1e9:
+        return f"{ns / 1e9:,.2f} s"
+    return f"{ns / 1e6:,.2f} ms" if abs(ns) >= 1e6 else us(ns)
+
+
+def gbps(bps: float | None) -> str:
+    return "–" if bps is None else f"{bps / 1e9:,.0f} GB/s"
+
+
+def pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}%"
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.{digits}f}"
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]],
+          align: str | None = None) -> list[str]:
+    """A GFM table; `align` is one char per column (l or r)."""
+    align = align or "l" * len(header)
+    marks = ["---:" if a == "r" else "---" for a in align]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
