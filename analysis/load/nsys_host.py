@@ -79,6 +79,7 @@ class HostLayout:
     tids: tuple[int, ...]                       # threads that opened NVTX ranges
     osrt: bool
     osrt_nesting: bool
+    api_sorted: bool = True                     # API starts sampled in rowid order
 
     @property
     def tid_list(self) -> str:
@@ -96,12 +97,28 @@ def plan_host(path: Path) -> HostLayout:
         tids = tuple(int(t) for (t,) in conn.execute(
             f"SELECT DISTINCT globalTid FROM NVTX_EVENTS WHERE eventType IN ({kinds})")
         ) if "globalTid" in _columns(db, "NVTX_EVENTS") else ()
+        in_order = _sampled_in_order(conn)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
     finally:
         conn.close()
     return HostLayout(path=path, tids=tids, osrt={"start", "end", "globalTid"} <= osrt,
-                      osrt_nesting="nestingLevel" in osrt)
+                      osrt_nesting="nestingLevel" in osrt, api_sorted=in_order)
+
+
+SAMPLES = 4096
+
+
+def _sampled_in_order(conn: sqlite3.Connection) -> bool:
+    """Whether SAMPLES rows spread over the API table come in start order (a file whose
+    table is not, such as one with another process's calls appended, is read by start
+    time: rowid ranges would miss rows)."""
+    last = conn.execute(f"SELECT ifnull(max(rowid), 0) FROM {API}").fetchone()[0]
+    picks = sorted({1 + i * last // SAMPLES for i in range(SAMPLES)} | {last})
+    starts = [s for (s,) in conn.execute(
+        f"SELECT start FROM {API} WHERE rowid IN ({','.join(map(str, picks))}) "
+        "ORDER BY rowid")]
+    return all(a <= b for a, b in zip(starts, starts[1:], strict=False))
 
 
 def range_spans(ranges: pd.DataFrame) -> np.ndarray:
@@ -153,6 +170,7 @@ def read_host(layout: HostLayout, lo: int, hi: int, spans: np.ndarray,
         return _frame(np.empty((0, 4), "int64"), np.empty((0, 3), "int64"),
                       np.empty(0, "int64"), 0, layout, None)
     db = Db(connect(layout.path))
+    scan = scan or not layout.api_sorted
     try:
         api = _api_rows(db, layout, spans, lo, hi, scan)
         osrt = _osrt_rows(db, layout, lo, hi, spans)
