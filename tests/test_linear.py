@@ -102,3 +102,41 @@ def test_rows_numbered_in_order_of_first_appearance(rows: list[tuple[int, int, i
     want = [seen.setdefault(r, len(seen)) for r in rows]
     got = _first_seen_rows(np.array(rows, dtype="int64").reshape(len(rows), 3))
     assert got.tolist() == want
+
+
+def _explained_calls(n: int) -> int:
+    """Python calls `host_rules.explained` makes asking about n repeated ranges that all
+    synchronize every iteration (n found paths: a pairwise check makes n² calls)."""
+    from analysis.documents import RangeEntry, SystemsDoc, SystemsSource
+    from analysis.rules import Context
+    from analysis.rules.host_rules import explained
+    entries = [RangeEntry(name=f"loop/op_{i}/inner", domain=None, instances=5,
+                          kernel_count=1, kernel_time_ns=10, gpu_span_ns=10, gpu_idle_ns=0,
+                          wall_instances=5, wall_ns=1000, sync_instances=5, host_sync_ns=900)
+               for i in range(n)]
+    doc = SystemsDoc(source=SystemsSource(path="synthetic", export_schema_version=None,
+                                         nsys_version=None, gpus=[]), ranges=entries)
+    ctx = Context(systems=doc)
+    profile = cProfile.Profile()
+    found = profile.runcall(lambda: [explained(ctx, f"loop/op_{i}") for i in range(n)])
+    assert all(found)
+    return pstats.Stats(profile).total_calls
+
+
+def test_host_rules_ask_about_many_repeated_ranges_in_linear_time() -> None:
+    """An emit_nvtx capture replayed 3x repeats every op range: tens of thousands of
+    loops found by the host rules; asking whether each is explained must not compare it
+    with every found one (that took minutes)."""
+    small, large = _explained_calls(500), _explained_calls(2_000)
+    assert large < 5 * small, (small, large)
+
+
+@given(st.lists(st.sampled_from(["a", "a/b", "a/b/c", "a/bc", "ab", "x/a", "x"]),
+                max_size=5), st.sampled_from(["a", "a/b", "a/b/c", "a/bc", "ab", "x/a", "x"]))
+def test_related_paths_as_the_pairwise_definition(found: list[str], path: str) -> None:
+    """The set lookups answer as the pairwise definition: the path is a found one, or
+    encloses or is nested in one."""
+    from analysis.rules.host_rules import _related, relatives
+    naive = any(path == o or path.startswith(o + "/") or o.startswith(path + "/")
+                for o in found)
+    assert _related(path, relatives(set(found))) == naive

@@ -91,19 +91,28 @@ def starved(ctx: Context) -> dict[str, RangeEntry]:
     return ctx.cache["starved"]
 
 
-def _related(path: str, others) -> bool:
-    """Whether `path` is one of `others`, or encloses or is nested in one of them."""
-    return any(path == o or path.startswith(o + "/") or o.startswith(path + "/")
-               for o in others)
+def relatives(paths: set[str]) -> tuple[set[str], set[str]]:
+    """The paths, and every path that encloses one of them (what `_related` looks up)."""
+    return paths, {p.rsplit("/", i)[0] for p in paths for i in range(1, p.count("/") + 1)}
+
+
+def _related(path: str, found: tuple[set[str], set[str]]) -> bool:
+    """Whether `path` is one of the found paths, or encloses or is nested in one of them
+    (`found`: the paths and every path that encloses one; set lookups, one per level)."""
+    paths, enclosing = found
+    if path in paths or path in enclosing:
+        return True
+    parts = path.split("/")
+    return any("/".join(parts[:i]) in paths for i in range(1, len(parts)))
 
 
 def explained(ctx: Context, path: str) -> bool:
     """Whether a host-side cause found by these rules already covers this range: kernels
     built every call, input starvation, or a loop that synchronizes every iteration."""
-    if "syncs" not in ctx.cache:
-        ctx.cache["syncs"] = _found(ctx, _syncs)
-    return any(_related(path, found) for found in (kernel_loads(ctx), starved(ctx),
-                                                   ctx.cache["syncs"]))
+    if "explained" not in ctx.cache:
+        ctx.cache["explained"] = relatives(set(kernel_loads(ctx)) | set(starved(ctx))
+                                           | set(_found(ctx, _syncs)))
+    return _related(path, ctx.cache["explained"])
 
 
 def _syncs(e: RangeEntry) -> bool:
