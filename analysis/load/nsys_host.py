@@ -174,9 +174,9 @@ def read_host(layout: HostLayout, lo: int, hi: int, spans: np.ndarray,
     try:
         api = _api_rows(db, layout, spans, lo, hi, scan)
         osrt = _osrt_rows(db, layout, lo, hi, spans)
-        extra = _context_rows(db, layout, spans, lo, osrt, scan)
+        extra = _context_rows(db, spans, lo, osrt, scan)
         if launchers is not None and len(launchers):
-            extra = np.r_[extra, _launcher_rows(db, layout, spans, launchers, scan)]
+            extra = np.r_[extra, _launcher_rows(db, spans, launchers, scan)]
         rows = np.r_[api, np.unique(extra, axis=0)] if len(extra) else api
         return _frame(rows, osrt, spans, len(api), layout, db)
     except sqlite3.DatabaseError as exc:
@@ -281,8 +281,8 @@ def _osrt_rows(db: Db, layout: HostLayout, lo: int, hi: int,
     return rows[span_of(spans, rows[:, 0], rows[:, 1]) >= 0]
 
 
-def _context_rows(db: Db, layout: HostLayout, spans: np.ndarray, lo: int,
-                  osrt: np.ndarray, scan: bool) -> np.ndarray:
+def _context_rows(db: Db, spans: np.ndarray, lo: int, osrt: np.ndarray,
+                  scan: bool) -> np.ndarray:
     """Per thread with OS calls in the span open at `lo`: its API call that started last
     (latest start, then end) in that span before `lo`."""
     out = []
@@ -315,7 +315,7 @@ def _last_call(db: Db, tid: int, t0: int, t1: int) -> tuple | None:
     return row
 
 
-def _launcher_rows(db: Db, layout: HostLayout, spans: np.ndarray, launchers: np.ndarray,
+def _launcher_rows(db: Db, spans: np.ndarray, launchers: np.ndarray,
                    scan: bool) -> np.ndarray:
     """The API rows of the given (global_tid, start) calls that lie in a span."""
     inside = launchers[span_of(spans, launchers[:, 0], launchers[:, 1]) >= 0]

@@ -138,8 +138,8 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
            if f.severity != "info"][:TOP_FINDINGS]
     if top:
         lines += ["", "Top findings, largest saving first:"]
-        lines += [f"- {f.rule} `{esc(short(f.range or '-'))}` ({impact(f)}): "
-                  f"{esc(short(f.message, 300))}" for f in top]
+        lines += [f"- {f.rule}" + (f" `{esc(short(f.range))}`" if f.range else "")
+                  + f" ({impact(f)}): {esc(short(f.message, 300))}" for f in top]
     elif rows:
         lines += ["", "No warning from any rule."]
     return lines + [""]
