@@ -13,7 +13,7 @@ for the same process:
 - per idle gap of the range's own operations, the part during which no operation of the
   process ran: a range whose GPU runs another thread's kernels is not idle.
 
-All grouped and vectorized: sorted launch times and prefix sums per process and per
+All grouped and vectorized: sorted launch times and binary searches per process and
 thread, one interval union per process, then binary searches per range instance.
 """
 
@@ -26,18 +26,10 @@ import pandas as pd
 
 from .documents import KernelStat
 from .load.nsys_sqlite import PID_MASK
+from .ranges import expand
 
 if TYPE_CHECKING:
     from .model import Trace
-
-
-def _window_counts(times: np.ndarray, weights: np.ndarray, lo: np.ndarray,
-                   hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Count and weight sum of sorted `times` in [lo, hi) for each (lo, hi)."""
-    a = np.searchsorted(times, lo, side="left")
-    b = np.searchsorted(times, hi, side="left")
-    cum = np.r_[0, np.cumsum(weights)]
-    return b - a, cum[b] - cum[a]
 
 
 OTHER_COLUMNS = ("range", "global_tid", "name", "kernel_count", "kernel_time_ns", "min_ns",
@@ -68,9 +60,9 @@ def other_thread_kernels(ranges: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFram
         n = np.searchsorted(start_all[mine], hi[who], side="left") - a
         if not n.sum():
             continue
-        rows.append(np.repeat(who, n))
-        offsets = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
-        calls.append(mine[np.repeat(a, n) + offsets])
+        owner, at = expand(a, n)
+        rows.append(who[owner])
+        calls.append(mine[at])
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "int64")
                              for c in OTHER_COLUMNS})

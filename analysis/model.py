@@ -47,7 +47,7 @@ from . import merge
 from .apart import COMPILE_TAG, WARMUP_TAG, compiled_rows, set_apart, with_warmup_apart
 from .load.nsys_chunks import NEG, POS
 from .load.nsys_host import load_host, range_spans
-from .load.nsys_sqlite import CALL_COLUMNS, NsysExport
+from .load.nsys_sqlite import CALL_COLUMNS, NsysExport, os_pid
 from .ops import op_ranges
 from .partial import ChunkContext, Partial, compute
 from .ranges import attribute as attribute_calls
@@ -101,7 +101,7 @@ def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
     that compiled (and the ranges inside it) get COMPILE_TAG in their path; the rows in
     `apart` (warmup_instances) get WARMUP_TAG."""
     out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
-    out["pid"] = (out["global_tid"].to_numpy(dtype="int64") >> 24) & 0xFFFFFF
+    out["pid"] = os_pid(out["global_tid"].to_numpy(dtype="int64"))
     if events:
         out["path"] = set_apart(out, compiled_rows(out, events, session_start),
                                 COMPILE_TAG)

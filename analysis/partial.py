@@ -22,7 +22,7 @@ import pandas as pd
 
 from . import host
 from .busy import clipped_union, covered, other_thread_kernels
-from .load.nsys_sqlite import CALL_COLUMNS, PID_MASK
+from .load.nsys_sqlite import CALL_COLUMNS, PID_MASK, os_pid
 from .ranges import attribute as attribute_calls
 from .steps import rank_measures
 
@@ -321,7 +321,7 @@ def _rank(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int
         return None
     r = ctx.ranges
     pids = r["pid"].to_numpy(dtype="int64")[ctx.steps]
-    op_pid = (ops["global_pid"].to_numpy(dtype="int64") >> 24) & 0xFFFFFF
+    op_pid = os_pid(ops["global_pid"].to_numpy(dtype="int64"))
     out = {}
     for pid in np.unique(pids).tolist():
         rows = ctx.steps[pids == pid]

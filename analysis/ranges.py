@@ -63,6 +63,14 @@ def plain_names(names: pd.Series) -> list[str]:
     return [n if isinstance(n, str) else "" for n in names.tolist()]
 
 
+def expand(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every position of the slices [starts[i], starts[i] + counts[i]) with its slice i,
+    slice after slice: (i, position) as two arrays (no loop per slice)."""
+    owner = np.repeat(np.arange(len(counts)), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return owner, np.repeat(starts, counts) + offsets
+
+
 def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     """Pairs (range index, call index) where the API call lies inside the range.
 
@@ -86,9 +94,7 @@ def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
         counts = hi - lo
         if counts.sum() == 0:
             continue
-        range_pos = np.repeat(np.arange(len(rgrp)), counts)
-        offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        call_pos = np.repeat(lo, counts) + offsets
+        range_pos, call_pos = expand(lo, counts)
         keep = ends[call_pos] <= rgrp["end_ns"].to_numpy(dtype="int64")[range_pos]
         pairs.append(pd.DataFrame({"range": rgrp.index.to_numpy()[range_pos[keep]],
                                    "call": cgrp.index.to_numpy()[call_pos[keep]]}))

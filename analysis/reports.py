@@ -131,7 +131,7 @@ def _several_processes(export: nsys_sqlite.NsysExport) -> bool:
     their step ranges are then compared as ranks (ranks.export_ranks)."""
     tids = export.ranges["global_tid"].dropna().to_numpy(dtype="int64") \
         if len(export.ranges) else np.zeros(0, dtype="int64")
-    return len(np.unique(tids[tids >= 0] >> 24)) > 1
+    return len(np.unique(nsys_sqlite.os_pid(tids[tids >= 0]))) > 1
 
 
 def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,

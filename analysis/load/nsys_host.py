@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
+from ..busy import union
 from ..errors import InputError
 from .nsys_sqlite import PUSHPOP, STARTEND, _columns, connect
 from .rows import Db, fetch, first_rowid
@@ -130,17 +131,10 @@ def range_spans(ranges: pd.DataFrame) -> np.ndarray:
     r = ranges.dropna(subset=["global_tid", "start_ns", "end_ns"])
     tid = r["global_tid"].to_numpy(dtype="int64")
     s, e = r["start_ns"].to_numpy(dtype="int64"), r["end_ns"].to_numpy(dtype="int64")
-    keep = tid >= 0
-    tid, s, e = tid[keep], s[keep], e[keep]
-    order = np.lexsort((s, tid))
-    tid, s, e = tid[order], s[order], e[order]
     out = []
-    for t in np.unique(tid):
-        at = slice(np.searchsorted(tid, t, side="left"), np.searchsorted(tid, t, side="right"))
-        ts, te = s[at], np.maximum.accumulate(e[at])
-        new = np.r_[True, ts[1:] > te[:-1]]
-        first, last = np.flatnonzero(new), np.r_[np.flatnonzero(new)[1:] - 1, len(ts) - 1]
-        out.append(np.column_stack([np.full(len(first), t), ts[first], te[last]]))
+    for t in np.unique(tid[tid >= 0]):
+        lo, hi = union(s[tid == t], e[tid == t])
+        out.append(np.column_stack([np.full(len(lo), t), lo, hi]))
     return np.concatenate(out) if out else np.empty((0, 3), dtype="int64")
 
 
@@ -227,12 +221,7 @@ def _parts(db: Db, path: Path, name_ids: np.ndarray) -> np.ndarray:
 def _groups(c0: np.ndarray, c1: np.ndarray) -> list[tuple[int, int]]:
     """[c0, c1) intervals merged where they overlap, then the closest merged until at most
     MAX_READS are left."""
-    if not len(c0):
-        return []
-    order = np.argsort(c0, kind="stable")
-    c0, c1 = c0[order], np.maximum.accumulate(c1[order])
-    new = np.r_[True, c0[1:] > c1[:-1]]
-    g0, g1 = c0[new], c1[np.r_[np.flatnonzero(new)[1:] - 1, len(c0) - 1]]
+    g0, g1 = union(c0, c1)
     if len(g0) > MAX_READS:
         gaps = g0[1:] - g1[:-1]
         join = np.zeros(len(g0), bool)

@@ -85,6 +85,11 @@ class NsysExport:
     session_start_utc_ns: int | None = None   # wall clock (UTC) of timestamp 0
 
 
+def os_pid(global_ids: np.ndarray) -> np.ndarray:
+    """The OS process id held in Nsight Systems' global thread or process ids."""
+    return (np.asarray(global_ids, dtype="int64") >> 24) & 0xFFFFFF
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """Open `path` read-only after checking it is an SQLite file; InputError if not."""
     if not path.exists():
