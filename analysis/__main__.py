@@ -197,4 +197,5 @@ def main(argv: list[str] | None = None, prog: str = "python -m analysis",
 
 
 if __name__ == "__main__":
+    speed.exit_follows()
     speed.exit_now(main())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,14 @@ def dataclass_rows(items: list[Any]) -> tuple[list[str], list[tuple]]:
     names = [f.name for f in dataclasses.fields(items[0])]
     get = operator.attrgetter(*names)
     return names, [get(i) for i in items]
+
+
+def text_columns(items: list[Any], columns: list[str]) -> list[int]:
+    """Positions of the columns of a table of `items` (dataclasses of one type) that may
+    hold text or None: all but the fields typed plainly int or float (the csv writer
+    formats those rows itself, io.write_csv_atomic)."""
+    hints = typing.get_type_hints(type(items[0])) if items else {}
+    return [i for i, c in enumerate(columns) if hints.get(c) not in (int, float)]
 
 
 def kernels_frame(doc: SystemsDoc) -> pd.DataFrame:

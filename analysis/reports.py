@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import compute, runners, systems
-from .api import dataclass_rows, ranges_rows
+from .api import dataclass_rows, ranges_rows, text_columns
 from .documents import ComputeDoc, SystemsDoc
 from .errors import InputError
 from .io import (
@@ -51,7 +51,7 @@ from .render.compute_md import render_compute
 from .render.markdown import render_systems
 from .render.page import render_page
 from .render.ranks_md import render_ranks
-from .speed import Beside
+from .speed import Beside, keep
 
 PAGE = "README.md"
 KINDS: dict[str, tuple[str, ...]] = {
@@ -142,8 +142,9 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
 
 def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | None,
                    opts: argparse.Namespace | None = None, beside: bool = False) -> SystemsDoc:
-    """DIR's systems report of one export; with `beside` the CSV tables are written in a
-    forked process while the rules run (speed.Beside)."""
+    """DIR's systems report of one export; with `beside` (the command line's way) the CSV
+    tables are written in a forked process while the rules run (speed.Beside), and what
+    was measured is left for the command's exit to free (speed.keep)."""
     measured = measure_systems(trace, meta_path, logs, opts)
     with report_folder(out, "systems") as stage:
         if beside:
@@ -151,6 +152,7 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
                 fork.start(lambda: write_tables(stage, measured.doc))
                 doc = systems.judge(measured)
                 _systems_files(stage, doc)
+            keep(measured)
         else:
             doc = systems.judge(measured)
             write_tables(stage, doc)
@@ -193,11 +195,12 @@ def _systems_files(out: Path, doc: SystemsDoc) -> None:
 def write_tables(out: Path, doc: SystemsDoc) -> None:
     """The tables a user will sort, whole, as CSV beside the page (ranges.csv,
     kernel_summary.csv, ops.csv when the trace has emit_nvtx ops)."""
-    for name, (columns, rows) in (("ranges", ranges_rows(doc)),
-                                  ("kernel_summary", dataclass_rows(doc.kernel_summary)),
-                                  ("ops", dataclass_rows(doc.ops))):
+    for name, items, (columns, rows) in (
+            ("ranges", doc.ranges, ranges_rows(doc)),
+            ("kernel_summary", doc.kernel_summary, dataclass_rows(doc.kernel_summary)),
+            ("ops", doc.ops, dataclass_rows(doc.ops))):
         if rows:
-            write_csv_atomic(out / f"{name}.csv", columns, rows)
+            write_csv_atomic(out / f"{name}.csv", columns, rows, text_columns(items, columns))
 
 
 def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDoc:

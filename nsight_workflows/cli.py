@@ -49,10 +49,11 @@ def run() -> None:
     (analysis.speed.exit_now); the GPU drivers exit normally (their children, files and
     CUDA context are torn down as usual)."""
     argv = sys.argv[1:]
-    code = main(argv)
     if argv and argv[0] in DRIVERS:
-        sys.exit(code)
-    importlib.import_module(f"{__package__}.analysis.speed").exit_now(code)
+        sys.exit(main(argv))
+    speed = importlib.import_module(f"{__package__}.analysis.speed")
+    speed.exit_follows()
+    speed.exit_now(main(argv))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,110 @@
+"""The command line's speed tricks keep their promises: the CSV rows formatted by hand are
+the csv module's bytes, and what is held for a fast exit is held only when the process
+does exit right after its command."""
+
+from __future__ import annotations
+
+import csv
+import gc
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis import api, reports, speed
+from analysis.documents import SystemsDoc
+from analysis.io import write_csv_atomic
+from tests.conftest import DATA
+
+ROOT = DATA.parent.parent
+
+TEXT = st.one_of(st.none(), st.text(alphabet=st.sampled_from(list('ab ,"\n\r\t;é')),
+                                    max_size=6))
+NUMBER = st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=False))
+
+
+@pytest.fixture(scope="module")
+def emit_nvtx_doc() -> SystemsDoc:
+    """An emit_nvtx capture's document: range names with commas, domains None."""
+    return reports.systems_doc(DATA / "train_step_user" / "trace.sqlite", None, None)
+
+
+def _csv_module(columns: list[str], rows: list[tuple]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return out.getvalue().encode("utf-8")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(TEXT, NUMBER, TEXT, NUMBER), max_size=8), st.booleans())
+def test_rows_formatted_here_are_the_csv_modules_bytes(tmp_path_factory, rows, numbers_as_text
+                                                       ) -> None:
+    """Quotes, commas, newlines and carriage returns in the text columns, None, ints and
+    floats: the same bytes as csv.writer, whether a number column is declared numeric or
+    not."""
+    path = tmp_path_factory.mktemp("csv") / "t.csv"
+    columns = ["a", "n", "b", "x"]
+    write_csv_atomic(path, columns, rows, [0, 1, 2] if numbers_as_text else [0, 2])
+    assert path.read_bytes() == _csv_module(columns, rows)
+
+
+def test_text_columns_follow_the_field_types(emit_nvtx_doc: SystemsDoc) -> None:
+    """Only fields typed plainly int or float are formatted as numbers: the range name,
+    domain, pid (int or None), warm-up and devices go through the quoting."""
+    doc = emit_nvtx_doc
+    columns, _ = api.ranges_rows(doc)
+    text = {columns[i] for i in api.text_columns(doc.ranges, columns)}
+    assert {"name", "domain", "pid", "warmup", "devices"} == text
+
+
+def test_ranges_csv_reads_back_as_the_document(tmp_path: Path, emit_nvtx_doc: SystemsDoc
+                                               ) -> None:
+    """ranges.csv, written by the fast path, parses to the document's own values (an
+    emit_nvtx capture: names with commas and quotes)."""
+    doc = emit_nvtx_doc
+    columns, rows = api.ranges_rows(doc)
+    path = tmp_path / "ranges.csv"
+    write_csv_atomic(path, columns, rows, api.text_columns(doc.ranges, columns))
+    back = pd.read_csv(path, keep_default_na=False)
+    assert back["name"].tolist() == [e.name for e in doc.ranges]
+    assert back["wall_ns"].tolist() == [e.wall_ns for e in doc.ranges]
+    assert any("," in e.name for e in doc.ranges)
+
+
+def test_nothing_is_kept_unless_the_process_exits_after_its_command(monkeypatch) -> None:
+    """A command run inside a longer-lived process (tests, notebooks) keeps nothing alive
+    and leaves the collector on; the command line's exit keeps and skips collecting."""
+    monkeypatch.setattr(speed, "_KEPT", [])
+    monkeypatch.setitem(speed._EXIT_FOLLOWS, "on", False)
+    with speed.few_collections():
+        assert not gc.isenabled()
+        speed.keep(object())
+    assert gc.isenabled() and speed._KEPT == []
+    monkeypatch.setitem(speed._EXIT_FOLLOWS, "on", True)
+    try:
+        with speed.few_collections():
+            speed.keep(marker := object())
+        assert not gc.isenabled() and speed._KEPT == [marker]
+    finally:
+        gc.enable()
+
+
+def test_the_command_line_exits_with_the_commands_code(tmp_path: Path) -> None:
+    """`python -m analysis` ends by the fast exit with the command's exit code, its
+    reports complete (2 on a missing file, 0 and every file on success)."""
+    bad = subprocess.run([sys.executable, "-m", "analysis", "systems", str(tmp_path / "no"),
+                          "-o", str(tmp_path / "x")], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    out = tmp_path / "r"
+    ok = subprocess.run([sys.executable, "-m", "analysis", "systems",
+                         str(DATA / "train_step_user" / "trace.sqlite"), "-o", str(out),
+                         "--quiet"], cwd=ROOT, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert {"systems.json", "systems.md", "ranges.csv"} <= {p.name for p in out.iterdir()}
