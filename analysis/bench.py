@@ -7,10 +7,14 @@ Builds big exports by replaying a real one K times: every kernel, memcpy, memset
 API and NVTX row is copied with its timestamps shifted past the previous copy and its
 correlation id shifted past every id used so far, so attribution stays one to one (and
 each table stays in start order, as Nsight Systems writes it). It then times the analysis
-and, when an nsys is given or found, `nsys stats --report nvtx_kern_sum:base --report
-nvtx_gpu_proj_sum` on the same file, in paired runs (wall time, and peak memory of every
-process each tool starts), checks that both give the same numbers, and writes
-STEM.md/.json and STEM.png (time and memory against trace size, both tools).
+and, when an nsys is given or found, `nsys stats` with every report whose numbers the
+document gives (nsys_reference.REPORTS: kernels, GPU span and wall time per range, the
+kernel table, memory copies) on the same file, in paired runs (wall time, and peak memory
+of every process each tool starts), checks that both give the same numbers, and writes
+STEM.md/.json and STEM.png (time and memory against trace size, both tools). Each pair
+also times `nsys stats` with the first two reports only (kernels and GPU span per range:
+what the document held before wall time, host facts and copies were added), the
+reference the earlier benches used.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from statistics import median
 
 from .documents import SystemsDoc
 from .io import load_json_doc, unpack_xz, write_atomic, write_png
-from .nsys_reference import mismatches
+from .nsys_reference import REPORTS, mismatches
 from .render.plots import bench_png
 from .settings import env
 
@@ -129,23 +133,32 @@ def _footprint(proc) -> int:
         return int(proc.memory_info().rss)
 
 
-def _nsys_argv(nsys: str, base: Path, trace: Path) -> list[str]:
-    return [nsys, "stats", "--report", "nvtx_kern_sum:base", "--report", "nvtx_gpu_proj_sum",
+TWO = REPORTS[:2]
+"""The earlier reference: kernels and GPU span per range only."""
+
+
+def _nsys_argv(nsys: str, base: Path, trace: Path, reports: tuple[str, ...] = REPORTS
+               ) -> list[str]:
+    return [nsys, "stats", *[a for r in reports for a in ("--report", r)],
             "--format", "csv", "--force-overwrite", "true", "--output", str(base), str(trace)]
 
 
 def measure(trace: Path, nsys: str | None, work: Path, repeat: int = 1) -> dict:
-    """Paired runs of the analysis and nsys stats on one trace (`repeat` pairs, the two
-    tools alternating), their medians, and whether they gave the same numbers."""
+    """Paired runs of the analysis and nsys stats on one trace (`repeat` pairs, the tools
+    alternating: the analysis, nsys stats with every report, with the first two), their
+    medians, and whether they gave the same numbers."""
     ours = [sys.executable, "-m", "analysis", "systems", str(trace), "-o", str(work / "out"),
             "--quiet"]
     theirs = _nsys_argv(nsys, work / "stats", trace) if nsys else None
+    two = _nsys_argv(nsys, work / "two", trace, TWO) if nsys else None
     runs = []
     for _ in range(repeat):
         run = {"analysis_s": wall_time(ours)}
-        if theirs:
+        if theirs and two:
             run["nsys_stats_s"] = wall_time(theirs)
             run["ratio"] = run["analysis_s"] / run["nsys_stats_s"]
+            run["nsys_two_s"] = wall_time(two)
+            run["ratio_two"] = run["analysis_s"] / run["nsys_two_s"]
         runs.append(run)
     # memory from one more pair, sampled: reading PSS takes CPU the timed runs should have
     runs[0]["analysis_mib"] = peak_child(ours)[1]
@@ -154,8 +167,7 @@ def measure(trace: Path, nsys: str | None, work: Path, repeat: int = 1) -> dict:
     row: dict = {"runs": runs, **{k: median(r[k] for r in runs if k in r) for k in runs[0]}}
     if nsys:
         doc = load_json_doc(work / "out" / "systems.json", SystemsDoc)
-        diffs = mismatches(doc, Path(f"{work / 'stats'}_nvtx_kern_sum_base.csv"),
-                           Path(f"{work / 'stats'}_nvtx_gpu_proj_sum.csv"))
+        diffs = mismatches(doc, work / "stats")
         row["same_numbers"] = not diffs
         row["first_differences"] = diffs[:5]
     return row
@@ -164,25 +176,30 @@ def measure(trace: Path, nsys: str | None, work: Path, repeat: int = 1) -> dict:
 def render(rows: list[dict], base: Path, nsys: str | None, png: str | None) -> str:
     """The markdown table of the runs (medians), the memory growth, the plot."""
     n = len(rows[0]["runs"]) if rows else 0
+    reports = " ".join(f"--report {r}" for r in REPORTS)
     lines = ["# Analysis speed and memory on big traces", "",
              f"Traces: `{base}` replayed K times (python -m analysis.bench). Machine: "
              f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()};"
              f" the analysis on its defaults (every core, windows of 250,000 GPU operations)."
-             f" Reference: `nsys stats --report nvtx_kern_sum:base --report nvtx_gpu_proj_sum`"
-             f" ({nsys or 'not available'}). {n} paired run(s) per size, medians; memory, "
+             f" Reference: `nsys stats {reports}` ({nsys or 'not available'}): every report "
+             "whose numbers the document gives, all of them compared (same numbers); "
+             "`2 reports`: the first two only (`nvtx_kern_sum:base`, `nvtx_gpu_proj_sum`), "
+             f"the earlier benches' reference. {n} paired run(s) per size, medians; memory, "
              "from one more run of each tool (sampling it takes CPU), is "
              "the peak of the summed proportional set sizes (PSS: shared pages counted once) of "
              "every process a tool ran.", "",
              "| copies | kernels | CUDA API rows | NVTX ranges | analysis | peak memory | "
-             "nsys stats | peak memory | analysis / nsys (median of pairs) | same numbers |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "nsys stats | peak memory | analysis / nsys (median of pairs) | same numbers | "
+             "nsys stats, 2 reports | analysis / 2 reports |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     for r in rows:
         lines.append(
             f"| {r['copies']:,} | {r['kernels']:,} | {r['api_rows']:,} | {r['ranges']:,} | "
             f"{r['analysis_s']:.1f} s | {r['analysis_mib']:,.0f} MiB | "
             + (f"{r['nsys_stats_s']:.1f} s | {r['nsys_stats_mib']:,.0f} MiB | "
-               f"{r['ratio']:.2f} | {'yes' if r['same_numbers'] else 'NO'} |"
-               if "nsys_stats_s" in r else "– | – | – | – |"))
+               f"{r['ratio']:.2f} | {'yes' if r['same_numbers'] else 'NO'} | "
+               f"{r['nsys_two_s']:.1f} s | {r['ratio_two']:.2f} |"
+               if "nsys_stats_s" in r else "– | – | – | – | – | – |"))
     if len(rows) > 1:
         lo, hi = rows[0], rows[-1]
         lines += ["", f"From {lo['kernels']:,} to {hi['kernels']:,} kernels the analysis's "

@@ -16,6 +16,16 @@ import pandas as pd
 from .apart import APART_TAGS
 from .documents import SystemsDoc
 
+REPORTS = ("nvtx_kern_sum:base", "nvtx_gpu_proj_sum", "nvtx_sum", "cuda_gpu_kern_sum:base",
+           "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum")
+"""The `nsys stats` reports whose numbers a systems/1 document gives: kernels per range,
+GPU span per range, wall time per range, the whole-trace kernel table, memory copies."""
+
+
+def csv_of(base: Path | str, report: str) -> Path:
+    """The CSV `nsys stats --report REPORT --format csv --output BASE` writes."""
+    return Path(f"{base}_{report.replace(':', '_')}.csv")
+
 
 def label(domain: str | None, path: str) -> str:
     """`nsys stats`' name of a range entry (its instances that compiled, set apart by the
@@ -98,17 +108,43 @@ def ours_proj(doc: SystemsDoc) -> pd.DataFrame:
                                    instances=("instances", "sum")).sort_index()
 
 
-def mismatches(doc: SystemsDoc, kern_csv: Path, proj_csv: Path) -> list[str]:
-    """Differences between a systems/1 document and nsys stats' two reports (empty: same)."""
+def kern_summary(csv: Path) -> pd.DataFrame:
+    """cuda_gpu_kern_sum:base keyed by kernel name: count, total, min, max ns."""
+    ref = pd.read_csv(csv)
+    return ref.groupby("Name").agg(count=("Instances", "sum"),
+                                   total_ns=("Total Time (ns)", "sum"),
+                                   min_ns=("Min (ns)", "min"), max_ns=("Max (ns)", "max"))
+
+
+def ours_kern_summary(doc: SystemsDoc) -> pd.DataFrame:
+    return pd.DataFrame([(k.name, k.count, k.total_ns, k.min_ns, k.max_ns)
+                         for k in doc.kernel_summary],
+                        columns=["Name", "count", "total_ns", "min_ns", "max_ns"]
+                        ).set_index("Name").sort_index()
+
+
+def mismatches(doc: SystemsDoc, base: Path | str, reports: tuple[str, ...] = REPORTS
+               ) -> list[str]:
+    """Differences between a systems/1 document and the `reports` (of REPORTS) nsys stats
+    wrote with `--output BASE` (empty: the same numbers)."""
+    pairs = {"nvtx_kern_sum:base": lambda: (ours_kern(doc), kern_sum(csv_of(base, r))),
+             "nvtx_gpu_proj_sum": lambda: (ours_proj(doc), proj_sum(csv_of(base, r))),
+             "nvtx_sum": lambda: (ours_wall(doc), nvtx_sum(csv_of(base, r))),
+             "cuda_gpu_kern_sum:base": lambda: (ours_kern_summary(doc),
+                                                kern_summary(csv_of(base, r))),
+             "cuda_gpu_mem_time_sum": lambda: (ours_mem(doc), mem_sums(
+                 csv_of(base, r), csv_of(base, "cuda_gpu_mem_size_sum")))}
     out = []
-    for what, ours, ref in (("nvtx_kern_sum", ours_kern(doc), kern_sum(kern_csv)),
-                            ("nvtx_gpu_proj_sum", ours_proj(doc), proj_sum(proj_csv))):
+    for r in reports:
+        if r not in pairs:            # cuda_gpu_mem_size_sum: read with the time report
+            continue
+        ours, ref = pairs[r]()
         joined = ours.merge(ref, how="outer", left_index=True, right_index=True,
                             suffixes=("_ours", "_nsys"))
         for col in ref.columns:
             bad = joined[joined[f"{col}_ours"] != joined[f"{col}_nsys"]]
-            out += [f"{what} {idx} {col}: ours {r[f'{col}_ours']} nsys {r[f'{col}_nsys']}"
-                    for idx, r in bad.iterrows()]
+            out += [f"{r} {idx} {col}: ours {row[f'{col}_ours']} nsys {row[f'{col}_nsys']}"
+                    for idx, row in bad.iterrows()]
     return out
 
 

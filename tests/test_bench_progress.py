@@ -36,6 +36,18 @@ def test_bench_writes_table_and_json(tmp_path: Path) -> None:
     assert "| 2 | 1,932 |" in text and "2 paired run(s)" in text
 
 
+def test_reference_runs_every_report_the_document_gives() -> None:
+    """nsys stats is timed doing the work the analysis does (every report whose numbers
+    the document gives, all compared), and separately the earlier two-report run."""
+    from analysis.nsys_reference import REPORTS
+    argv = bench._nsys_argv("nsys", Path("b"), Path("t.sqlite"))
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--report"] == list(REPORTS)
+    assert {"nvtx_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_kern_sum:base"} <= set(REPORTS)
+    two = bench._nsys_argv("nsys", Path("b"), Path("t.sqlite"), bench.TWO)
+    assert [two[i + 1] for i, a in enumerate(two) if a == "--report"] == [
+        "nvtx_kern_sum:base", "nvtx_gpu_proj_sum"]
+
+
 def _systems(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "analysis", "systems",
                            str(DATA / "train_step" / "trace.sqlite"), "-o", str(tmp_path),

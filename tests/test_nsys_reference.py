@@ -9,9 +9,11 @@ from analysis import systems
 from analysis.load import nsys_sqlite
 from analysis.nsys_reference import (
     kern_sum,
+    kern_summary,
     mem_sums,
     nvtx_sum,
     ours_kern,
+    ours_kern_summary,
     ours_mem,
     ours_proj,
     ours_wall,
@@ -90,14 +92,20 @@ def test_kernel_count_and_time_are_sums_of_kernel_rows(export_doc) -> None:
 
 
 def test_mismatches_reports_a_changed_number() -> None:
-    from analysis.nsys_reference import mismatches
+    """The bench's check: every number of the six reports, and a changed one is named."""
+    from analysis.nsys_reference import REPORTS, mismatches
     doc = systems.build(nsys_sqlite.load(DATA / "gelu" / "trace.sqlite"))
-    kern = _stats("gelu/trace", "2023.4", "nvtx_kern_sum_base")
-    proj = _stats("gelu/trace", "2023.4", "nvtx_gpu_proj_sum")
-    assert mismatches(doc, kern, proj) == []
+    base = DATA / "gelu" / "nsys_stats" / "trace_2023.4"
+    assert mismatches(doc, base) == []
     doc.ranges[1].kernels[0].count += 1
     doc.ranges[1].gpu_span_ns -= 5
-    assert len(mismatches(doc, kern, proj)) == 2
+    doc.ranges[0].wall_ns += 1
+    doc.kernel_summary[0].max_ns += 1
+    doc.copies[0].count += 1
+    found = mismatches(doc, base)
+    assert len(found) == 5
+    assert {f.split()[0] for f in found} == set(REPORTS) - {"cuda_gpu_mem_size_sum"}
+    assert len(mismatches(doc, base, REPORTS[:2])) == 2
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -107,12 +115,8 @@ def test_kernel_summary_equals_cuda_gpu_kern_sum(export_doc, version: str) -> No
     ref = pd.read_csv(_stats(export, version, "cuda_gpu_kern_sum_base"))
     if version != "2023.4" and not len(ref):
         pytest.skip("no kernels")
-    ref = ref.groupby("Name").agg(count=("Instances", "sum"), total_ns=("Total Time (ns)", "sum"),
-                                  min_ns=("Min (ns)", "min"), max_ns=("Max (ns)", "max"))
-    ours = pd.DataFrame([(k.name, k.count, k.total_ns, k.min_ns, k.max_ns)
-                         for k in doc.kernel_summary],
-                        columns=["Name", "count", "total_ns", "min_ns", "max_ns"]).set_index("Name")
-    pd.testing.assert_frame_equal(ours.sort_index(), ref.sort_index(), check_dtype=False)
+    ref = kern_summary(_stats(export, version, "cuda_gpu_kern_sum_base"))
+    pd.testing.assert_frame_equal(ours_kern_summary(doc), ref.sort_index(), check_dtype=False)
     assert [k.total_ns for k in doc.kernel_summary] == sorted(
         (k.total_ns for k in doc.kernel_summary), reverse=True)
 
