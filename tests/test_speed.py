@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from analysis import api, reports, speed
 from analysis.documents import SystemsDoc
 from analysis.io import write_csv_atomic
+from analysis.ops import WRAPPER
+from analysis.rules.registry import user_path
 from tests.conftest import DATA
 
 ROOT = DATA.parent.parent
@@ -108,3 +110,18 @@ def test_the_command_line_exits_with_the_commands_code(tmp_path: Path) -> None:
                          "--quiet"], cwd=ROOT, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert {"systems.json", "systems.md", "ranges.csv"} <= {p.name for p in out.iterdir()}
+
+
+PARTS = ["train", "step", "", WRAPPER, f"{WRAPPER}: torch::autograd::AccumulateGrad",
+         "aten::linear, seq = 4, op_id = 7", "x" + WRAPPER, "aten::mm, seq = 1"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(PARTS), min_size=1, max_size=6))
+def test_user_path_cuts_before_the_first_op_range(parts: list[str]) -> None:
+    """user_path (string searches, no split per path) is the path cut before its first
+    part that is an emit_nvtx op range or an autograd wrapper."""
+    path = "/".join(parts)
+    first = next((i for i, p in enumerate(parts)
+                  if ", op_id = " in p or p.startswith(WRAPPER)), len(parts))
+    assert user_path(path) == "/".join(parts[:first])

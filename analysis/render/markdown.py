@@ -7,6 +7,10 @@ render literally inside table cells.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 from ..documents import Finding, RangeEntry, RankRow, SystemsDoc, VariantRow, top_findings
 from .text import WIDTH, dur, esc, gbps, num, pct, reflow, table, us
 
@@ -64,10 +68,17 @@ def shown_ranges(doc: SystemsDoc) -> tuple[list[RangeEntry], int]:
     """(ranges to show, in timeline order; how many were left out)."""
     if len(doc.ranges) <= MAX_RANGES:
         return doc.ranges, 0
-    top = sorted(range(len(doc.ranges)), key=lambda i: (-doc.ranges[i].wall_ns,
-                                                        -doc.ranges[i].kernel_time_ns))
+    top = _most(doc.ranges, lambda e: e.wall_ns, lambda e: e.kernel_time_ns)
     keep = sorted(top[:MAX_RANGES])
     return [doc.ranges[i] for i in keep], len(doc.ranges) - MAX_RANGES
+
+
+def _most(entries: list[RangeEntry], *keys: Callable[[RangeEntry], int]) -> list[int]:
+    """Positions of `entries` by `keys` descending, the first key first, ties in timeline
+    order (numpy's stable sort: 110k emit_nvtx entries sorted with a Python key took
+    0.1 s)."""
+    columns = [-np.array([key(e) for e in entries], dtype=np.int64) for key in keys]
+    return np.lexsort(columns[::-1]).tolist()
 
 
 def _more(left_out: int) -> list[str]:
@@ -140,9 +151,9 @@ def kernels_section(doc: SystemsDoc) -> list[str]:
     (tagged with the thread) those other threads launched while they were open; the
     rest: systems.json."""
     lines = ["## Kernels per range", ""]
-    held = sorted(doc.ranges, key=lambda e: -(e.kernel_time_ns + e.other_threads_kernel_time_ns))
-    top = {id(e) for e in held[:KERNEL_RANGES]}
-    shown = [e for e in doc.ranges if id(e) in top]
+    top = set(_most(doc.ranges, lambda e: e.kernel_time_ns + e.other_threads_kernel_time_ns
+                    )[:KERNEL_RANGES])
+    shown = [e for i, e in enumerate(doc.ranges) if i in top]
     left_out = len(doc.ranges) - len(shown)
     for e in shown:
         lines += [f"### {esc(short(e.name))}", ""] + other_threads_line(e)
