@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -46,8 +47,8 @@ class Context:
         ranges (the kernels of the whole trace when it has no range), or every profiled
         launch (compute), or the ranks' steps."""
         if self.systems is not None:
-            roots = sum(e.time_ns for e in self._ranges()
-                        if "/" not in e.name)
+            roots = sum(e.time_ns for e, name in zip(self._ranges(), self._names, strict=True)
+                        if "/" not in name)
             return float(roots) or float(sum(k.total_ns for k in self.systems.kernel_summary))
         if self.compute is not None:
             return float(sum(k.duration_ns or 0 for k in self.compute.kernels))
@@ -68,17 +69,29 @@ class Context:
         only the compile rules look at them), and the ranges libraries annotate their own
         calls with (LIBRARY_DOMAINS: NCCL's collectives; the user cannot change them, the
         cross-rank rules judge communication)."""
-        return {e.name: e for e in self._ranges()
-                if not e.warmup and e.domain not in LIBRARY_DOMAINS}
+        ranges = self._ranges()
+        kept = [not e.warmup and e.domain not in LIBRARY_DOMAINS for e in ranges]
+        return dict(zip(compress(self._names, kept), compress(ranges, kept), strict=True))
 
     @cached_property
     def all_entries(self) -> dict[str, RangeEntry]:
         """systems range entries by path, warm-up included."""
-        return {e.name: e for e in self._ranges()}
+        return dict(zip(self._names, self._ranges(), strict=True))
 
     def _ranges(self) -> list[RangeEntry]:
+        return self._mine_entries
+
+    @cached_property
+    def _mine_entries(self) -> list[RangeEntry]:
+        """The process's range entries (all of them when no process is chosen)."""
         ranges = self.systems.ranges if self.systems else []
-        return [e for e in ranges if self.pid is None or e.pid == self.pid]
+        return ranges if self.pid is None else [e for e in ranges if e.pid == self.pid]
+
+    @cached_property
+    def _names(self) -> list[str]:
+        """Their paths, read once (the maps above are built from them in C: 110k
+        emit_nvtx entries read attribute by attribute took 0.1 s per map)."""
+        return [e.name for e in self._ranges()]
 
     @cached_property
     def instance_idle_ns(self) -> np.ndarray:
