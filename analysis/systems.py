@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -79,36 +78,67 @@ def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
     keys = summary["key"].tolist()
     extra, launches = threads if threads is not None else (None, {})
     fields = list(ENTRY_COLUMNS.values())
-    columns = _lists(summary, tuple(ENTRY_COLUMNS))
+    columns: list = [_column(summary[c]) for c in ENTRY_COLUMNS]
     if extra is not None:
         fields += list(extra.columns)
         aligned = extra.reindex(keys, fill_value=0).astype("int64")
-        columns += [aligned[c].to_numpy().tolist() for c in extra.columns]
+        columns += [aligned[c].to_numpy() for c in extra.columns]
     at = fields.index("domain")
     columns[at] = [d if isinstance(d, str) else None for d in columns[at]]
-    base = {f.name: f.default for f in dataclasses.fields(RangeEntry)
-            if f.default is not dataclasses.MISSING}
-    lists = [f.name for f in dataclasses.fields(RangeEntry)        # hot: filled later
-             if f.default_factory is not dataclasses.MISSING and f.name not in (
-                 "devices", "kernels", "copies", "other_threads")]
     given = dict(zip(fields, columns, strict=True))
-    names = [*base, *(f for f in fields if f not in base), *lists, "devices", "kernels",
-             "copies", "other_threads"]              # the order __dict__ always had
-    columns = [given[f] if f in given else [v] * len(keys) for f, v in base.items()]
-    columns += [given[f] for f in fields if f not in base]
-    columns += [[[] for _ in keys] for _ in lists]
-    columns += [[devices.get(k, []) for k in keys], [per_key.get(k, []) for k in keys],
-                [copies.get(k, []) for k in keys],
-                [[ThreadLaunches(**t) for t in launches.get(k, ())] for k in keys]]
-    # filled by field name; __init__ skipped (110k entries under emit_nvtx: keyword calls
-    # took seconds), every field set as __init__ sets it, one dict per entry made in C
-    entries = []
-    new = object.__new__
-    for values in map(dict, map(zip, repeat(names), zip(*columns, strict=True))):
+    given.update(devices=[devices.get(k, []) for k in keys],
+                 kernels=[per_key.get(k, []) for k in keys],
+                 copies=[copies.get(k, []) for k in keys],
+                 other_threads=[[ThreadLaunches(**t) for t in launches.get(k, ())]
+                                for k in keys])
+    return _entries(len(keys), given)
+
+
+def _entries(n: int, given: dict[str, list | np.ndarray]) -> list[RangeEntry]:
+    """`n` entries from their fields' columns (Python lists, or numpy arrays of plain
+    numbers; the list fields not given, hot, empty),
+    every field set as __init__ would set it, without calling it (110k entries under
+    emit_nvtx: keyword calls took seconds). Each entry's dict is a copy of one template
+    (the defaults; keys in the order the files always had) updated at once with the
+    fields most entries hold a value of their own in; the other numeric fields (most
+    host parts and GPU numbers of emit_nvtx op ranges are zero) are set afterwards only
+    where they differ from the default."""
+    fields = dataclasses.fields(RangeEntry)
+    base = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    lists = [f.name for f in fields if f.default_factory is not dataclasses.MISSING]
+    fresh = [f for f in lists if f not in given]                       # hot: filled later
+    template = {**base, **{f: 0 for f in given if f not in base and f not in lists},
+                **dict.fromkeys(fresh), **dict.fromkeys(f for f in given if f in lists)}
+    sparse = {name: at.tolist() for name, col in given.items() if isinstance(col, np.ndarray)
+              and len(at := np.flatnonzero(col != template[name])) < n // 2}
+    dense = [f for f in given if f not in sparse]
+    columns = [given[f].tolist() if isinstance(given[f], np.ndarray) else given[f]
+               for f in dense]
+    columns += [[[] for _ in range(n)] for _ in fresh]
+    names = dense + fresh
+    entries, dicts = [], []
+    new, copy = object.__new__, template.copy
+    for values in zip(*columns, strict=True):
+        d = copy()
+        d.update(zip(names, values, strict=True))
         e = new(RangeEntry)
-        e.__dict__ = values
+        e.__dict__ = d
         entries.append(e)
+        dicts.append(d)
+    for name, at in sparse.items():
+        for i, v in zip(at, given[name][at].tolist(), strict=True):
+            dicts[i][name] = v
     return entries
+
+
+def _column(col: pd.Series) -> np.ndarray | list:
+    """A column as a numpy array of plain numbers (int64; float64 without NaN), or as a
+    Python list with None for missing values (text, NA)."""
+    if pd.api.types.is_integer_dtype(col.dtype) and not col.isna().any():
+        return col.to_numpy(dtype="int64")
+    if pd.api.types.is_float_dtype(col.dtype) and not col.isna().any():
+        return col.to_numpy(dtype="float64")
+    return col.astype(object).where(col.notna(), None).tolist()
 
 
 def _lists(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[list]:

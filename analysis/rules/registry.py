@@ -165,14 +165,17 @@ def user_path(path: str) -> str:
     """The path cut before its first emit_nvtx op range (`aten::linear, seq = 3, op_id =
     7`, `autograd::engine::evaluate_function: ...`): findings name the user's own range;
     the ops have their own table. "" when the path starts with an op range."""
-    cut = len(path)
+    if path.startswith(WRAPPER):
+        return ""
     op = path.find(", op_id = ")
-    if op >= 0:
-        cut = path.rfind("/", 0, op) + 1          # the op range's part starts there
-    wrapped = 0 if path.startswith(WRAPPER) else path.find("/" + WRAPPER) + 1
-    if wrapped > 0 or path.startswith(WRAPPER):
-        cut = min(cut, wrapped)
+    cut = len(path) if op < 0 else path.rfind("/", 0, op) + 1    # the op range's part
+    wrapped = path.find(_NESTED_WRAPPER)
+    if 0 <= wrapped < cut:
+        cut = wrapped + 1
     return path if cut == len(path) else path[:max(cut - 1, 0)]
+
+
+_NESTED_WRAPPER = "/" + WRAPPER
 
 
 @dataclass(frozen=True)

@@ -218,7 +218,9 @@ def _idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
     if trace is None:
         return []
     per_key = trace.gaps
-    paths, pids = trace.keys["path"], trace.keys["pid"]
+    keys = trace.keys.index.tolist()          # key -> path and pid as dicts: a Series
+    paths = dict(zip(keys, trace.keys["path"].tolist(), strict=True))    # lookup per
+    pids = dict(zip(keys, trace.keys["pid"].tolist(), strict=True))      # key was slow
     leaves = set(ctx.leaves)                 # only leaves are asked for below
     mine = per_key.loc[np.array([paths[k] in leaves and (ctx.pid is None or pids[k] == ctx.pid)
                                  for k in per_key["key"].tolist()], dtype=bool)]
