@@ -97,11 +97,11 @@ def dataclass_rows(items: list[Any]) -> tuple[list[str], list[tuple]]:
     return names, [get(i) for i in items]
 
 
-def text_columns(items: list[Any], columns: list[str]) -> list[int]:
-    """Positions of the columns of a table of `items` (dataclasses of one type) that may
-    hold text or None: all but the fields typed plainly int or float (the csv writer
-    formats those rows itself, io.write_csv_atomic)."""
-    hints = typing.get_type_hints(type(items[0])) if items else {}
+def text_columns(cls: type, columns: list[str]) -> list[int]:
+    """Positions of the columns of a table of `cls` dataclasses that may hold text or
+    None: all but the fields typed plainly int or float (the csv writer formats those
+    rows itself, io.write_csv_atomic)."""
+    hints = typing.get_type_hints(cls)
     return [i for i, c in enumerate(columns) if hints.get(c) not in (int, float)]
 
 

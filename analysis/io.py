@@ -22,6 +22,7 @@ from typing import IO, Any
 from . import tools
 from .documents import T, dump_json, from_dict, upgraded
 from .errors import InputError, ToolError, ToolMissing
+from .jsoncodec import Bodies, head_pieces, list_body, tail_pieces
 
 
 def _plain_mode() -> int:
@@ -112,10 +113,43 @@ def _csv_field(value: Any) -> str:
     return '"' + value + '"' if "," in value or "\n" in value else value
 
 
-def write_json_atomic(path: Path, doc: object) -> None:
+def write_json_atomic(path: Path, doc: object, bodies: Bodies | None = None) -> None:
     """A document as JSON (documents.to_json_bytes), written to a temporary file and
-    renamed."""
-    _replace_atomically(path, lambda fh: dump_json(doc, fh))
+    renamed (`bodies`: lists whose JSON is written already, jsoncodec.dump_json)."""
+    _replace_atomically(path, lambda fh: dump_json(doc, fh, bodies))
+
+
+def start_json(part: Path, head: object, items: list, key: str) -> None:
+    """Write the beginning of a document's JSON into `part`: `head`'s up to the list at
+    `key` (jsoncodec.head_pieces), then `items` as that list (list_body) and its close;
+    finish_json completes it with the final document's rest."""
+    with part.open("wb") as fh:
+        for piece in [*head_pieces(head, key), *list_body(items, key), b"\n  ]"]:
+            fh.write(piece)
+
+
+def finish_json(part: Path, path: Path, doc: object, key: str) -> bool:
+    """Append the rest of `doc`'s JSON (jsoncodec.tail_pieces) to what start_json wrote
+    into `part` and rename it to `path`: to_json_bytes(doc), where `part`'s beginning is
+    doc's own and its list at `key` the one start_json was given. False (`part`
+    removed, nothing written) when the beginning differs or orjson refuses a value."""
+    try:
+        head = b"".join(bytes(p) for p in head_pieces(doc, key))
+        tail = tail_pieces(doc, key)
+    except TypeError:                  # orjson.JSONEncodeError is a TypeError
+        part.unlink()
+        return False
+    with part.open("r+b") as fh:
+        same = fh.read(len(head)) == head
+        fh.seek(0, os.SEEK_END)
+        for piece in tail if same else []:
+            fh.write(piece)
+    if not same:
+        part.unlink()
+        return False
+    os.chmod(part, _plain_mode())
+    os.replace(part, path)
+    return True
 
 
 def unpack_xz(root: Path) -> list[Path]:

@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,13 +31,15 @@ import numpy as np
 
 from . import compute, runners, systems
 from .api import dataclass_rows, ranges_rows, text_columns
-from .documents import ComputeDoc, SystemsDoc
+from .documents import ComputeDoc, RangeEntry, SystemsDoc
 from .errors import InputError
 from .io import (
+    finish_json,
     load_json_doc,
     load_meta,
     ncu_rep_to_csv,
     nsys_rep_to_sqlite,
+    start_json,
     write_atomic,
     write_csv_atomic,
     write_json_atomic,
@@ -45,6 +47,7 @@ from .io import (
 )
 from .load import ncu_csv, nsys_sqlite, torch_logs
 from .progress import progress_bar
+from .range_table import RangeTable
 from .ranks import rank_of
 from .render import plots
 from .render.compute_md import render_compute
@@ -107,10 +110,12 @@ def _commit(stage: Path, out: Path, kind: str) -> None:
 
 
 def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
-                    opts: argparse.Namespace | None = None) -> systems.Measured:
+                    opts: argparse.Namespace | None = None,
+                    on_table: Callable[[RangeTable], object] | None = None
+                    ) -> systems.Measured:
     """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys), its GPU
     operations read window by window on `opts.jobs` processes (runners.attribute_file):
-    the measured document, before the rules."""
+    the measured document, before the rules (`on_table`: as in systems.measure)."""
     meta = load_meta(meta_path)
     events = systems.event_list(torch_logs.load(logs)) if logs else None
     opts = opts or argparse.Namespace()
@@ -123,7 +128,7 @@ def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
                                         jobs=getattr(opts, "jobs", None), progress=bar,
                                         events=events, ranks=_several_processes(export))
         export.path = trace
-        return systems.measure(export, meta, events, trace=tr)
+        return systems.measure(export, meta, events, trace=tr, on_table=on_table)
 
 
 def _several_processes(export: nsys_sqlite.NsysExport) -> bool:
@@ -142,23 +147,48 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
 
 def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | None,
                    opts: argparse.Namespace | None = None, beside: bool = False) -> SystemsDoc:
-    """DIR's systems report of one export; with `beside` (the command line's way) the CSV
-    tables are written in a forked process while the rules run (speed.Beside), and what
-    was measured is left for the command's exit to free (speed.keep)."""
-    measured = measure_systems(trace, meta_path, logs, opts)
+    """DIR's systems report of one export. With `beside` (the command line's way), forked
+    writers work while this process goes on: ranges.csv is written from the range
+    entries' table as soon as it is made (while this process makes the entries), and
+    systems.json's beginning, up to the end of its range list, as soon as the entries
+    are made (while the rules run and the page is written); this process then appends
+    the rest of systems.json: the same files. What was measured is left for the
+    command's exit to free (speed.keep)."""
     with report_folder(out, "systems") as stage:
         if beside:
+            part = stage / RANGES_PART
             with Beside() as fork:
-                fork.start(lambda: write_tables(stage, measured.doc))
+                measured = measure_systems(trace, meta_path, logs, opts,
+                                           on_table=lambda t: fork.start(_ranges_csv(stage, t)))
+                if measured.doc.ranges:
+                    fork.start(lambda: start_json(part, measured.doc, measured.doc.ranges,
+                                                  "ranges"))
                 doc = systems.judge(measured)
-                _systems_files(stage, doc)
+                write_tables(stage, doc, ranges=False)
+                _systems_page(stage, doc)
+            if not (part.exists() and finish_json(part, stage / "systems.json", doc, "ranges")):
+                write_json_atomic(stage / "systems.json", doc)
             keep(measured)
         else:
-            doc = systems.judge(measured)
+            doc = systems.judge(measure_systems(trace, meta_path, logs, opts))
             write_tables(stage, doc)
             _systems_files(stage, doc)
     _said(out, "systems", f"{len(doc.ranges)} ranges")
     return doc
+
+
+RANGES_PART = ".systems.json.part"
+"""systems.json's beginning as a writer beside wrote it (finish_json completes it)."""
+
+
+def _ranges_csv(stage: Path, table: RangeTable) -> Callable[[], object]:
+    """ranges.csv written from the range entries' table (nothing when it is empty)."""
+    def write() -> None:
+        columns, rows = table.csv_rows()
+        if rows:
+            write_csv_atomic(stage / "ranges.csv", columns, rows,
+                             text_columns(RangeEntry, columns))
+    return write
 
 
 def ranks_report(out: Path, paths: list[Path], opts: argparse.Namespace) -> None:
@@ -183,24 +213,31 @@ def ranks_report(out: Path, paths: list[Path], opts: argparse.Namespace) -> None
 
 def _systems_files(out: Path, doc: SystemsDoc) -> None:
     """systems.json/.md and the plots of one systems document."""
+    write_json_atomic(out / "systems.json", doc)
+    _systems_page(out, doc)
+
+
+def _systems_page(out: Path, doc: SystemsDoc) -> None:
+    """systems.md and its plots."""
     out.mkdir(parents=True, exist_ok=True)
     images = {k: name for k, name, draw in (
         ("time", "time_per_iter.png", plots.time_bars_png),
         ("timeline", "timeline.png", plots.timeline_png))
         if write_png(out, name, lambda p, d=draw: d(doc, p))}
-    write_json_atomic(out / "systems.json", doc)
     write_atomic(out / "systems.md", render_systems(doc, images))
 
 
-def write_tables(out: Path, doc: SystemsDoc) -> None:
-    """The tables a user will sort, whole, as CSV beside the page (ranges.csv,
-    kernel_summary.csv, ops.csv when the trace has emit_nvtx ops)."""
-    for name, items, (columns, rows) in (
-            ("ranges", doc.ranges, ranges_rows(doc)),
-            ("kernel_summary", doc.kernel_summary, dataclass_rows(doc.kernel_summary)),
-            ("ops", doc.ops, dataclass_rows(doc.ops))):
+def write_tables(out: Path, doc: SystemsDoc, ranges: bool = True) -> None:
+    """The tables a user will sort, whole, as CSV beside the page (ranges.csv unless
+    `ranges` is False, kernel_summary.csv, ops.csv when the trace has emit_nvtx ops)."""
+    tables = [("kernel_summary", doc.kernel_summary, dataclass_rows(doc.kernel_summary)),
+              ("ops", doc.ops, dataclass_rows(doc.ops))]
+    if ranges:
+        tables.insert(0, ("ranges", doc.ranges, ranges_rows(doc)))
+    for name, items, (columns, rows) in tables:
         if rows:
-            write_csv_atomic(out / f"{name}.csv", columns, rows, text_columns(items, columns))
+            write_csv_atomic(out / f"{name}.csv", columns, rows,
+                             text_columns(type(items[0]), columns))
 
 
 def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDoc:

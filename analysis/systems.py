@@ -10,8 +10,7 @@ trace cannot show, e.g. untraced CUDA graph kernels).
 
 from __future__ import annotations
 
-import dataclasses
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,17 +19,13 @@ import pandas as pd
 
 from . import busy, compile_events, guards, host, model, rules, summary
 from . import ranges as rng
-from .apart import APART_TAGS, apart_prefix
 from .documents import (
-    CopyStat,
     Gpu,
     GpuOp,
-    KernelStat,
     Meta,
     RangeEntry,
     SystemsDoc,
     SystemsSource,
-    ThreadLaunches,
     VariantRow,
     from_dict,
     to_dict,
@@ -39,6 +34,7 @@ from .levers import add_levers
 from .load.nsys_samples import load_samples
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
+from .range_table import RangeTable, range_table
 from .ranks import compare, export_ranks, rank_row
 
 RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
@@ -49,146 +45,6 @@ RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations"
 def as_meta(meta: Meta | dict[str, Any] | None) -> Meta | None:
     """meta.json as its type (a dict read from the file is converted once, here)."""
     return from_dict(Meta, meta) if isinstance(meta, dict) else meta
-
-
-ENTRY_COLUMNS = {"path": "name", "domain": "domain", "pid": "pid", "instances": "instances",
-                 "kernel_count": "kernel_count", "kernel_time_ns": "kernel_time_ns",
-                 "gpu_span_ns": "gpu_span_ns", "gpu_idle_ns": "gpu_idle_ns",
-                 "wall_instances": "wall_instances", "wall_ns": "wall_ns",
-                 "wall_median_ns": "wall_median_ns"}
-"""Columns of the range summary (ranges.summarize) -> the RangeEntry fields they fill."""
-
-
-def range_entries(summary: pd.DataFrame, kernels: pd.DataFrame,
-                  threads: tuple[pd.DataFrame, dict[int, list[dict]]] | None = None,
-                  devices: dict[int, list[int]] | None = None,
-                  copies: dict[int, list[CopyStat]] | None = None) -> list[RangeEntry]:
-    """One entry per range key, in timeline order, every scalar field filled by name:
-    the summary's columns (ENTRY_COLUMNS) and `threads`' per-key frame (busy.per_key:
-    columns named as the fields; with its list of other launching threads); kernels
-    grouped in one pass, `devices` the CUDA devices of each key's kernels. Columns are
-    read as Python lists once (40k range keys under emit_nvtx: per-row frame access took
-    most of the time)."""
-    devices, copies = devices or {}, copies or {}
-    per_key: dict[int, list[KernelStat]] = {}
-    for key, name, count, total, lo, hi, avg in zip(*_lists(kernels, (
-            "key", "name", "count", "total_ns", "min_ns", "max_ns", "avg_ns")), strict=True):
-        per_key.setdefault(key, []).append(KernelStat(str(name), count, total, round(avg, 1),
-                                                      lo, hi))
-    keys = summary["key"].tolist()
-    extra, launches = threads if threads is not None else (None, {})
-    fields = list(ENTRY_COLUMNS.values())
-    columns: list = [_column(summary[c]) for c in ENTRY_COLUMNS]
-    if extra is not None:
-        fields += list(extra.columns)
-        aligned = extra.reindex(keys, fill_value=0).astype("int64")
-        columns += [aligned[c].to_numpy() for c in extra.columns]
-    at = fields.index("domain")
-    columns[at] = [d if isinstance(d, str) else None for d in columns[at]]
-    given = dict(zip(fields, columns, strict=True))
-    given.update(devices=[devices.get(k, []) for k in keys],
-                 kernels=[per_key.get(k, []) for k in keys],
-                 copies=[copies.get(k, []) for k in keys],
-                 other_threads=[[ThreadLaunches(**t) for t in launches.get(k, ())]
-                                for k in keys])
-    return _entries(len(keys), given)
-
-
-def _entries(n: int, given: dict[str, list | np.ndarray]) -> list[RangeEntry]:
-    """`n` entries from their fields' columns (Python lists, or numpy arrays of plain
-    numbers; the list fields not given, hot, empty),
-    every field set as __init__ would set it, without calling it (110k entries under
-    emit_nvtx: keyword calls took seconds). Each entry's dict is a copy of one template
-    (the defaults; keys in the order the files always had) updated at once with the
-    fields most entries hold a value of their own in; the other numeric fields (most
-    host parts and GPU numbers of emit_nvtx op ranges are zero) are set afterwards only
-    where they differ from the default."""
-    fields = dataclasses.fields(RangeEntry)
-    base = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
-    lists = [f.name for f in fields if f.default_factory is not dataclasses.MISSING]
-    fresh = [f for f in lists if f not in given]                       # hot: filled later
-    template = {**base, **{f: 0 for f in given if f not in base and f not in lists},
-                **dict.fromkeys(fresh), **dict.fromkeys(f for f in given if f in lists)}
-    sparse = {name: at.tolist() for name, col in given.items() if isinstance(col, np.ndarray)
-              and len(at := np.flatnonzero(col != template[name])) < n // 2}
-    dense = [f for f in given if f not in sparse]
-    columns = [given[f].tolist() if isinstance(given[f], np.ndarray) else given[f]
-               for f in dense]
-    columns += [[[] for _ in range(n)] for _ in fresh]
-    names = dense + fresh
-    entries, dicts = [], []
-    new, copy = object.__new__, template.copy
-    for values in zip(*columns, strict=True):
-        d = copy()
-        d.update(zip(names, values, strict=True))
-        e = new(RangeEntry)
-        e.__dict__ = d
-        entries.append(e)
-        dicts.append(d)
-    for name, at in sparse.items():
-        for i, v in zip(at, given[name][at].tolist(), strict=True):
-            dicts[i][name] = v
-    return entries
-
-
-def _column(col: pd.Series) -> np.ndarray | list:
-    """A column as a numpy array of plain numbers (int64; float64 without NaN), or as a
-    Python list with None for missing values (text, NA)."""
-    if pd.api.types.is_integer_dtype(col.dtype) and not col.isna().any():
-        return col.to_numpy(dtype="int64")
-    if pd.api.types.is_float_dtype(col.dtype) and not col.isna().any():
-        return col.to_numpy(dtype="float64")
-    return col.astype(object).where(col.notna(), None).tolist()
-
-
-def _lists(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[list]:
-    """Columns as Python lists (ints as int, floats as float; NaN/NA as None)."""
-    out = []
-    for c in columns:
-        col = frame[c]
-        if pd.api.types.is_integer_dtype(col.dtype):
-            out.append(col.to_numpy(dtype="int64").tolist())
-        else:
-            out.append(col.astype(object).where(col.notna(), None).tolist())
-    return out
-
-
-WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
-
-
-def add_samples(entries: list[RangeEntry], keys: list[int],
-                hot: dict[int, tuple[int, list]]) -> None:
-    """Each entry's CPU samples and hot libraries (entries in the order of `keys`)."""
-    for e, key in zip(entries, keys, strict=True):
-        if key in hot:
-            e.cpu_samples, e.hot = hot[key]
-
-
-def label_warmup(entries: list[RangeEntry], events: list[dict[str, Any]],
-                 apart: dict[str, str] | None = None) -> None:
-    """Mark the ranges that ran compilation or autotuning: a warm-up name, a graph break
-    or recompile logged while it was the innermost range open, an instance set apart
-    for its kernels (`apart`: Trace.warmup, path -> why), and the ranges nested in a set
-    apart instance. Rules (but compile_kernels_in_range and the compile rules) and
-    verdicts leave them out."""
-    compiled_in: dict[str, int] = {}
-    for ev in events:
-        if ev.get("range"):
-            compiled_in[ev["range"]] = compiled_in.get(ev["range"], 0) + 1
-    apart = apart or {}
-    any_apart = apart or any(p in k for k in compiled_in for p in APART_TAGS)
-    for e in entries:
-        outer = apart_prefix(e.name) if any_apart else ""
-        if e.name in compiled_in:
-            e.warmup = (f"torch.compile compiled here ({compiled_in[e.name]} graph break or "
-                        "recompile event(s) in TORCH_LOGS)")
-        elif outer in apart:
-            e.warmup = (f"set apart: {apart[outer]}" if outer == e.name
-                        else f"inside {outer}, set apart: {apart[outer]}")
-        elif outer:
-            e.warmup = f"inside {outer}, where torch.compile compiled"
-        elif "warm" in e.name.lower() and WARMUP_NAME.search(e.name):
-            e.warmup = "named as warm-up"
 
 
 def graph_notes(trace: model.Trace) -> list[str]:
@@ -298,10 +154,12 @@ class Measured:
 
 def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
             torch_events: pd.DataFrame | list[dict] | None = None,
-            trace: model.Trace | None = None) -> Measured:
+            trace: model.Trace | None = None,
+            on_table: Callable[[RangeTable], object] | None = None) -> Measured:
     """The document's measured part: ranges, variants, notes, kernel summary, op table
     and GPU busy time, no findings (`trace`: the export's attributed trace, when the
-    caller already made it)."""
+    caller already made it; `on_table` is given the range entries' table before the
+    entries are made from it: a writer of the table can start there)."""
     meta, events = as_meta(meta), event_list(torch_events)
     if trace is None:
         trace = model.attribute(export, watch_paths(meta), events)
@@ -309,14 +167,16 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         events = compile_events.place(trace, events)
     extra, launches = busy.per_key(trace)
     per_range = rng.summarize(trace)
-    entries = range_entries(per_range, trace.kernels,
-                            (extra.join(host.per_key(trace), how="outer").fillna(0), launches),
-                            trace.key_devices, host.copy_table(trace))
-    add_samples(entries, per_range["key"].tolist(),
-                host.hot_frames(trace, load_samples(export.path)))
+    table = range_table(per_range, trace.kernels,
+                        (extra.join(host.per_key(trace), how="outer").fillna(0), launches),
+                        trace.key_devices, host.copy_table(trace),
+                        host.hot_frames(trace, load_samples(export.path)),
+                        (events or [], trace.warmup))
+    if on_table is not None:
+        on_table(table)
+    entries = table.entries()
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
-    label_warmup(entries, events or [], trace.warmup)
     variants = variant_rows([e for e in entries if not e.warmup], meta, peak)
     add_first_iterations(variants, trace)
     notes = list(export.notes) + (meta.notes if meta else []) + graph_notes(trace)

@@ -5,6 +5,7 @@ does exit right after its command."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gc
 import io
 import subprocess
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis import api, reports, speed
-from analysis.documents import SystemsDoc
+from analysis.documents import RangeEntry, SystemsDoc
 from analysis.io import write_csv_atomic
 from analysis.ops import WRAPPER
 from analysis.rules.registry import user_path
@@ -62,7 +63,7 @@ def test_text_columns_follow_the_field_types(emit_nvtx_doc: SystemsDoc) -> None:
     domain, pid (int or None), warm-up and devices go through the quoting."""
     doc = emit_nvtx_doc
     columns, _ = api.ranges_rows(doc)
-    text = {columns[i] for i in api.text_columns(doc.ranges, columns)}
+    text = {columns[i] for i in api.text_columns(RangeEntry, columns)}
     assert {"name", "domain", "pid", "warmup", "devices"} == text
 
 
@@ -73,7 +74,7 @@ def test_ranges_csv_reads_back_as_the_document(tmp_path: Path, emit_nvtx_doc: Sy
     doc = emit_nvtx_doc
     columns, rows = api.ranges_rows(doc)
     path = tmp_path / "ranges.csv"
-    write_csv_atomic(path, columns, rows, api.text_columns(doc.ranges, columns))
+    write_csv_atomic(path, columns, rows, api.text_columns(RangeEntry, columns))
     back = pd.read_csv(path, keep_default_na=False)
     assert back["name"].tolist() == [e.name for e in doc.ranges]
     assert back["wall_ns"].tolist() == [e.wall_ns for e in doc.ranges]
@@ -125,3 +126,57 @@ def test_user_path_cuts_before_the_first_op_range(parts: list[str]) -> None:
     first = next((i for i, p in enumerate(parts)
                   if ", op_id = " in p or p.startswith(WRAPPER)), len(parts))
     assert user_path(path) == "/".join(parts[:first])
+
+
+SIDE_BY_SIDE = ["train_step_user/trace", "battery/dynamic_shapes_sampled/trace",
+                "battery/compile_warmup_planted/trace", "ddp_single/trace"]
+
+
+@pytest.mark.parametrize("name", SIDE_BY_SIDE)
+def test_writers_beside_give_the_files_written_in_turn(tmp_path: Path, name: str) -> None:
+    """The command line's way (ranges.csv from the range table and systems.json's range
+    list from forked writers, the rest appended here) writes the same bytes as writing
+    everything in turn from the document (emit_nvtx names, CPU samples, warm-up
+    instances set apart, two processes)."""
+    folder = DATA / name.rsplit("/", 1)[0]
+    trace = DATA / f"{name}.sqlite"
+    meta = folder / "meta.json" if trace.name == "trace.sqlite" else None
+    meta = meta if meta and meta.exists() else None
+    files = {}
+    for beside in (False, True):
+        out = tmp_path / str(beside)
+        reports.systems_report(out, trace, meta, None, None, beside=beside)
+        files[beside] = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix != ".png"}
+    assert files[True].keys() == files[False].keys() and "systems.json" in files[True]
+    assert files[True] == files[False]
+
+
+def test_range_table_gives_the_entries_and_csv_rows_of_the_document() -> None:
+    """The table the writers read holds what the document holds: its entries are the
+    document's, field for field, and its CSV rows are api.ranges_rows'."""
+    from analysis import systems
+    from analysis.load import nsys_sqlite
+    captured = []
+    export = nsys_sqlite.load(DATA / "battery" / "dynamic_shapes_sampled" / "trace.sqlite")
+    doc = systems.measure(export, on_table=captured.append).doc
+    (table,) = captured
+    assert table.entries() == doc.ranges
+    assert table.csv_rows() == api.ranges_rows(doc)
+    assert any(e.cpu_samples for e in doc.ranges)
+
+
+def test_a_document_finished_from_a_written_beginning_is_the_whole(tmp_path: Path,
+                                                                   emit_nvtx_doc) -> None:
+    """start_json's beginning plus finish_json's rest is to_json_bytes; a beginning that
+    is not the document's own is thrown away (False, nothing written)."""
+    from analysis.documents import to_json_bytes
+    from analysis.io import finish_json, start_json
+    doc = emit_nvtx_doc
+    part, path = tmp_path / "part", tmp_path / "systems.json"
+    start_json(part, doc, doc.ranges, "ranges")
+    assert finish_json(part, path, doc, "ranges")
+    assert path.read_bytes() == to_json_bytes(doc) and not part.exists()
+    start_json(part, doc, doc.ranges, "ranges")
+    other = dataclasses.replace(doc, source=dataclasses.replace(doc.source, path="elsewhere"))
+    assert not finish_json(part, tmp_path / "other.json", other, "ranges")
+    assert not part.exists() and not (tmp_path / "other.json").exists()
