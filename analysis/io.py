@@ -86,6 +86,37 @@ def write_csv_atomic(path: Path, columns: list[str], rows: Iterable[Iterable[Any
     _replace_atomically(path, fill)
 
 
+def write_csv_columns(path: Path, header: list[str], columns: list[list],
+                      text: Collection[int]) -> None:
+    """A table given column by column (`text`: as in write_csv_atomic), written as
+    write_csv_atomic writes its rows: each text column quoted once, as a column (one of
+    numbers or of None only, as it is), then one format string per row."""
+    if len(header) < 2:
+        write_csv_atomic(path, header, zip(*columns, strict=True))
+        return
+    cols = [_text_column(c) if i in text else c for i, c in enumerate(columns)]
+    line = ",".join(["%s"] * len(cols)) + "\n"
+
+    def fill(fh: IO[bytes]) -> None:
+        out = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        csv.writer(out, lineterminator="\n").writerow(header)
+        out.writelines(map(line.__mod__, zip(*cols, strict=True)))
+        out.flush()
+        out.detach()
+
+    _replace_atomically(path, fill)
+
+
+def _text_column(values: list) -> list:
+    """A column of a text position as its CSV fields (_csv_field), numbers as they are."""
+    kinds = set(map(type, values))
+    if kinds <= {int, float}:
+        return values
+    if kinds == {type(None)}:
+        return [""] * len(values)
+    return list(map(_csv_field, values))
+
+
 def _csv_lines(width: int, rows: Iterable[Iterable[Any]], text: list[int]) -> Iterator[str]:
     """Each row as a CSV line: numbers by str (for floats, repr: what csv writes), the
     `text` columns through _csv_field. One format string per row, made in C."""

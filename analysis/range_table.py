@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -49,16 +48,21 @@ class RangeTable:
         """The entries, each made once (a second call makes new ones)."""
         return _entries(self.n, self.columns)
 
-    def csv_rows(self) -> tuple[list[str], list[tuple]]:
-        """ranges.csv's columns and rows: the scalar fields, then the devices joined by
-        commas (api.ranges_rows gives the same from the entries)."""
-        if not self.n:
-            return [], []
+    def csv_columns(self) -> tuple[list[str], list[list]]:
+        """ranges.csv's header and columns: the scalar fields, then the devices joined
+        by commas (api.ranges_rows gives the same rows from the entries)."""
         defaults = {f.name: f.default for f in _FIELDS}
-        cols = [_plain(self.columns[f]) if f in self.columns else repeat(defaults[f], self.n)
+        cols = [_plain(self.columns[f]) if f in self.columns else [defaults[f]] * self.n
                 for f in SCALARS]
         devices = [",".join(map(str, d)) for d in self.columns.get("devices", [[]] * self.n)]
-        return SCALARS + ["devices"], list(zip(*cols, devices, strict=False))
+        return SCALARS + ["devices"], cols + [devices]
+
+    def csv_rows(self) -> tuple[list[str], list[tuple]]:
+        """ranges.csv's columns and rows (csv_columns as rows; none when empty)."""
+        if not self.n:
+            return [], []
+        header, cols = self.csv_columns()
+        return header, list(zip(*cols, strict=True))
 
 
 def range_table(summary: pd.DataFrame, kernels: pd.DataFrame,

@@ -42,6 +42,7 @@ from .io import (
     start_json,
     write_atomic,
     write_csv_atomic,
+    write_csv_columns,
     write_json_atomic,
     write_png,
 )
@@ -184,10 +185,10 @@ RANGES_PART = ".systems.json.part"
 def _ranges_csv(stage: Path, table: RangeTable) -> Callable[[], object]:
     """ranges.csv written from the range entries' table (nothing when it is empty)."""
     def write() -> None:
-        columns, rows = table.csv_rows()
-        if rows:
-            write_csv_atomic(stage / "ranges.csv", columns, rows,
-                             text_columns(RangeEntry, columns))
+        if table.n:
+            header, columns = table.csv_columns()
+            write_csv_columns(stage / "ranges.csv", header, columns,
+                              text_columns(RangeEntry, header))
     return write
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from analysis import api, reports, speed
 from analysis.documents import RangeEntry, SystemsDoc
-from analysis.io import write_csv_atomic
+from analysis.io import write_csv_atomic, write_csv_columns
 from analysis.ops import WRAPPER
 from analysis.rules.registry import user_path
 from tests.conftest import DATA
@@ -54,7 +54,10 @@ def test_rows_formatted_here_are_the_csv_modules_bytes(tmp_path_factory, rows, n
     not."""
     path = tmp_path_factory.mktemp("csv") / "t.csv"
     columns = ["a", "n", "b", "x"]
-    write_csv_atomic(path, columns, rows, [0, 1, 2] if numbers_as_text else [0, 2])
+    text = [0, 1, 2] if numbers_as_text else [0, 2]
+    write_csv_atomic(path, columns, rows, text)
+    assert path.read_bytes() == _csv_module(columns, rows)
+    write_csv_columns(path, columns, [list(c) for c in zip(*rows)] or [[]] * 4, text)
     assert path.read_bytes() == _csv_module(columns, rows)
 
 
