@@ -31,9 +31,12 @@ ENTRY_COLUMNS = {"path": "name", "domain": "domain", "pid": "pid", "instances": 
 
 WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
 
-_FIELDS = dataclasses.fields(RangeEntry)
-SCALARS = [f.name for f in _FIELDS if f.default_factory is dataclasses.MISSING]
-"""RangeEntry's scalar fields, in field order: ranges.csv's columns (then `devices`)."""
+
+def scalars() -> list[str]:
+    """RangeEntry's scalar fields, in field order: ranges.csv's columns (then
+    `devices`)."""
+    return [f.name for f in dataclasses.fields(RangeEntry)
+            if f.default_factory is dataclasses.MISSING]
 
 
 @dataclass
@@ -51,11 +54,12 @@ class RangeTable:
     def csv_columns(self) -> tuple[list[str], list[list]]:
         """ranges.csv's header and columns: the scalar fields, then the devices joined
         by commas (api.ranges_rows gives the same rows from the entries)."""
-        defaults = {f.name: f.default for f in _FIELDS}
+        defaults = {f.name: f.default for f in dataclasses.fields(RangeEntry)}
+        names = scalars()
         cols = [_plain(self.columns[f]) if f in self.columns else [defaults[f]] * self.n
-                for f in SCALARS]
+                for f in names]
         devices = [",".join(map(str, d)) for d in self.columns.get("devices", [[]] * self.n)]
-        return SCALARS + ["devices"], cols + [devices]
+        return names + ["devices"], cols + [devices]
 
     def csv_rows(self) -> tuple[list[str], list[tuple]]:
         """ranges.csv's columns and rows (csv_columns as rows; none when empty)."""
@@ -142,8 +146,9 @@ def _entries(n: int, given: dict[str, list | np.ndarray]) -> list[RangeEntry]:
     always had) updated at once with the fields most entries hold a value of their own
     in; the other numeric fields (most host parts and GPU numbers of emit_nvtx op ranges
     are zero) are set afterwards only where they differ from the default."""
-    base = {f.name: f.default for f in _FIELDS if f.default is not dataclasses.MISSING}
-    lists = [f.name for f in _FIELDS if f.default_factory is not dataclasses.MISSING]
+    fields = dataclasses.fields(RangeEntry)
+    base = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    lists = [f.name for f in fields if f.default_factory is not dataclasses.MISSING]
     fresh = [f for f in lists if f not in given]
     order = [*base, *(f for f in given if f not in base and f not in lists), "hot",
              "devices", "kernels", "copies", "other_threads"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import rules, schemas, settings, systems
+from analysis import range_table, rules, schemas, settings, systems
 from analysis.documents import Finding, RangeEntry
 from analysis.jsoncodec import to_dict
 from analysis.rules import REGISTRY, Context, Rule
@@ -60,13 +60,13 @@ def test_recipe_a_document_field(monkeypatch) -> None:
     class Entry(RangeEntry):
         host_ns: int = 0                       # the new fact, with a default
 
-    monkeypatch.setattr(systems, "RangeEntry", Entry)
+    monkeypatch.setattr(range_table, "RangeEntry", Entry)
     trace_doc = systems.build(_export("gelu"))
     assert trace_doc.ranges and all(e.host_ns == 0 for e in trace_doc.ranges)
     summary = _summary("gelu")
     extra = summary.set_index("key")[["kernel_count"]].rename(
         columns={"kernel_count": "host_ns"})            # a per-key column of that name
-    entries = systems.range_entries(summary, _trace("gelu").kernels, (extra, {}))
+    entries = range_table.range_table(summary, _trace("gelu").kernels, (extra, {})).entries()
     assert [e.host_ns for e in entries] == summary["kernel_count"].tolist()
     assert to_dict(entries[0])["host_ns"] == entries[0].kernel_count    # in the JSON
     assert "host_ns" in schemas._object(Entry, {})["properties"]       # and its schema

@@ -57,7 +57,7 @@ def test_rows_formatted_here_are_the_csv_modules_bytes(tmp_path_factory, rows, n
     text = [0, 1, 2] if numbers_as_text else [0, 2]
     write_csv_atomic(path, columns, rows, text)
     assert path.read_bytes() == _csv_module(columns, rows)
-    write_csv_columns(path, columns, [list(c) for c in zip(*rows)] or [[]] * 4, text)
+    write_csv_columns(path, columns, [list(c) for c in zip(*rows, strict=True)] or [[]] * 4, text)
     assert path.read_bytes() == _csv_module(columns, rows)
 
 
