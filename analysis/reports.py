@@ -161,7 +161,7 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
             with Beside() as fork:
                 measured = measure_systems(trace, meta_path, logs, opts,
                                            on_table=lambda t: fork.start(_ranges_csv(stage, t)))
-                if measured.doc.ranges:
+                if len(measured.doc.ranges) >= JSON_BESIDE_MIN_RANGES:
                     fork.start(lambda: start_json(part, measured.doc, measured.doc.ranges,
                                                   "ranges"))
                 doc = systems.judge(measured)
@@ -177,6 +177,10 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
     _said(out, "systems", f"{len(doc.ranges)} ranges")
     return doc
 
+
+JSON_BESIDE_MIN_RANGES = 40_000
+"""Range entries from which systems.json's range list is written by a writer beside:
+below, their JSON takes less than a fork and its copied pages cost (about 3 us each)."""
 
 RANGES_PART = ".systems.json.part"
 """systems.json's beginning as a writer beside wrote it (finish_json completes it)."""

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from analysis import api, reports, speed
 from analysis.documents import RangeEntry, SystemsDoc
-from analysis.io import write_csv_atomic, write_csv_columns
+from analysis.io import finish_json, write_csv_atomic, write_csv_columns
 from analysis.ops import WRAPPER
 from analysis.rules.registry import user_path
 from tests.conftest import DATA
@@ -136,7 +136,8 @@ SIDE_BY_SIDE = ["train_step_user/trace", "battery/dynamic_shapes_sampled/trace",
 
 
 @pytest.mark.parametrize("name", SIDE_BY_SIDE)
-def test_writers_beside_give_the_files_written_in_turn(tmp_path: Path, name: str) -> None:
+def test_writers_beside_give_the_files_written_in_turn(tmp_path: Path, name: str,
+                                                       monkeypatch) -> None:
     """The command line's way (ranges.csv from the range table and systems.json's range
     list from forked writers, the rest appended here) writes the same bytes as writing
     everything in turn from the document (emit_nvtx names, CPU samples, warm-up
@@ -145,6 +146,10 @@ def test_writers_beside_give_the_files_written_in_turn(tmp_path: Path, name: str
     trace = DATA / f"{name}.sqlite"
     meta = folder / "meta.json" if trace.name == "trace.sqlite" else None
     meta = meta if meta and meta.exists() else None
+    monkeypatch.setattr(reports, "JSON_BESIDE_MIN_RANGES", 1)   # its JSON writer too
+    finished = []
+    monkeypatch.setattr(reports, "finish_json", lambda *a: finished.append(
+        finish_json(*a)) or finished[-1])
     files = {}
     for beside in (False, True):
         out = tmp_path / str(beside)
@@ -152,6 +157,7 @@ def test_writers_beside_give_the_files_written_in_turn(tmp_path: Path, name: str
         files[beside] = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix != ".png"}
     assert files[True].keys() == files[False].keys() and "systems.json" in files[True]
     assert files[True] == files[False]
+    assert finished == [True]                  # the range list came from the writer
 
 
 def test_range_table_gives_the_entries_and_csv_rows_of_the_document() -> None:
@@ -173,7 +179,7 @@ def test_a_document_finished_from_a_written_beginning_is_the_whole(tmp_path: Pat
     """start_json's beginning plus finish_json's rest is to_json_bytes; a beginning that
     is not the document's own is thrown away (False, nothing written)."""
     from analysis.documents import to_json_bytes
-    from analysis.io import finish_json, start_json
+    from analysis.io import start_json
     doc = emit_nvtx_doc
     part, path = tmp_path / "part", tmp_path / "systems.json"
     start_json(part, doc, doc.ranges, "ranges")
