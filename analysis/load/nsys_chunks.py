@@ -35,11 +35,11 @@ import sqlite_utils
 
 from ..errors import InputError
 from .nsys_host import HostLayout, plan_host
+from .nsys_meta import table_columns
 from .nsys_sqlite import (
     CALL_COLUMNS,
     OP_TABLES,
     PID_MASK,
-    _columns,
     _strings,
     connect,
     op_bytes,
@@ -79,7 +79,7 @@ class Layout:
 def _tables(conn: sqlite3.Connection) -> dict[int, tuple[str, frozenset]]:
     """The op tables the export has: table index -> (name, its columns)."""
     db = sqlite_utils.Database(conn)
-    return {i: (t, frozenset(_columns(db, t))) for i, t in enumerate(OP_TABLES)
+    return {i: (t, frozenset(table_columns(db, t))) for i, t in enumerate(OP_TABLES)
             if db[t].exists()}
 
 
@@ -97,7 +97,7 @@ def _cuts(conn: sqlite3.Connection, n_kern: int, k: int) -> list[int]:
 def _launch_names(conn: sqlite3.Connection) -> tuple[int, ...]:
     """StringIds of the CUDA API calls that can launch GPU work (kernel launches, graph
     launches, copies, sets): the first read of a window's calls takes only these."""
-    if "nameId" not in _columns(sqlite_utils.Database(conn), API):
+    if "nameId" not in table_columns(sqlite_utils.Database(conn), API):
         return ()
     return tuple(i for (i,) in conn.execute(
         "SELECT id FROM StringIds WHERE value LIKE '%Launch%' OR value LIKE '%Memcpy%' "

@@ -33,7 +33,8 @@ import sqlite_utils
 
 from ..busy import union
 from ..errors import InputError
-from .nsys_sqlite import PUSHPOP, STARTEND, _columns, connect
+from .nsys_meta import table_columns
+from .nsys_sqlite import PUSHPOP, STARTEND, connect
 from .rows import Db, fetch, first_rowid
 
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -93,11 +94,11 @@ def plan_host(path: Path) -> HostLayout:
     conn = connect(path)
     try:
         db = sqlite_utils.Database(conn)
-        osrt = _columns(db, OSRT)
+        osrt = table_columns(db, OSRT)
         kinds = ",".join(map(str, PUSHPOP + STARTEND))
         tids = tuple(int(t) for (t,) in conn.execute(
             f"SELECT DISTINCT globalTid FROM NVTX_EVENTS WHERE eventType IN ({kinds})")
-        ) if "globalTid" in _columns(db, "NVTX_EVENTS") else ()
+        ) if "globalTid" in table_columns(db, "NVTX_EVENTS") else ()
         in_order = _sampled_in_order(conn)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc

@@ -17,7 +17,8 @@ import pandas as pd
 import sqlite_utils
 
 from ..errors import InputError
-from .nsys_sqlite import _columns, connect
+from .nsys_meta import table_columns
+from .nsys_sqlite import connect
 
 COLUMNS = ["global_tid", "time_ns", "module", "symbol"]
 SQL = ("SELECT e.globalTid, e.start, m.value, (SELECT s.value FROM SAMPLING_CALLCHAINS f "
@@ -37,9 +38,9 @@ def load_samples(path: Path) -> pd.DataFrame:
     conn = connect(Path(path))
     try:
         db = sqlite_utils.Database(conn)
-        if not ({"id", "start", "globalTid"} <= _columns(db, "COMPOSITE_EVENTS")
+        if not ({"id", "start", "globalTid"} <= table_columns(db, "COMPOSITE_EVENTS")
                 and {"id", "module", "symbol", "stackDepth"}
-                <= _columns(db, "SAMPLING_CALLCHAINS")):
+                <= table_columns(db, "SAMPLING_CALLCHAINS")):
             return pd.DataFrame(columns=COLUMNS)
         rows = conn.execute(SQL).fetchall()
     except sqlite3.DatabaseError as exc:

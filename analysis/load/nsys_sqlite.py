@@ -25,8 +25,6 @@ thread_names    global_tid -> name (ThreadNames), e.g. PyTorch's `pt_autograd_0`
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +33,14 @@ import pandas as pd
 import sqlite_utils
 
 from ..errors import InputError
+from .nsys_meta import (
+    export_meta,
+    load_gpus,
+    load_session_start,
+    load_thread_names,
+    table_columns,
+    versioned,
+)
 
 PUSHPOP = (59, 70)     # NvtxPushPopRange, NvtxtPushPopRange
 STARTEND = (60, 71)    # NvtxStartEndRange, NvtxtStartEndRange
@@ -110,10 +116,6 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _columns(db: sqlite_utils.Database, table: str) -> set[str]:
-    return set(db[table].columns_dict) if db[table].exists() else set()
-
-
 def _check_tables(db: sqlite_utils.Database, path: Path) -> None:
     names = set(db.table_names())
     for table, why in REQUIRED.items():
@@ -156,7 +158,7 @@ def _numbers(values: tuple) -> np.ndarray | pd.Series:
 
 def load_ranges(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
     """NVTX range instances with names resolved and domains attached (see module doc)."""
-    cols = _columns(db, "NVTX_EVENTS")
+    cols = table_columns(db, "NVTX_EVENTS")
     empty = pd.DataFrame(columns=["range_id", "style", "name", "domain", "global_tid",
                                   "start_ns", "end_ns"])
     if not cols:
@@ -310,7 +312,7 @@ def ops_frame(raw: np.ndarray, strings: dict[int, str]) -> pd.DataFrame:
 def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
     """GPU operations joined to the CUDA API call that launched each (see module doc)."""
     parts = [_op_sql(t, kind, cols) for kind, t in enumerate(OP_TABLES)
-             if (cols := _columns(db, t))]
+             if (cols := table_columns(db, t))]
     raw = _fetch_ints(conn, path, " UNION ALL ".join(parts), 10)
     df = ops_frame(raw, _strings(conn, path))
     calls = _launching_calls(conn, path, df)
@@ -348,56 +350,6 @@ def load_graph_launches(conn: sqlite3.Connection, path: Path) -> pd.DataFrame:
         FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({marks})""", tuple(ids))
 
 
-def load_gpus(db: sqlite_utils.Database) -> list[dict]:
-    """GPUs of the capture: name, sm_count, memory_bandwidth_Bps (TARGET_INFO_GPU)."""
-    cols = _columns(db, "TARGET_INFO_GPU")
-    if not {"name"} <= cols:
-        return []
-    rows = db.execute("SELECT * FROM TARGET_INFO_GPU").fetchall()
-    names = [d[0] for d in db.execute("SELECT * FROM TARGET_INFO_GPU LIMIT 0").description]
-    out = []
-    for row in rows:
-        rec = dict(zip(names, row, strict=True))
-        out.append({"name": rec.get("name"), "sm_count": rec.get("smCount"),
-                    "memory_bandwidth_Bps": rec.get("memoryBandwidth")})
-    return out
-
-
-def load_thread_names(conn: sqlite3.Connection, db: sqlite_utils.Database) -> dict[int, str]:
-    """global_tid -> thread name (ThreadNames; the highest-priority name where several)."""
-    if not {"nameId", "globalTid"} <= _columns(db, "ThreadNames"):
-        return {}
-    rows = conn.execute("SELECT t.globalTid, s.value FROM ThreadNames t "
-                        "JOIN StringIds s ON s.id = t.nameId ORDER BY t.priority").fetchall()
-    return {int(tid): str(name) for tid, name in rows}
-
-
-def load_session_start(conn: sqlite3.Connection, db: sqlite_utils.Database) -> int | None:
-    """UTC wall clock, in ns since the epoch, of the trace's timestamp 0
-    (TARGET_INFO_SESSION_START_TIME), or None."""
-    if "utcEpochNs" not in _columns(db, "TARGET_INFO_SESSION_START_TIME"):
-        return None
-    row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-    return int(row[0]) if row and row[0] is not None else None
-
-
-def _export_meta(db: sqlite_utils.Database) -> dict[str, str]:
-    if not db["META_DATA_EXPORT"].exists():
-        return {}
-    return dict(db.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
-
-
-@contextmanager
-def versioned(schema: str | None, product: str | None) -> Iterator[None]:
-    """An InputError raised inside also says which export schema (and nsys) wrote the
-    file: an unreadable export is most often one of a layout this loader does not know."""
-    try:
-        yield
-    except InputError as exc:
-        raise InputError(f"{exc}; export schema version {schema or 'not recorded'} "
-                         f"({product or 'unknown nsys'}) is not one this loader reads") from exc
-
-
 def load(path: str | Path, ops: bool = True) -> NsysExport:
     """Read one export; InputError (one line, names the file) when it is not usable.
     `ops=False` leaves the GPU operations out (an empty frame): runners.attribute_file reads
@@ -407,7 +359,7 @@ def load(path: str | Path, ops: bool = True) -> NsysExport:
     try:
         db = sqlite_utils.Database(conn)
         _check_tables(db, path)
-        meta = _export_meta(db)
+        meta = export_meta(db)
         with versioned(meta.get("EXPORT_SCHEMA_VERSION"), meta.get("EXPORT_PRODUCT_VERSION")):
             ranges = load_ranges(conn, db, path)
             frame = load_ops(conn, db, path) if ops else empty_ops()
