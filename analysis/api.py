@@ -25,6 +25,7 @@ from . import compute, model, runners, systems
 from .documents import ComputeDoc, Finding, SystemsDoc
 from .io import read_json_object
 from .load import ncu_csv, nsys_sqlite, torch_logs
+from .range_table import scalars
 
 __all__ = ["open_trace", "systems_report", "compute_report", "ranges_frame",
            "kernels_frame", "kernel_summary_frame", "ops_frame", "findings_frame",
@@ -81,8 +82,7 @@ def ranges_rows(doc: SystemsDoc) -> tuple[list[str], list[tuple]]:
     40k entries go to the csv module directly, twice as fast as through a frame)."""
     if not doc.ranges:
         return [], []
-    names = [f.name for f in dataclasses.fields(doc.ranges[0])
-             if f.default_factory is dataclasses.MISSING]          # the scalar fields
+    names = scalars()
     get = operator.attrgetter(*names)
     return names + ["devices"], [(*get(e), ",".join(map(str, e.devices)))
                                  for e in doc.ranges]

@@ -12,7 +12,7 @@ import functools
 import json
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
 import numpy as np
@@ -76,22 +76,17 @@ def to_json(obj: Any) -> str:
     return to_json_bytes(obj).decode("ascii")
 
 
-Bodies = dict[str, Callable[[], Iterable[bytes | memoryview]]]
-"""Top-level list fields whose JSON is already written elsewhere (list_body's pieces)."""
-
-
-def dump_json(obj: Any, fh: IO[bytes], bodies: Bodies | None = None) -> None:
+def dump_json(obj: Any, fh: IO[bytes]) -> None:
     """Write to_json_bytes(obj) to a binary file, piece by piece (_pieces: a document's
-    long lists batch by batch, never the whole text in memory; a list named in `bodies`
-    as the pieces its function gives, list_body(the list) written before). Where orjson
-    refuses a value midway, a seekable file is rewritten from where it started by the
-    standard library."""
+    long lists batch by batch, never the whole text in memory). Where orjson refuses a
+    value midway, a seekable file is rewritten from where it started by the standard
+    library."""
     if orjson is None:
         fh.write(_stdlib(obj))
         return
     start = fh.tell() if fh.seekable() else None
     try:
-        for part in _pieces(obj, bodies or {}):
+        for part in _pieces(obj):
             fh.write(part)
     except TypeError:              # orjson.JSONEncodeError is a TypeError
         if start is None:
@@ -119,58 +114,51 @@ STREAM_ITEMS = 2048
 """Top-level lists longer than this are written in batches of it (_pieces)."""
 
 
-def _pieces(obj: Any, bodies: Bodies | None = None) -> Iterator[bytes | memoryview]:
+def _pieces(obj: Any) -> Iterator[bytes | memoryview]:
     """to_json_bytes(obj) by orjson, in pieces; TypeError where orjson refuses a value.
 
     A document's top-level lists longer than STREAM_ITEMS (110k range entries under
-    emit_nvtx: a 170 MB text), and the non-empty ones given in `bodies`, are spliced in:
-    the document is dumped with them empty, and at each such key's `[]` (found by its
-    line: a newline with the key's two-space indent occurs nowhere else, newlines in
-    strings being escaped) its items go in (list_body). The same bytes, in a third less
-    time: no 170 MB buffer to fill and copy."""
-    top, bodies = _top(obj), bodies or {}
-    long = [k for k, v in top.items() if isinstance(v, list) and v
-            and (k in bodies or len(v) > STREAM_ITEMS)] if isinstance(top, dict) else []
+    emit_nvtx: a 170 MB text) are spliced in: the document is dumped with them empty,
+    and at each such key's `[]` (found by its line: a newline with the key's two-space
+    indent occurs nowhere else, newlines in strings being escaped) its items go in
+    (list_body). The same bytes, in a third less time: no 170 MB buffer to fill and
+    copy."""
+    top = _top(obj)
+    long = [k for k, v in top.items() if isinstance(v, list) and len(v) > STREAM_ITEMS] \
+        if isinstance(top, dict) else []
     text = orjson.dumps({**top, **{k: [] for k in long}}, default=_plain,
                         option=_ORJSON_OPTIONS)
     at = 0
     for key in long:
-        head = b"\n  " + orjson.dumps(key) + b": ["
+        head = _opening(key)
         i = text.index(head + b"]", at) + len(head)
         yield from _ascii(memoryview(text)[at:i])
-        yield from bodies[key]() if key in bodies else list_body(top[key], key)
+        yield from list_body(top[key], key)
         yield b"\n  ]"
         at = i + 1
     yield from _ascii(memoryview(text)[at:])
 
 
-def head_pieces(doc: Any, key: str) -> list[bytes | memoryview]:
-    """The beginning of the document's JSON, up to `"key": [` (the list itself left out:
-    list_body, then `\n  ]`, then tail_pieces complete it); TypeError as in _pieces."""
-    text, at = _emptied(doc, key)
-    return _ascii(memoryview(text)[:at])
-
-
-def tail_pieces(doc: Any, key: str) -> list[bytes | memoryview]:
-    """The rest of the document's JSON after the `]` that closes the list at `key`."""
-    text, at = _emptied(doc, key)
-    return _ascii(memoryview(text)[at + 1:])
-
-
-def _emptied(doc: Any, key: str) -> tuple[bytes, int]:
-    """The document's JSON with the list at `key` empty, and where its `]` is."""
+def split_at(doc: Any, key: str) -> tuple[list[bytes | memoryview], list[bytes | memoryview]]:
+    """The document's JSON around its top-level list at `key`, from one dump: what comes
+    up to `"key": [`, and what follows the `]` that closes it (list_body, then `\n  ]`,
+    go between); TypeError as in _pieces."""
     text = orjson.dumps({**_top(doc), key: []}, default=_plain, option=_ORJSON_OPTIONS)
-    head = b"\n  " + orjson.dumps(key) + b": ["
-    return text, text.index(head + b"]") + len(head)
+    head = _opening(key)
+    at = text.index(head + b"]") + len(head)
+    return _ascii(memoryview(text)[:at]), _ascii(memoryview(text)[at + 1:])
+
+
+def _opening(key: str) -> bytes:
+    """How a document's top-level list at `key` opens in its JSON (two-space indent)."""
+    return b"\n  " + orjson.dumps(key) + b": ["
 
 
 def list_body(items: list, key: str) -> Iterator[bytes | memoryview]:
     """What a document's JSON holds between `"key": [` and the `\n  ]` that closes a
     non-empty top-level list: its items, each batch of STREAM_ITEMS dumped as `{key:
-    batch}` (the same indent) without its braces. Made apart (a writer beside the
-    analysis makes the range entries' body), it is spliced in through dump_json's
-    `bodies`."""
-    skip = len(b"{\n  " + orjson.dumps(key) + b": [")
+    batch}` (the same indent) without its braces (io.start_json writes it apart)."""
+    skip = len(b"{" + _opening(key))
     for j in range(0, len(items), STREAM_ITEMS):
         batch = orjson.dumps({key: items[j:j + STREAM_ITEMS]}, default=_plain,
                              option=_ORJSON_OPTIONS)

@@ -61,13 +61,6 @@ class RangeTable:
         devices = [",".join(map(str, d)) for d in self.columns.get("devices", [[]] * self.n)]
         return names + ["devices"], cols + [devices]
 
-    def csv_rows(self) -> tuple[list[str], list[tuple]]:
-        """ranges.csv's columns and rows (csv_columns as rows; none when empty)."""
-        if not self.n:
-            return [], []
-        header, cols = self.csv_columns()
-        return header, list(zip(*cols, strict=True))
-
 
 def range_table(summary: pd.DataFrame, kernels: pd.DataFrame,
                 threads: tuple[pd.DataFrame, dict[int, list[dict]]] | None = None,

@@ -162,8 +162,7 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
                 measured = measure_systems(trace, meta_path, logs, opts,
                                            on_table=lambda t: fork.start(_ranges_csv(stage, t)))
                 if len(measured.doc.ranges) >= JSON_BESIDE_MIN_RANGES:
-                    fork.start(lambda: start_json(part, measured.doc, measured.doc.ranges,
-                                                  "ranges"))
+                    fork.start(lambda: start_json(part, measured.doc, "ranges"))
                 doc = systems.judge(measured)
                 write_tables(stage, doc, ranges=False)
                 _systems_page(stage, doc)

@@ -47,7 +47,7 @@ class Context:
         ranges (the kernels of the whole trace when it has no range), or every profiled
         launch (compute), or the ranks' steps."""
         if self.systems is not None:
-            roots = sum(e.time_ns for e, name in zip(self._ranges(), self._names, strict=True)
+            roots = sum(e.time_ns for e, name in zip(self._ranges, self._names, strict=True)
                         if "/" not in name)
             return float(roots) or float(sum(k.total_ns for k in self.systems.kernel_summary))
         if self.compute is not None:
@@ -69,20 +69,17 @@ class Context:
         only the compile rules look at them), and the ranges libraries annotate their own
         calls with (LIBRARY_DOMAINS: NCCL's collectives; the user cannot change them, the
         cross-rank rules judge communication)."""
-        ranges = self._ranges()
+        ranges = self._ranges
         kept = [not e.warmup and e.domain not in LIBRARY_DOMAINS for e in ranges]
         return dict(zip(compress(self._names, kept), compress(ranges, kept), strict=True))
 
     @cached_property
     def all_entries(self) -> dict[str, RangeEntry]:
         """systems range entries by path, warm-up included."""
-        return dict(zip(self._names, self._ranges(), strict=True))
-
-    def _ranges(self) -> list[RangeEntry]:
-        return self._mine_entries
+        return dict(zip(self._names, self._ranges, strict=True))
 
     @cached_property
-    def _mine_entries(self) -> list[RangeEntry]:
+    def _ranges(self) -> list[RangeEntry]:
         """The process's range entries (all of them when no process is chosen)."""
         ranges = self.systems.ranges if self.systems else []
         return ranges if self.pid is None else [e for e in ranges if e.pid == self.pid]
@@ -91,7 +88,7 @@ class Context:
     def _names(self) -> list[str]:
         """Their paths, read once (the maps above are built from them in C: 110k
         emit_nvtx entries read attribute by attribute took 0.1 s per map)."""
-        return [e.name for e in self._ranges()]
+        return [e.name for e in self._ranges]
 
     @cached_property
     def instance_idle_ns(self) -> np.ndarray:
@@ -145,7 +142,7 @@ class Context:
     def kernel_leaves(self) -> list[str]:
         """The user's range paths (emit_nvtx op ranges cut off: user_path) that launched
         kernels and no other such path extends, sorted (warm-up ranges left out)."""
-        warm = {e.name for e in self._ranges() if e.warmup}
+        warm = {e.name for e in self._ranges if e.warmup}
         users = {user_path(p) for p in self.seq_names["path"].unique().tolist()}
         return sorted(leaf_paths(list(users - {""})) - warm)
 
