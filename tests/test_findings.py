@@ -19,7 +19,7 @@ from analysis.documents import (
     RangeEntry,
 )
 from analysis.load import ncu_csv, nsys_sqlite
-from analysis.rules import REGISTRY, Context
+from analysis.rules import REGISTRY, Context, registry
 from tests.conftest import DATA
 
 
@@ -289,3 +289,22 @@ def test_findings_name_the_users_ranges_not_emit_nvtx_op_paths(capture: str) -> 
     assert doc.findings
     for f in doc.findings:
         assert ", op_id = " not in (f.range or "") and "evaluate_function" not in (f.range or "")
+
+
+@pytest.mark.parametrize("capture", ["emit_nvtx_200", "train_step_user"])
+def test_rules_judge_the_users_ranges_and_find_the_same_without_op_entries(
+        capture: str, monkeypatch) -> None:
+    """The rules read the user's ranges and the outermost ones (Context._ranges): the
+    emit_nvtx op ranges nested in them are left out, and the findings are the ones the
+    rules give reading every entry."""
+    measured = systems.measure(nsys_sqlite.load(DATA / capture / "trace.sqlite"))
+    doc, trace = measured.doc, measured.trace
+    ctx = Context(systems=doc, trace=trace)
+    judged = set(ctx._names)
+    ops = [e.name for e in doc.ranges if registry.user_path(e.name) != e.name]
+    assert ops and not judged & {n for n in ops if "/" in n}
+    assert {e.name for e in doc.ranges} - judged == {n for n in ops if "/" in n}
+    found = systems.run_rules(doc, None, [], trace)
+    monkeypatch.setattr(registry, "is_op_path", lambda path: False)
+    assert len(Context(systems=doc, trace=trace)._names) == len(doc.ranges)
+    assert systems.run_rules(doc, None, [], trace) == found and found

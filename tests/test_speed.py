@@ -21,7 +21,7 @@ from analysis import api, reports, speed
 from analysis.documents import RangeEntry, SystemsDoc
 from analysis.io import finish_json, write_csv_atomic, write_csv_columns
 from analysis.ops import WRAPPER
-from analysis.rules.registry import user_path
+from analysis.rules.registry import is_op_path, user_path
 from tests.conftest import DATA
 
 ROOT = DATA.parent.parent
@@ -129,6 +129,7 @@ def test_user_path_cuts_before_the_first_op_range(parts: list[str]) -> None:
     first = next((i for i, p in enumerate(parts)
                   if ", op_id = " in p or p.startswith(WRAPPER)), len(parts))
     assert user_path(path) == "/".join(parts[:first])
+    assert is_op_path(path) == (user_path(path) != path)
 
 
 SIDE_BY_SIDE = ["train_step_user/trace", "battery/dynamic_shapes_sampled/trace",

@@ -80,15 +80,30 @@ class Context:
 
     @cached_property
     def _ranges(self) -> list[RangeEntry]:
-        """The process's range entries (all of them when no process is chosen)."""
-        ranges = self.systems.ranges if self.systems else []
-        return ranges if self.pid is None else [e for e in ranges if e.pid == self.pid]
+        """The process's range entries that rules judge (every process's when none is
+        chosen): the user's ranges and the outermost ones, emit_nvtx op ranges nested in
+        them left out. Findings name the user's range that holds an op (user_path), the
+        op table judges the ops, and every fact a rule reads of an op range's entry is
+        in its user range's too (attribution is inclusive): reading 110k op entries in
+        every pass took 0.25 s of 3 on a 200-step emit_nvtx capture, for 11 user ranges."""
+        return self._judged[0]
 
     @cached_property
     def _names(self) -> list[str]:
         """Their paths, read once (the maps above are built from them in C: 110k
         emit_nvtx entries read attribute by attribute took 0.1 s per map)."""
-        return [e.name for e in self._ranges]
+        return self._judged[1]
+
+    @cached_property
+    def _judged(self) -> tuple[list[RangeEntry], list[str]]:
+        ranges = self.systems.ranges if self.systems else []
+        if self.pid is not None:
+            ranges = [e for e in ranges if e.pid == self.pid]
+        names = [e.name for e in ranges]
+        kept = [not is_op_path(n) or "/" not in n for n in names]
+        if all(kept):
+            return ranges, names
+        return list(compress(ranges, kept)), list(compress(names, kept))
 
     @cached_property
     def instance_idle_ns(self) -> np.ndarray:
@@ -173,6 +188,12 @@ def user_path(path: str) -> str:
 
 
 _NESTED_WRAPPER = "/" + WRAPPER
+
+
+def is_op_path(path: str) -> bool:
+    """Whether the path runs into an emit_nvtx op range (user_path(path) != path),
+    by three searches in C (user_path's own, for every one of 110k names, took 0.1 s)."""
+    return path.startswith(WRAPPER) or ", op_id = " in path or _NESTED_WRAPPER in path
 
 
 @dataclass(frozen=True)
