@@ -2,11 +2,10 @@
 
 Every field of documents.RangeEntry is one column of a RangeTable (a Python list, or a
 numpy array of plain numbers), in timeline order of the range keys. The entries are built
-from it (`entries`), and so can anything that only writes them: ranges.csv (`csv_rows`)
-and the range list of systems.json come out of the table the same as out of the entries.
-The command line forks a writer with the table as soon as it is made, and the writer
-builds its own entries while this process builds the same ones for the rules (110k
-emit_nvtx entries: the second core was idle for that half second).
+from it (`entries`); ranges.csv is written from the columns themselves (`csv_columns`: the
+rows api.ranges_rows gives from the entries). The command line forks the CSV writer with
+the table as soon as it is made, so the file is written while this process builds the
+entries (110k emit_nvtx entries: the second core was idle for that half second).
 """
 
 from __future__ import annotations
