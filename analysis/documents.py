@@ -9,6 +9,7 @@ step). Field order is the key order of the JSON files.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,6 +309,20 @@ class SystemsDoc:
     copies: list[CopyStat] = field(default_factory=list)   # whole trace, = cuda_gpu_mem_*
     ranks: list[RankRow] = field(default_factory=list)     # one export holding every rank
     schema: str = "systems/2"
+
+
+def entry_column(entries: Sequence[RangeEntry], field: str) -> list:
+    """One field of every entry of a document's range list, read as a column where the
+    list keeps its entries as columns (range_table.RangeEntries: none is made for it)."""
+    read = getattr(entries, "column", None)
+    return read(field) if read is not None else [getattr(e, field) for e in entries]
+
+
+def entry_pick(entries: Sequence[RangeEntry], positions: Iterable[int]) -> list[RangeEntry]:
+    """The entries at `positions` of a document's range list (of a RangeEntries: only
+    those are made)."""
+    take = getattr(entries, "pick", None)
+    return take(positions) if take is not None else [entries[i] for i in positions]
 
 
 def upgraded(obj: dict[str, Any]) -> dict[str, Any]:

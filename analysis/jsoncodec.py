@@ -12,7 +12,7 @@ import functools
 import json
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, TypeVar
 
 import numpy as np
@@ -46,7 +46,7 @@ def to_dict(obj: Any) -> Any:
     """JSON-ready form of a document (dataclasses to dicts, `schema` first)."""
     if isinstance(obj, _SCALARS):
         return obj
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple)) or _listed(obj):
         return [v if isinstance(v, _SCALARS) else to_dict(v) for v in obj]
     if isinstance(obj, dict):
         return {k: v if isinstance(v, _SCALARS) else to_dict(v) for k, v in obj.items()}
@@ -124,7 +124,8 @@ def _pieces(obj: Any) -> Iterator[bytes | memoryview]:
     (list_body). The same bytes, in a third less time: no 170 MB buffer to fill and
     copy."""
     top = _top(obj)
-    long = [k for k, v in top.items() if isinstance(v, list) and len(v) > STREAM_ITEMS] \
+    long = [k for k, v in top.items() if (isinstance(v, list) or _listed(v))
+            and len(v) > STREAM_ITEMS] \
         if isinstance(top, dict) else []
     text = orjson.dumps({**top, **{k: [] for k in long}}, default=_plain,
                         option=_ORJSON_OPTIONS)
@@ -181,8 +182,17 @@ def _top(obj: Any) -> Any:
     return obj
 
 
+def _listed(v: Any) -> bool:
+    """Whether `v` is a sequence written as a JSON list that is not a list or tuple (a
+    document's range list made when read: range_table.RangeEntries)."""
+    return isinstance(v, Sequence) and not isinstance(v, (str, bytes, list, tuple))
+
+
 def _plain(v: Any) -> Any:
-    """What orjson does not take itself: numpy scalars and float subclasses."""
+    """What orjson does not take itself: numpy scalars, float subclasses and sequences
+    other than lists (_listed)."""
+    if _listed(v):
+        return list(v)
     if hasattr(v, "item") and not isinstance(v, (list, dict)):
         return v.item()
     if isinstance(v, float):

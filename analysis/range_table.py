@@ -4,14 +4,16 @@ Every field of documents.RangeEntry is one column of a RangeTable (a Python list
 numpy array of plain numbers), in timeline order of the range keys. The entries are built
 from it (`entries`); ranges.csv is written from the columns themselves (`csv_columns`: the
 rows api.ranges_rows gives from the entries). The command line forks the CSV writer with
-the table as soon as it is made, so the file is written while this process builds the
-entries (110k emit_nvtx entries: the second core was idle for that half second).
+the table as soon as it is made, and leaves the entries to be made where they are read
+(RangeEntries): the writer of systems.json makes them all, beside; this process only
+those its page and rules read (110k emit_nvtx entries: 0.45 s, for a few hundred read).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +48,25 @@ class RangeTable:
     n: int
     columns: dict[str, list | np.ndarray]
 
-    def entries(self) -> list[RangeEntry]:
-        """The entries, each made once (a second call makes new ones)."""
-        return _entries(self.n, self.columns)
+    def entries(self, rows: list[int] | None = None) -> list[RangeEntry]:
+        """The entries (at the positions `rows` only), each made once (a second call
+        makes new ones)."""
+        if rows is None:
+            return _entries(self.n, self.columns)
+        at = np.asarray(rows, dtype=np.int64)
+        return _entries(len(rows), {f: col[at] if isinstance(col, np.ndarray)
+                                    else [col[i] for i in rows]
+                                    for f, col in self.columns.items()})
+
+    def column(self, field: str) -> list:
+        """One field of every entry, as plain Python values (its default where the
+        table has no column for it)."""
+        if field in self.columns:
+            return _plain(self.columns[field])
+        default = next(f for f in dataclasses.fields(RangeEntry) if f.name == field)
+        if default.default_factory is not dataclasses.MISSING:
+            return [default.default_factory() for _ in range(self.n)]
+        return [default.default] * self.n
 
     def csv_columns(self) -> tuple[list[str], list[list]]:
         """ranges.csv's header and columns: the scalar fields, then the devices joined
@@ -59,6 +77,66 @@ class RangeTable:
                 for f in names]
         devices = [",".join(map(str, d)) for d in self.columns.get("devices", [[]] * self.n)]
         return names + ["devices"], cols + [devices]
+
+
+class RangeEntries(Sequence[RangeEntry]):
+    """A document's range entries, made from their table when they are read: all of them
+    at the first read of the list as a whole (iteration, an index, a slice); `pick` makes
+    only those asked for, and `column` reads a field without making any. The command
+    line's document holds one (systems.measure(lazy=True)): its page and rules read a few
+    hundred of the 110k entries of an emit_nvtx capture, and the writer of systems.json,
+    forked, makes them all. An entry picked is the one the whole list holds later."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, table: RangeTable) -> None:
+        self.table = table
+        self._made: list[RangeEntry] | None = None
+        self._picked: dict[int, RangeEntry] = {}
+
+    def whole(self) -> list[RangeEntry]:
+        """Every entry, made once."""
+        if self._made is None:
+            made = self.table.entries()
+            for i, e in self._picked.items():
+                made[i] = e
+            self._made = made
+        return self._made
+
+    def pick(self, positions: Iterable[int]) -> list[RangeEntry]:
+        """The entries at `positions` (made now, once each)."""
+        at = list(positions)
+        if self._made is not None:
+            return [self._made[i] for i in at]
+        new = sorted({i for i in at if i not in self._picked})
+        self._picked.update(zip(new, self.table.entries(new), strict=True))
+        return [self._picked[i] for i in at]
+
+    def column(self, field: str) -> list:
+        """One field of every entry, without making them."""
+        if self._made is not None:
+            return [getattr(e, field) for e in self._made]
+        if self._picked:
+            values = list(self.table.column(field))
+            for i, e in self._picked.items():
+                values[i] = getattr(e, field)
+            return values
+        return self.table.column(field)
+
+    def __len__(self) -> int:
+        return self.table.n
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        return self.whole()[i]
+
+    def __iter__(self) -> Iterator[RangeEntry]:
+        return iter(self.whole())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"RangeEntries({self.table.n} entries)"
 
 
 def range_table(summary: pd.DataFrame, kernels: pd.DataFrame,

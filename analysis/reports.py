@@ -112,11 +112,11 @@ def _commit(stage: Path, out: Path, kind: str) -> None:
 
 def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
                     opts: argparse.Namespace | None = None,
-                    on_table: Callable[[RangeTable], object] | None = None
-                    ) -> systems.Measured:
+                    on_table: Callable[[RangeTable], object] | None = None,
+                    lazy: bool = False) -> systems.Measured:
     """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys), its GPU
     operations read window by window on `opts.jobs` processes (runners.attribute_file):
-    the measured document, before the rules (`on_table`: as in systems.measure)."""
+    the measured document, before the rules (`on_table`, `lazy`: as in systems.measure)."""
     meta = load_meta(meta_path)
     events = systems.event_list(torch_logs.load(logs)) if logs else None
     opts = opts or argparse.Namespace()
@@ -129,7 +129,7 @@ def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
                                         jobs=getattr(opts, "jobs", None), progress=bar,
                                         events=events, ranks=_several_processes(export))
         export.path = trace
-        return systems.measure(export, meta, events, trace=tr, on_table=on_table)
+        return systems.measure(export, meta, events, trace=tr, on_table=on_table, lazy=lazy)
 
 
 def _several_processes(export: nsys_sqlite.NsysExport) -> bool:
@@ -150,16 +150,17 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
                    opts: argparse.Namespace | None = None, beside: bool = False) -> SystemsDoc:
     """DIR's systems report of one export. With `beside` (the command line's way), forked
     writers work while this process goes on: ranges.csv is written from the range
-    entries' table as soon as it is made (while this process makes the entries), and
-    systems.json's beginning, up to the end of its range list, as soon as the entries
-    are made (while the rules run and the page is written); this process then appends
-    the rest of systems.json: the same files. What was measured is left for the
-    command's exit to free (speed.keep)."""
+    entries' table as soon as it is made, and systems.json's beginning, up to the end of
+    its range list, as soon as the rest is measured, its writer making the entries from
+    the table (this process makes only those its rules and page read:
+    range_table.RangeEntries); this process then appends the rest of systems.json: the
+    same files. What was measured is left for the command's
+    exit to free (speed.keep)."""
     with report_folder(out, "systems") as stage:
         if beside:
             part = stage / RANGES_PART
             with Beside() as fork:
-                measured = measure_systems(trace, meta_path, logs, opts,
+                measured = measure_systems(trace, meta_path, logs, opts, lazy=True,
                                            on_table=lambda t: fork.start(_ranges_csv(stage, t)))
                 if len(measured.doc.ranges) >= JSON_BESIDE_MIN_RANGES:
                     fork.start(lambda: start_json(part, measured.doc, "ranges"))

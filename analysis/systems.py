@@ -10,7 +10,7 @@ trace cannot show, e.g. untraced CUDA graph kernels).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,8 @@ from .documents import (
     SystemsDoc,
     SystemsSource,
     VariantRow,
+    entry_column,
+    entry_pick,
     from_dict,
     to_dict,
 )
@@ -34,7 +36,7 @@ from .levers import add_levers
 from .load.nsys_samples import load_samples
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
-from .range_table import RangeTable, range_table
+from .range_table import RangeEntries, RangeTable, range_table
 from .ranks import compare, export_ranks, rank_row
 
 RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
@@ -85,12 +87,17 @@ def _variant(variant: str, e: RangeEntry, meta: Meta, peak_bw: float | None) -> 
     return row
 
 
-def variant_rows(entries: list[RangeEntry], meta: Meta | None,
+def variant_rows(entries: Sequence[RangeEntry], meta: Meta | None,
                  peak_bw: float | None) -> list[VariantRow]:
-    """Per variant of meta.json: time, kernels and idle per iteration, achieved bandwidth."""
+    """Per variant of meta.json: time, kernels and idle per iteration, achieved bandwidth
+    (from the entries not set apart as warm-up)."""
     if not meta or not meta.ranges:
         return []
-    by_name = {e.name: e for e in entries}
+    wanted = set(meta.ranges.values())
+    names, warm = entry_column(entries, "name"), entry_column(entries, "warmup")
+    at = {name: i for i, (name, w) in enumerate(zip(names, warm, strict=True))
+          if name in wanted and not w}
+    by_name = dict(zip(at, entry_pick(entries, at.values()), strict=True))
     rows = [_variant(v, by_name[p], meta, peak_bw) if p in by_name else
             VariantRow(variant=v, range=p, missing=True) for v, p in meta.ranges.items()]
     base = next((r for r in rows if meta.role(r.variant) == "baseline" and not r.missing),
@@ -155,11 +162,13 @@ class Measured:
 def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
             torch_events: pd.DataFrame | list[dict] | None = None,
             trace: model.Trace | None = None,
-            on_table: Callable[[RangeTable], object] | None = None) -> Measured:
+            on_table: Callable[[RangeTable], object] | None = None,
+            lazy: bool = False) -> Measured:
     """The document's measured part: ranges, variants, notes, kernel summary, op table
     and GPU busy time, no findings (`trace`: the export's attributed trace, when the
     caller already made it; `on_table` is given the range entries' table before the
-    entries are made from it: a writer of the table can start there)."""
+    entries are made from it: a writer of the table can start there; `lazy`: the
+    document's range list is a RangeEntries, its entries made when read)."""
     meta, events = as_meta(meta), event_list(torch_events)
     if trace is None:
         trace = model.attribute(export, watch_paths(meta), events)
@@ -174,10 +183,10 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                         (events or [], trace.warmup))
     if on_table is not None:
         on_table(table)
-    entries = table.entries()
+    entries = RangeEntries(table) if lazy else table.entries()
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
-    variants = variant_rows([e for e in entries if not e.warmup], meta, peak)
+    variants = variant_rows(entries, meta, peak)
     add_first_iterations(variants, trace)
     notes = list(export.notes) + (meta.notes if meta else []) + graph_notes(trace)
     outside = trace.outside
@@ -222,7 +231,7 @@ def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],
               trace: model.Trace) -> list:
     """The systems rules, once per process (ranges of different processes never meet in
     a rule); with several processes each finding says which one."""
-    pids = sorted({e.pid for e in doc.ranges if e.pid is not None})
+    pids = sorted({p for p in entry_column(doc.ranges, "pid") if p is not None})
     if len(pids) <= 1:
         return rules.run("systems", rules.Context(meta=meta, events=events, systems=doc,
                                                   trace=trace))

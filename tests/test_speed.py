@@ -140,9 +140,10 @@ SIDE_BY_SIDE = ["train_step_user/trace", "battery/dynamic_shapes_sampled/trace",
 def test_writers_beside_give_the_files_written_in_turn(tmp_path: Path, name: str,
                                                        monkeypatch) -> None:
     """The command line's way (ranges.csv from the range table and systems.json's range
-    list from forked writers, the rest appended here) writes the same bytes as writing
-    everything in turn from the document (emit_nvtx names, CPU samples, warm-up
-    instances set apart, two processes)."""
+    list from forked writers, the rest appended here; the page and rules reading the
+    entries they need, made on demand) writes the same bytes as writing everything in
+    turn from the document (emit_nvtx names, CPU samples, warm-up instances set apart,
+    two processes)."""
     folder = DATA / name.rsplit("/", 1)[0]
     trace = DATA / f"{name}.sqlite"
     meta = folder / "meta.json" if trace.name == "trace.sqlite" else None

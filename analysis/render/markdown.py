@@ -7,11 +7,20 @@ render literally inside table cells.
 
 from __future__ import annotations
 
-from operator import attrgetter
+from collections.abc import Sequence
 
 import numpy as np
 
-from ..documents import Finding, RangeEntry, RankRow, SystemsDoc, VariantRow, top_findings
+from ..documents import (
+    Finding,
+    RangeEntry,
+    RankRow,
+    SystemsDoc,
+    VariantRow,
+    entry_column,
+    entry_pick,
+    top_findings,
+)
 from .text import WIDTH, dur, esc, gbps, num, pct, reflow, table, us
 
 __all__ = ["WIDTH", "dur", "esc", "gbps", "num", "pct", "reflow", "table", "us"]
@@ -64,20 +73,20 @@ around every op) shows the ranges that hold the most kernel time and says how ma
 are in systems.json."""
 
 
-def shown_ranges(doc: SystemsDoc) -> tuple[list[RangeEntry], int]:
+def shown_ranges(doc: SystemsDoc) -> tuple[Sequence[RangeEntry], int]:
     """(ranges to show, in timeline order; how many were left out)."""
     if len(doc.ranges) <= MAX_RANGES:
         return doc.ranges, 0
     top = _most(doc.ranges, "wall_ns", "kernel_time_ns")
-    keep = sorted(top[:MAX_RANGES])
-    return [doc.ranges[i] for i in keep], len(doc.ranges) - MAX_RANGES
+    return entry_pick(doc.ranges, sorted(top[:MAX_RANGES])), len(doc.ranges) - MAX_RANGES
 
 
-def _most(entries: list[RangeEntry], *keys: str | tuple[str, ...]) -> list[int]:
+def _most(entries: Sequence[RangeEntry], *keys: str | tuple[str, ...]) -> list[int]:
     """Positions of `entries` by `keys` descending (a key: a field, or fields summed), the
     first key first, ties in timeline order (numpy's stable sort: 110k emit_nvtx entries
-    sorted with a Python key took 0.1 s)."""
-    columns = [-sum(np.array(list(map(attrgetter(f), entries)), dtype=np.int64)
+    sorted with a Python key took 0.1 s); read as columns (range_table.column: no entry
+    is made for it)."""
+    columns = [-sum(np.array(entry_column(entries, f), dtype=np.int64)
                     for f in ((key,) if isinstance(key, str) else key)) for key in keys]
     return np.lexsort(columns[::-1]).tolist()
 
@@ -103,11 +112,13 @@ def ranges_section(doc: SystemsDoc) -> list[str]:
              "range's wall time during which any GPU operation of the process ran.", ""]
     if not shown:
         return lines + ["The trace holds no NVTX range.", ""]
-    pids = sorted({e.pid or 0 for e in doc.ranges})
+    of = [p or 0 for p in entry_column(doc.ranges, "pid")]
+    pids = sorted(set(of))
     for pid in pids:
         mine = [e for e in shown if (e.pid or 0) == pid]
         if len(pids) > 1:
-            gpus = sorted({d for e in doc.ranges if (e.pid or 0) == pid for d in e.devices})
+            gpus = sorted({d for p, devices in zip(of, entry_column(doc.ranges, "devices"),
+                                                   strict=True) if p == pid for d in devices})
             lines += [f"### Process {pid}" + (f" (GPU {', '.join(map(str, gpus))})"
                                               if gpus else ""), ""]
         body = [[esc(short(e.name)) + (" (warm-up)" if e.warmup else ""),
@@ -154,7 +165,7 @@ def kernels_section(doc: SystemsDoc) -> list[str]:
     lines = ["## Kernels per range", ""]
     top = set(_most(doc.ranges, ("kernel_time_ns", "other_threads_kernel_time_ns")
                     )[:KERNEL_RANGES])
-    shown = [e for i, e in enumerate(doc.ranges) if i in top]
+    shown = entry_pick(doc.ranges, sorted(top))
     left_out = len(doc.ranges) - len(shown)
     for e in shown:
         lines += [f"### {esc(short(e.name))}", ""] + other_threads_line(e)

@@ -8,7 +8,14 @@ exact commands that reproduce it.
 
 from __future__ import annotations
 
-from ..documents import ComputeDoc, SystemsDoc, ordered, top_findings
+from ..documents import (
+    ComputeDoc,
+    SystemsDoc,
+    entry_column,
+    entry_pick,
+    ordered,
+    top_findings,
+)
 from .compute_md import kernels_section as compute_kernels
 from .evidence import evidence_lines
 from .markdown import (
@@ -86,7 +93,10 @@ def where_time_went(doc: SystemsDoc) -> list[str]:
     (wall time, or the span of their GPU work where it ran behind the host) and where the
     largest share of it went (the first finding's range, or the outermost range that took
     the most), with the host part that dominated it when the host was the bound."""
-    roots = [e for e in doc.ranges if "/" not in e.name and not e.warmup]
+    names, warm = entry_column(doc.ranges, "name"), entry_column(doc.ranges, "warmup")
+    roots = entry_pick(doc.ranges, [i for i, (name, w) in enumerate(zip(names, warm,
+                                                                        strict=True))
+                                    if "/" not in name and not w])
     total = sum(e.time_ns for e in roots)
     if not total:
         return []
@@ -94,9 +104,9 @@ def where_time_went(doc: SystemsDoc) -> list[str]:
                    for e in roots), total)
     gpu_bound = busy >= 0.8 * total
     first = next((f for f in ordered(doc.findings) if f.range), None)
-    by = {e.name: e for e in doc.ranges}
-    where = by.get(first.range) if first and first.range in by else \
-        max(roots, key=lambda e: e.time_ns)
+    at = {name: i for i, name in enumerate(names)}
+    where = entry_pick(doc.ranges, [at[first.range]])[0] \
+        if first and first.range in at else max(roots, key=lambda e: e.time_ns)
     share = min(100.0 * where.time_ns / total, 100.0)
     said = (f"GPU busy {pct(100.0 * busy / total)} of {dur(total)}: "
             f"{'GPU-bound' if gpu_bound else 'host-bound'}; {pct(share)} of it in "

@@ -22,6 +22,8 @@ from ..documents import (
     RankRow,
     Severity,
     SystemsDoc,
+    entry_column,
+    entry_pick,
 )
 from ..model import Trace
 from ..ops import WRAPPER
@@ -97,13 +99,13 @@ class Context:
     @cached_property
     def _judged(self) -> tuple[list[RangeEntry], list[str]]:
         ranges = self.systems.ranges if self.systems else []
-        if self.pid is not None:
-            ranges = [e for e in ranges if e.pid == self.pid]
-        names = [e.name for e in ranges]
+        names = entry_column(ranges, "name")
         kept = [not is_op_path(n) or "/" not in n for n in names]
-        if all(kept):
-            return ranges, names
-        return list(compress(ranges, kept)), list(compress(names, kept))
+        if self.pid is not None:
+            kept = [k and p == self.pid for k, p in zip(kept, entry_column(ranges, "pid"),
+                                                         strict=True)]
+        at = list(compress(range(len(names)), kept))
+        return entry_pick(ranges, at), [names[i] for i in at]
 
     @cached_property
     def instance_idle_ns(self) -> np.ndarray:
