@@ -298,7 +298,8 @@ class SystemsDoc:
     """The systems/1 document: per NVTX range, as `nsys stats` counts it, plus findings."""
 
     source: SystemsSource
-    ranges: list[RangeEntry]
+    ranges: list[RangeEntry]      # the command line's: a range_table.RangeEntries (made
+                                  # when read; read it with entry_column and entry_pick)
     variants: list[VariantRow] = field(default_factory=list)
     run: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)

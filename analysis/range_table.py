@@ -59,10 +59,11 @@ class RangeTable:
                                     for f, col in self.columns.items()})
 
     def column(self, field: str) -> list:
-        """One field of every entry, as plain Python values (its default where the
-        table has no column for it)."""
+        """One field of every entry, as plain Python values in a list of its own (its
+        default where the table has no column for it)."""
         if field in self.columns:
-            return _plain(self.columns[field])
+            col = self.columns[field]
+            return col.tolist() if isinstance(col, np.ndarray) else list(col)
         default = next(f for f in dataclasses.fields(RangeEntry) if f.name == field)
         if default.default_factory is not dataclasses.MISSING:
             return [default.default_factory() for _ in range(self.n)]
@@ -117,7 +118,7 @@ class RangeEntries(Sequence[RangeEntry]):
         if self._made is not None:
             return [getattr(e, field) for e in self._made]
         if self._picked:
-            values = list(self.table.column(field))
+            values = self.table.column(field)
             for i, e in self._picked.items():
                 values[i] = getattr(e, field)
             return values
