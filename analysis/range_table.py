@@ -48,11 +48,14 @@ class RangeTable:
     n: int
     columns: dict[str, list | np.ndarray]
 
-    def entries(self, rows: list[int] | None = None) -> list[RangeEntry]:
-        """The entries (at the positions `rows` only), each made once (a second call
-        makes new ones)."""
+    def entries(self, rows: slice | list[int] | None = None) -> list[RangeEntry]:
+        """The entries (of `rows` only: a slice, or positions), each made once (a second
+        call makes new ones)."""
         if rows is None:
             return _entries(self.n, self.columns)
+        if isinstance(rows, slice):
+            return _entries(len(range(self.n)[rows]),
+                            {f: col[rows] for f, col in self.columns.items()})
         at = np.asarray(rows, dtype=np.int64)
         return _entries(len(rows), {f: col[at] if isinstance(col, np.ndarray)
                                     else [col[i] for i in rows]
@@ -82,8 +85,10 @@ class RangeTable:
 
 class RangeEntries(Sequence[RangeEntry]):
     """A document's range entries, made from their table when they are read: all of them
-    at the first read of the list as a whole (iteration, an index, a slice); `pick` makes
-    only those asked for, and `column` reads a field without making any. The command
+    at the first read of the list as a whole (iteration, an index); a slice makes its
+    entries (not kept: the writer of systems.json reads the list slice by slice, the heap
+    of one slice reused by the next), `pick` makes only those asked for (kept), and
+    `column` reads a field without making any. The command
     line's document holds one (systems.measure(lazy=True)): its page and rules read a few
     hundred of the 110k entries of an emit_nvtx capture, and the writer of systems.json,
     forked, makes them all. An entry picked is the one the whole list holds later."""
@@ -128,7 +133,14 @@ class RangeEntries(Sequence[RangeEntry]):
         return self.table.n
 
     def __getitem__(self, i):  # type: ignore[no-untyped-def]
-        return self.whole()[i]
+        if not isinstance(i, slice) or self._made is not None:
+            return self.whole()[i]
+        made = self.table.entries(i)         # a slice of a list not made: made, not kept
+        at = range(self.table.n)[i]
+        for j, e in self._picked.items():
+            if j in at:
+                made[at.index(j)] = e
+        return made
 
     def __iter__(self) -> Iterator[RangeEntry]:
         return iter(self.whole())

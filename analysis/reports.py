@@ -31,7 +31,7 @@ import numpy as np
 
 from . import compute, runners, systems
 from .api import dataclass_rows, ranges_rows, text_columns
-from .documents import ComputeDoc, RangeEntry, SystemsDoc
+from .documents import ComputeDoc, RangeEntry, SystemsDoc, SystemsSource
 from .errors import InputError
 from .io import (
     finish_json,
@@ -48,7 +48,7 @@ from .io import (
 )
 from .load import ncu_csv, nsys_sqlite, torch_logs
 from .progress import progress_bar
-from .range_table import RangeTable
+from .range_table import RangeEntries, RangeTable
 from .ranks import rank_of
 from .render import plots
 from .render.compute_md import render_compute
@@ -112,7 +112,7 @@ def _commit(stage: Path, out: Path, kind: str) -> None:
 
 def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
                     opts: argparse.Namespace | None = None,
-                    on_table: Callable[[RangeTable], object] | None = None,
+                    on_table: Callable[[RangeTable, SystemsSource], object] | None = None,
                     lazy: bool = False) -> systems.Measured:
     """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys), its GPU
     operations read window by window on `opts.jobs` processes (runners.attribute_file):
@@ -150,20 +150,18 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
                    opts: argparse.Namespace | None = None, beside: bool = False) -> SystemsDoc:
     """DIR's systems report of one export. With `beside` (the command line's way), forked
     writers work while this process goes on: ranges.csv is written from the range
-    entries' table as soon as it is made, and systems.json's beginning, up to the end of
-    its range list, as soon as the rest is measured, its writer making the entries from
-    the table (this process makes only those its rules and page read:
-    range_table.RangeEntries); this process then appends the rest of systems.json: the
-    same files. What was measured is left for the command's
-    exit to free (speed.keep)."""
+    entries' table as soon as it is made, and so is systems.json's beginning, up to the
+    end of its range list, its writer making the entries from the table (this process
+    makes only those its rules and page read: range_table.RangeEntries); this process
+    then appends the rest of systems.json: the same files. What was measured is left for
+    the command's exit to free (speed.keep)."""
     with report_folder(out, "systems") as stage:
         if beside:
             part = stage / RANGES_PART
             with Beside() as fork:
                 measured = measure_systems(trace, meta_path, logs, opts, lazy=True,
-                                           on_table=lambda t: fork.start(_ranges_csv(stage, t)))
-                if len(measured.doc.ranges) >= JSON_BESIDE_MIN_RANGES:
-                    fork.start(lambda: start_json(part, measured.doc, "ranges"))
+                                           on_table=lambda t, source: _beside(
+                                               fork, stage, t, source))
                 doc = systems.judge(measured)
                 write_tables(stage, doc, ranges=False)
                 _systems_page(stage, doc)
@@ -184,6 +182,16 @@ below, their JSON takes less than a fork and its copied pages cost (about 3 us e
 
 RANGES_PART = ".systems.json.part"
 """systems.json's beginning as a writer beside wrote it (finish_json completes it)."""
+
+
+def _beside(fork: Beside, stage: Path, table: RangeTable, source: SystemsSource) -> None:
+    """Fork the writers of the range table: systems.json's beginning up to the end of its
+    range list (from JSON_BESIDE_MIN_RANGES entries: the document's first keys are its
+    schema and source, its range list the table's entries), then ranges.csv."""
+    if table.n >= JSON_BESIDE_MIN_RANGES:
+        head = SystemsDoc(source=source, ranges=RangeEntries(table))
+        fork.start(lambda: start_json(stage / RANGES_PART, head, "ranges"))
+    fork.start(_ranges_csv(stage, table))
 
 
 def _ranges_csv(stage: Path, table: RangeTable) -> Callable[[], object]:

@@ -162,12 +162,13 @@ class Measured:
 def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
             torch_events: pd.DataFrame | list[dict] | None = None,
             trace: model.Trace | None = None,
-            on_table: Callable[[RangeTable], object] | None = None,
+            on_table: Callable[[RangeTable, SystemsSource], object] | None = None,
             lazy: bool = False) -> Measured:
     """The document's measured part: ranges, variants, notes, kernel summary, op table
     and GPU busy time, no findings (`trace`: the export's attributed trace, when the
-    caller already made it; `on_table` is given the range entries' table before the
-    entries are made from it: a writer of the table can start there; `lazy`: the
+    caller already made it; `on_table` is given the range entries' table and the
+    document's source (what its JSON begins with) before the entries are made from it
+    and the rest is measured: writers of the table can start there; `lazy`: the
     document's range list is a RangeEntries, its entries made when read)."""
     meta, events = as_meta(meta), event_list(torch_events)
     if trace is None:
@@ -181,8 +182,12 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                         trace.key_devices, host.copy_table(trace),
                         host.hot_frames(trace, load_samples(export.path)),
                         (events or [], trace.warmup))
+    source = SystemsSource(path=str(export.path),
+                           export_schema_version=export.export_schema_version,
+                           nsys_version=export.product_version,
+                           gpus=[Gpu(**g) for g in export.gpus])
     if on_table is not None:
-        on_table(table)
+        on_table(table, source)
     entries = RangeEntries(table) if lazy else table.entries()
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
@@ -194,11 +199,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         notes.append(f"{outside} kernel launch(es) lie outside every NVTX range "
                      "(warm-up, compilation or unannotated code); they are in no range.")
     doc = SystemsDoc(
-        source=SystemsSource(path=str(export.path),
-                             export_schema_version=export.export_schema_version,
-                             nsys_version=export.product_version,
-                             gpus=[Gpu(**g) for g in export.gpus]),
-        ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes,
+        source=source, ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes,
         ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
         gpu_busy=summary.gpu_busy(trace.devices),
         copies=host.copy_summary(trace.copy_names))

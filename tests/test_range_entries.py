@@ -47,9 +47,10 @@ def test_a_lazy_document_is_the_document_and_its_page_makes_few_entries(export) 
 
 def test_picked_entries_are_the_ones_the_list_holds(export) -> None:
     """An entry picked, then changed, is the one every later read sees: by column, picked
-    again, in the whole list; entries not picked equal those made at once."""
+    again, in a slice, in the whole list; entries not picked equal those made at once (a
+    slice of the list not yet made is made for the reader and not kept)."""
     table = []
-    systems.measure(export, on_table=table.append)
+    systems.measure(export, on_table=lambda t, _: table.append(t))
     entries = RangeEntries(table[0])
     full = table[0].entries()
     assert column(entries, "name") == [e.name for e in full]
@@ -58,6 +59,8 @@ def test_picked_entries_are_the_ones_the_list_holds(export) -> None:
     assert pick(entries, [1])[0] is first
     first.wall_ns = -1
     assert column(entries, "wall_ns")[1] == -1 and table[0].column("wall_ns")[1] != -1
+    assert entries[0:4][1] is first and entries[2:4] == full[2:4]
+    assert entries[0:4][0] is not entries[0:4][0] and entries._made is None
     assert entries[1] is first and entries[3] is third
     assert entries == [dataclasses.replace(full[1], wall_ns=-1) if i == 1 else e
                        for i, e in enumerate(full)]
@@ -65,11 +68,13 @@ def test_picked_entries_are_the_ones_the_list_holds(export) -> None:
 
 
 def test_a_tables_rows_make_the_entries_it_makes_whole(export) -> None:
-    """Entries made for some positions equal those the whole table makes there."""
+    """Entries made for a slice or for positions equal those the whole table makes
+    there."""
     table = []
-    systems.measure(export, on_table=table.append)
+    systems.measure(export, on_table=lambda t, _: table.append(t))
     full = table[0].entries()
     n = len(full)
+    assert table[0].entries(slice(5, n - 5)) == full[5:n - 5]
     at = [n - 1, 0, n // 2]
     assert table[0].entries(at) == [full[i] for i in at]
     assert table[0].column("hot") == [e.hot for e in full]

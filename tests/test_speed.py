@@ -169,7 +169,7 @@ def test_range_table_gives_the_entries_and_csv_rows_of_the_document() -> None:
     from analysis.load import nsys_sqlite
     captured = []
     export = nsys_sqlite.load(DATA / "battery" / "dynamic_shapes_sampled" / "trace.sqlite")
-    doc = systems.measure(export, on_table=captured.append).doc
+    doc = systems.measure(export, on_table=lambda t, _: captured.append(t)).doc
     (table,) = captured
     assert table.entries() == doc.ranges
     header, columns = table.csv_columns()
