@@ -75,11 +75,9 @@ class RangeTable:
     def csv_columns(self) -> tuple[list[str], list[list]]:
         """ranges.csv's header and columns: the scalar fields, then the devices joined
         by commas (api.ranges_rows gives the same rows from the entries)."""
-        defaults = {f.name: f.default for f in dataclasses.fields(RangeEntry)}
         names = scalars()
-        cols = [_plain(self.columns[f]) if f in self.columns else [defaults[f]] * self.n
-                for f in names]
-        devices = [",".join(map(str, d)) for d in self.columns.get("devices", [[]] * self.n)]
+        cols = [self.column(f) for f in names]
+        devices = [",".join(map(str, d)) for d in self.column("devices")]
         return names + ["devices"], cols + [devices]
 
 
@@ -103,10 +101,7 @@ class RangeEntries(Sequence[RangeEntry]):
     def whole(self) -> list[RangeEntry]:
         """Every entry, made once."""
         if self._made is None:
-            made = self.table.entries()
-            for i, e in self._picked.items():
-                made[i] = e
-            self._made = made
+            self._made = self[:]               # (the entries picked already among them)
         return self._made
 
     def pick(self, positions: Iterable[int]) -> list[RangeEntry]:

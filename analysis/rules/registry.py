@@ -102,7 +102,7 @@ class Context:
         """The outermost ranges' time (RangeEntry.time_ns), of this process, read as
         columns (emit_nvtx op ranges at the top of the autograd thread among them)."""
         ranges = self.systems.ranges if self.systems else []
-        return sum(max(w, g) for name, p, w, g in zip(
+        return sum(RangeEntry.time_of(w, g) for name, p, w, g in zip(
             entry_column(ranges, "name"), entry_column(ranges, "pid"),
             entry_column(ranges, "wall_ns"), entry_column(ranges, "gpu_span_ns"), strict=True)
             if "/" not in name and (self.pid is None or p == self.pid))
