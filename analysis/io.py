@@ -7,7 +7,10 @@ folder and renamed, so an interrupted run never leaves half a report.
 from __future__ import annotations
 
 import csv
+import ctypes
+import functools
 import io
+import itertools
 import json
 import lzma
 import os
@@ -53,6 +56,46 @@ def atomic_path(path: Path, suffix: str = "") -> Iterator[Path]:
         raise
 
 
+RENAME_EXCHANGE = 2
+"""renameat2's flag that swaps two existing names in one step (Linux 3.15+, glibc 2.28+)."""
+
+
+def replace_file(new: Path, target: Path) -> None:
+    """os.replace(new, target), leaving the old file at `new` where it was swapped in: the
+    caller removes it (a report's staging folder is removed after its commit).
+
+    Where the kernel swaps the two names in one step (renameat2 with RENAME_EXCHANGE), it
+    does: as atomic as a rename (a reader sees the old file or the new one), and on ext4
+    without what a rename over an existing file sets off, the new file's blocks allocated
+    and its writeback started there and then (auto_da_alloc: 75 ms for a 168 MB
+    systems.json on the 2-core CPU machine, against 0.1 ms). Elsewhere (no such call, a
+    file system that cannot swap, a folder or no file at either name) it is os.replace."""
+    if (new.is_file() and target.is_file() and not target.is_symlink()
+            and _swapped(new, target)):
+        return
+    os.replace(new, target)
+
+
+def _swapped(a: Path, b: Path) -> bool:
+    """Whether renameat2 swapped `a` and `b` (False where it is missing or refused)."""
+    call = _renameat2()
+    at_cwd = -100                                  # AT_FDCWD: paths relative to the cwd
+    return call is not None and call(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b),
+                                     RENAME_EXCHANGE) == 0
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    try:
+        call = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                     ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
+
+
 def _replace_atomically(path: Path, fill: Callable[[IO[bytes]], object]) -> None:
     """Have `fill` write a temporary file in `path`'s folder, then rename it to `path`."""
     with atomic_path(path) as tmp, tmp.open("wb") as fh:
@@ -91,22 +134,32 @@ def write_csv_atomic(path: Path, columns: list[str], rows: Iterable[Iterable[Any
 
 def write_csv_columns(path: Path, header: list[str], columns: list[list],
                       text: Collection[int]) -> None:
-    """A table given column by column (`text`: as in write_csv_atomic), written as the csv
-    module writes it: each text column quoted once, as a column (one of numbers or of
-    None only, as it is), then one format string per row, made in C (numbers by str;
-    for floats that is repr, what csv writes)."""
+    """A table given column by column (`text`: as in write_csv_atomic): write_csv_blocks
+    with one block."""
+    write_csv_blocks(path, header, [columns], text)
+
+
+def write_csv_blocks(path: Path, header: list[str], blocks: Iterable[list[list]],
+                     text: Collection[int]) -> None:
+    """A table given as blocks of rows, each block column by column (`text`: as in
+    write_csv_atomic), written as the csv module writes it: each text column of a block
+    quoted once, as a column (one of numbers or of None only, as it is), then one format
+    string per row, made in C (numbers by str; for floats that is repr, what csv
+    writes). A block is written and freed before the next is made: 110k range rows made
+    at once were 120 MB of new pages in the writer (30k page faults)."""
     if len(header) < 2:
-        write_csv_atomic(path, header, zip(*columns, strict=True))
+        rows = (row for cols in blocks for row in zip(*cols, strict=True))
+        write_csv_atomic(path, header, rows)
         return
-    cols = [_text_column(c) if i in text else c for i, c in enumerate(columns)]
-    line = ",".join(["%s"] * len(cols)) + "\n"
+    line = ",".join(["%s"] * len(header)) + "\n"
 
     def fill(fh: IO[bytes]) -> None:
-        out = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        out = io.StringIO()
         csv.writer(out, lineterminator="\n").writerow(header)
-        out.writelines(map(line.__mod__, zip(*cols, strict=True)))
-        out.flush()
-        out.detach()
+        fh.write(out.getvalue().encode("utf-8"))
+        for columns in blocks:
+            cols = [_text_column(c) if i in text else c for i, c in enumerate(columns)]
+            fh.write("".join(map(line.__mod__, zip(*cols, strict=True))).encode("utf-8"))
 
     _replace_atomically(path, fill)
 
@@ -148,9 +201,10 @@ def start_json(part: Path, doc: object, key: str) -> None:
     list at `key` (jsoncodec.split_at, list_body); finish_json completes it with the rest
     of the final document."""
     head, _ = split_at(doc, key)
+    pieces = itertools.chain(head, list_body(getattr(doc, key), key), [b"\n  ]"])
     with part.open("wb") as fh:
-        for piece in [*head, *list_body(getattr(doc, key), key), b"\n  ]"]:
-            fh.write(piece)
+        for piece in pieces:      # a batch at a time, its heap reused by the next (a list
+            fh.write(piece)       # of every piece held 168 MB of new pages: 40k faults)
 
 
 def finish_json(part: Path, path: Path, doc: object, key: str) -> bool:

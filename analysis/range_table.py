@@ -3,7 +3,8 @@
 Every field of documents.RangeEntry is one column of a RangeTable (a Python list, or a
 numpy array of plain numbers), in timeline order of the range keys. The entries are built
 from it (`entries`); ranges.csv is written from the columns themselves (`csv_columns`: the
-rows api.ranges_rows gives from the entries). The command line forks the CSV writer with
+rows api.ranges_rows gives from the entries; `csv_blocks`, a block of rows at a time, is
+how the writer reads them). The command line forks the CSV writer with
 the table as soon as it is made, and leaves the entries to be made where they are read
 (RangeEntries): the writer of systems.json makes them all, beside; this process only
 those its page and rules read (110k emit_nvtx entries: 0.45 s, for 21 read).
@@ -30,6 +31,9 @@ ENTRY_COLUMNS = {"path": "name", "domain": "domain", "pid": "pid", "instances": 
                  "wall_median_ns": "wall_median_ns"}
 """Columns of the range summary (ranges.summarize) -> the RangeEntry fields they fill."""
 
+CSV_BLOCK = 2048
+"""Rows of ranges.csv made at a time (RangeTable.csv_blocks)."""
+
 WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
 
 
@@ -38,6 +42,11 @@ def scalars() -> list[str]:
     `devices`)."""
     return [f.name for f in dataclasses.fields(RangeEntry)
             if f.default_factory is dataclasses.MISSING]
+
+
+def csv_header() -> list[str]:
+    """ranges.csv's columns: the scalar fields, then `devices`."""
+    return [*scalars(), "devices"]
 
 
 @dataclass
@@ -61,24 +70,30 @@ class RangeTable:
                                     else [col[i] for i in rows]
                                     for f, col in self.columns.items()})
 
-    def column(self, field: str) -> list:
-        """One field of every entry, as plain Python values in a list of its own (its
-        default where the table has no column for it)."""
+    def column(self, field: str, rows: slice = slice(None)) -> list:
+        """One field of every entry (of `rows` only), as plain Python values in a list of
+        its own (its default where the table has no column for it)."""
         if field in self.columns:
-            col = self.columns[field]
+            col = self.columns[field][rows]
             return col.tolist() if isinstance(col, np.ndarray) else list(col)
+        n = len(range(self.n)[rows])
         default = next(f for f in dataclasses.fields(RangeEntry) if f.name == field)
         if default.default_factory is not dataclasses.MISSING:
-            return [default.default_factory() for _ in range(self.n)]
-        return [default.default] * self.n
+            return [default.default_factory() for _ in range(n)]
+        return [default.default] * n
 
-    def csv_columns(self) -> tuple[list[str], list[list]]:
-        """ranges.csv's header and columns: the scalar fields, then the devices joined
-        by commas (api.ranges_rows gives the same rows from the entries)."""
-        names = scalars()
-        cols = [self.column(f) for f in names]
-        devices = [",".join(map(str, d)) for d in self.column("devices")]
-        return names + ["devices"], cols + [devices]
+    def csv_columns(self, rows: slice = slice(None)) -> tuple[list[str], list[list]]:
+        """ranges.csv's header and columns (of `rows` only): the scalar fields, then the
+        devices joined by commas (api.ranges_rows gives the same rows from the
+        entries)."""
+        cols = [self.column(f, rows) for f in scalars()]
+        devices = [",".join(map(str, d)) for d in self.column("devices", rows)]
+        return csv_header(), cols + [devices]
+
+    def csv_blocks(self, size: int = CSV_BLOCK) -> Iterator[list[list]]:
+        """csv_columns' columns, `size` rows at a time (io.write_csv_blocks)."""
+        for at in range(0, self.n, size):
+            yield self.csv_columns(slice(at, at + size))[1]
 
 
 class RangeEntries(Sequence[RangeEntry]):

@@ -39,16 +39,17 @@ from .io import (
     load_meta,
     ncu_rep_to_csv,
     nsys_rep_to_sqlite,
+    replace_file,
     start_json,
     write_atomic,
     write_csv_atomic,
-    write_csv_columns,
+    write_csv_blocks,
     write_json_atomic,
     write_png,
 )
 from .load import ncu_csv, nsys_sqlite, torch_logs
 from .progress import progress_bar
-from .range_table import RangeEntries, RangeTable
+from .range_table import RangeEntries, RangeTable, csv_header
 from .ranks import rank_of
 from .render import plots
 from .render.compute_md import render_compute
@@ -101,11 +102,11 @@ def _commit(stage: Path, out: Path, kind: str) -> None:
         for old in out.iterdir():
             if old.name not in written and owned(kind, old.name, old.is_dir()):
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
-        for new in stage.iterdir():
+        for new in list(stage.iterdir()):
             target = out / new.name
             if new.is_dir() and target.is_dir():
                 shutil.rmtree(target)
-            os.replace(new, target)
+            replace_file(new, target)     # (an old file swapped in: removed with the stage)
     finally:
         os.close(fd)                          # closing releases the lock
 
@@ -198,9 +199,9 @@ def _ranges_csv(stage: Path, table: RangeTable) -> Callable[[], object]:
     """ranges.csv written from the range entries' table (nothing when it is empty)."""
     def write() -> None:
         if table.n:
-            header, columns = table.csv_columns()
-            write_csv_columns(stage / "ranges.csv", header, columns,
-                              text_columns(RangeEntry, header))
+            header = csv_header()
+            write_csv_blocks(stage / "ranges.csv", header, table.csv_blocks(),
+                             text_columns(RangeEntry, header))
     return write
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from analysis import api, reports, speed
 from analysis.documents import RangeEntry, SystemsDoc
-from analysis.io import finish_json, write_csv_atomic, write_csv_columns
+from analysis.io import finish_json, write_csv_atomic, write_csv_blocks, write_csv_columns
 from analysis.ops import WRAPPER
 from analysis.rules.registry import is_op_path, user_path
 from tests.conftest import DATA
@@ -58,6 +58,9 @@ def test_rows_formatted_here_are_the_csv_modules_bytes(tmp_path_factory, rows, n
     write_csv_atomic(path, columns, rows, text)
     assert path.read_bytes() == _csv_module(columns, rows)
     write_csv_columns(path, columns, [list(c) for c in zip(*rows, strict=True)] or [[]] * 4, text)
+    assert path.read_bytes() == _csv_module(columns, rows)
+    blocks = [[list(c) for c in zip(*rows[i:i + 3], strict=True)] for i in range(0, len(rows), 3)]
+    write_csv_blocks(path, columns, blocks, text)         # a block of text, the next of None
     assert path.read_bytes() == _csv_module(columns, rows)
 
 
@@ -174,6 +177,9 @@ def test_range_table_gives_the_entries_and_csv_rows_of_the_document() -> None:
     assert table.entries() == doc.ranges
     header, columns = table.csv_columns()
     assert (header, list(zip(*columns, strict=True))) == api.ranges_rows(doc)
+    blocks = list(table.csv_blocks(1))
+    assert len(blocks) == table.n > 1
+    assert [sum((b[i] for b in blocks), []) for i in range(len(header))] == columns
     assert any(e.cpu_samples for e in doc.ranges)
 
 
@@ -192,3 +198,22 @@ def test_a_document_finished_from_a_written_beginning_is_the_whole(tmp_path: Pat
     other = dataclasses.replace(doc, source=dataclasses.replace(doc.source, path="elsewhere"))
     assert not finish_json(part, tmp_path / "other.json", other, "ranges")
     assert not part.exists() and not (tmp_path / "other.json").exists()
+
+
+def test_a_beginning_is_written_as_its_batches_are_made(tmp_path: Path, emit_nvtx_doc,
+                                                        monkeypatch) -> None:
+    """start_json writes each piece of the range list before the next is made (the
+    pieces of a 110k-range list, held together, were 168 MB of new pages)."""
+    from analysis import io as aio
+    part = tmp_path / "part"
+    piece = b"x" * 100_000                     # beyond the file's buffer: written through
+    seen = []
+
+    def body(items, key):
+        for _ in range(3):
+            yield piece
+            seen.append(part.stat().st_size)
+
+    monkeypatch.setattr(aio, "list_body", body)
+    aio.start_json(part, emit_nvtx_doc, "ranges")
+    assert seen[0] >= len(piece) and seen[1] >= seen[0] + len(piece)
