@@ -11,8 +11,6 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from tqdm import tqdm
-
 DELAY_S = 2.0
 
 
@@ -23,6 +21,7 @@ def progress_bar(desc: str, wanted: bool | None) -> Iterator[Callable[[int, int]
     if not show:
         yield lambda done, total: None
         return
+    from tqdm import tqdm             # only where a bar may show (11 ms of each start)
     bars: list = []                   # made at the first call, when the total is known
 
     def update(done: int, total: int) -> None:
