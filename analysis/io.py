@@ -196,40 +196,61 @@ def write_json_atomic(path: Path, doc: object) -> None:
     _replace_atomically(path, lambda fh: dump_json(doc, fh))
 
 
-def start_json(part: Path, doc: object, key: str) -> None:
+def start_json(part: Path, doc: object, key: str, rows: range | None = None) -> None:
     """Write the beginning of `doc`'s JSON into `part`: up to and including its top-level
     list at `key` (jsoncodec.split_at, list_body); finish_json completes it with the rest
-    of the final document."""
-    head, _ = split_at(doc, key)
-    pieces = itertools.chain(head, list_body(getattr(doc, key), key), [b"\n  ]"])
+    of the final document. With `rows`, only that part of the list: its head where it
+    begins the list, its closing where it ends it (finish_json joins the parts)."""
+    items = getattr(doc, key)
+    rows = range(len(items)) if rows is None else rows
+    head = split_at(doc, key)[0] if rows.start == 0 else []
+    close = [b"\n  ]"] if rows.stop == len(items) else []
+    pieces = itertools.chain(head, list_body(items, key, rows), close)
     with part.open("wb") as fh:
         for piece in pieces:      # a batch at a time, its heap reused by the next (a list
             fh.write(piece)       # of every piece held 168 MB of new pages: 40k faults)
 
 
-def finish_json(part: Path, path: Path, doc: object, key: str) -> bool:
-    """Append the rest of `doc`'s JSON (what follows its list at `key`) to what
-    start_json wrote into `part` and rename it to `path`: to_json_bytes(doc), where
-    `part`'s beginning is doc's own and its list the one start_json was given. False
-    (`part` removed, nothing written) when the beginning differs or orjson refuses a
-    value."""
+def finish_json(parts: list[Path], path: Path, doc: object, key: str) -> bool:
+    """Join what start_json wrote into `parts` (the list's parts in order, the first with
+    the document's beginning), append the rest of `doc`'s JSON (what follows its list at
+    `key`) and rename the whole to `path`: to_json_bytes(doc), where the beginning is
+    doc's own and the list the one start_json was given. False (the parts removed,
+    nothing written) when the beginning differs or orjson refuses a value."""
     try:
         head, tail = split_at(doc, key)
+        head_bytes = b"".join(bytes(p) for p in head)
     except TypeError:                  # orjson.JSONEncodeError is a TypeError
-        part.unlink()
-        return False
-    head_bytes = b"".join(bytes(p) for p in head)
-    with part.open("r+b") as fh:
-        same = fh.read(len(head_bytes)) == head_bytes
+        head_bytes, tail = None, []
+    with parts[0].open("r+b", buffering=0) as fh:
+        same = head_bytes is not None and fh.read(len(head_bytes)) == head_bytes
         fh.seek(0, os.SEEK_END)
+        for other in parts[1:] if same else []:
+            _append(fh, other)
         for piece in tail if same else []:
             fh.write(piece)
+    for other in parts[1:]:
+        other.unlink()
     if not same:
-        part.unlink()
+        parts[0].unlink()
         return False
-    os.chmod(part, _plain_mode())
-    os.replace(part, path)
+    os.chmod(parts[0], _plain_mode())
+    os.replace(parts[0], path)
     return True
+
+
+def _append(fh: IO[bytes], source: Path) -> None:
+    """Append `source`'s bytes to the unbuffered file `fh`: copied by the kernel
+    (os.copy_file_range, nothing read into this process), by a plain copy where the
+    file system or platform cannot."""
+    with source.open("rb") as src:
+        left = os.fstat(src.fileno()).st_size
+        try:
+            while left > 0 and (n := os.copy_file_range(src.fileno(), fh.fileno(), left)):
+                left -= n
+        except (AttributeError, OSError):      # no such call, or not between these files
+            fh.seek(0, os.SEEK_END)
+            shutil.copyfileobj(src, fh)
 
 
 def unpack_xz(root: Path) -> list[Path]:

@@ -155,14 +155,18 @@ def _opening(key: str) -> bytes:
     return b"\n  " + orjson.dumps(key) + b": ["
 
 
-def list_body(items: list, key: str) -> Iterator[bytes | memoryview]:
+def list_body(items: Sequence, key: str, rows: range | None = None
+              ) -> Iterator[bytes | memoryview]:
     """What a document's JSON holds between `"key": [` and the `\n  ]` that closes a
-    non-empty top-level list: its items, each batch of STREAM_ITEMS dumped as `{key:
-    batch}` (the same indent) without its braces (io.start_json writes it apart)."""
+    non-empty top-level list: its items (those at `rows` only: that part of it, the
+    comma before them included unless they come first), each batch of STREAM_ITEMS
+    dumped as `{key: batch}` (the same indent) without its braces (io.start_json writes
+    it apart)."""
     skip = len(b"{" + _opening(key))
-    for j in range(0, len(items), STREAM_ITEMS):
-        batch = orjson.dumps({key: items[j:j + STREAM_ITEMS]}, default=_plain,
-                             option=_ORJSON_OPTIONS)
+    rows = range(len(items)) if rows is None else rows
+    for j in range(rows.start, rows.stop, STREAM_ITEMS):
+        batch = orjson.dumps({key: items[j:min(j + STREAM_ITEMS, rows.stop)]},
+                             default=_plain, option=_ORJSON_OPTIONS)
         if j:
             yield b","
         yield from _ascii(memoryview(batch)[skip:-len(b"\n  ]\n}\n")])

@@ -21,7 +21,8 @@ def progress_bar(desc: str, wanted: bool | None) -> Iterator[Callable[[int, int]
     if not show:
         yield lambda done, total: None
         return
-    from tqdm import tqdm             # only where a bar may show (11 ms of each start)
+    from tqdm import tqdm  # here, where a bar may show: 11 ms of every start otherwise
+
     bars: list = []                   # made at the first call, when the total is known
 
     def update(done: int, total: int) -> None:

@@ -8,6 +8,7 @@ import csv
 import dataclasses
 import gc
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -139,19 +140,21 @@ SIDE_BY_SIDE = ["train_step_user/trace", "battery/dynamic_shapes_sampled/trace",
                 "battery/compile_warmup_planted/trace", "ddp_single/trace"]
 
 
+@pytest.mark.parametrize("writers", [1, 3])
 @pytest.mark.parametrize("name", SIDE_BY_SIDE)
 def test_writers_beside_give_the_files_written_in_turn(tmp_path: Path, name: str,
-                                                       monkeypatch) -> None:
+                                                       writers: int, monkeypatch) -> None:
     """The command line's way (ranges.csv from the range table and systems.json's range
-    list from forked writers, the rest appended here; the page and rules reading the
-    entries they need, made on demand) writes the same bytes as writing everything in
-    turn from the document (emit_nvtx names, CPU samples, warm-up instances set apart,
-    two processes)."""
+    list from forked writers, one or several, each a part of the list, the parts joined
+    and the rest appended here; the page and rules reading the entries they need, made on
+    demand) writes the same bytes as writing everything in turn from the document
+    (emit_nvtx names, CPU samples, warm-up instances set apart, two processes)."""
     folder = DATA / name.rsplit("/", 1)[0]
     trace = DATA / f"{name}.sqlite"
     meta = folder / "meta.json" if trace.name == "trace.sqlite" else None
     meta = meta if meta and meta.exists() else None
     monkeypatch.setattr(reports, "JSON_BESIDE_MIN_RANGES", 1)   # its JSON writer too
+    monkeypatch.setattr(reports, "JSON_WRITERS", writers)
     finished = []
     monkeypatch.setattr(reports, "finish_json", lambda *a: finished.append(
         finish_json(*a)) or finished[-1])
@@ -183,21 +186,38 @@ def test_range_table_gives_the_entries_and_csv_rows_of_the_document() -> None:
     assert any(e.cpu_samples for e in doc.ranges)
 
 
+@pytest.mark.parametrize("kernel_copy", [True, False])
 def test_a_document_finished_from_a_written_beginning_is_the_whole(tmp_path: Path,
-                                                                   emit_nvtx_doc) -> None:
-    """start_json's beginning plus finish_json's rest is to_json_bytes; a beginning that
-    is not the document's own is thrown away (False, nothing written)."""
+                                                                   emit_nvtx_doc, monkeypatch,
+                                                                   kernel_copy: bool) -> None:
+    """start_json's beginning, written whole or in parts (joined by the kernel's copy or,
+    where that fails, a plain one), plus finish_json's rest is to_json_bytes; a beginning
+    that is not the document's own is thrown away (False, nothing written, no part
+    left)."""
     from analysis.documents import to_json_bytes
     from analysis.io import start_json
+    if not kernel_copy:
+        monkeypatch.setattr(os, "copy_file_range", _refused, raising=False)
     doc = emit_nvtx_doc
-    part, path = tmp_path / "part", tmp_path / "systems.json"
-    start_json(part, doc, "ranges")
-    assert finish_json(part, path, doc, "ranges")
-    assert path.read_bytes() == to_json_bytes(doc) and not part.exists()
-    start_json(part, doc, "ranges")
+    n = len(doc.ranges)
+    path = tmp_path / "systems.json"
+    for cuts in ([0, n], [0, 1, n - 1, n], [0, n // 2, n]):
+        parts = [tmp_path / f"part{a}" for a in cuts[:-1]]
+        for part, a, b in zip(parts, cuts[:-1], cuts[1:], strict=True):
+            start_json(part, doc, "ranges", range(a, b))
+        assert finish_json(parts, path, doc, "ranges")
+        assert path.read_bytes() == to_json_bytes(doc)
+        assert not any(p.exists() for p in parts)
+    parts = [tmp_path / "a", tmp_path / "b"]
+    start_json(parts[0], doc, "ranges", range(0, 1))
+    start_json(parts[1], doc, "ranges", range(1, n))
     other = dataclasses.replace(doc, source=dataclasses.replace(doc.source, path="elsewhere"))
-    assert not finish_json(part, tmp_path / "other.json", other, "ranges")
-    assert not part.exists() and not (tmp_path / "other.json").exists()
+    assert not finish_json(parts, tmp_path / "other.json", other, "ranges")
+    assert not any(p.exists() for p in parts) and not (tmp_path / "other.json").exists()
+
+
+def _refused(*args: object) -> int:
+    raise OSError(18, "Invalid cross-device link")
 
 
 def test_a_beginning_is_written_as_its_batches_are_made(tmp_path: Path, emit_nvtx_doc,
@@ -209,7 +229,7 @@ def test_a_beginning_is_written_as_its_batches_are_made(tmp_path: Path, emit_nvt
     piece = b"x" * 100_000                     # beyond the file's buffer: written through
     seen = []
 
-    def body(items, key):
+    def body(items, key, rows=None):
         for _ in range(3):
             yield piece
             seen.append(part.stat().st_size)
@@ -217,3 +237,17 @@ def test_a_beginning_is_written_as_its_batches_are_made(tmp_path: Path, emit_nvt
     monkeypatch.setattr(aio, "list_body", body)
     aio.start_json(part, emit_nvtx_doc, "ranges")
     assert seen[0] >= len(piece) and seen[1] >= seen[0] + len(piece)
+
+
+def test_the_range_list_is_cut_for_the_cores_there_are(monkeypatch) -> None:
+    """One writer of systems.json's range list on two cores (they share them with this
+    process and the CSV writer), several on more, each with enough entries; the parts
+    cover the list once, in order."""
+    monkeypatch.setattr(reports.os, "sched_getaffinity", lambda _: set(range(2)))
+    assert reports.json_slices(110_011) == [range(0, 110_011)]
+    assert reports.json_slices(39_999) == []
+    monkeypatch.setattr(reports.os, "sched_getaffinity", lambda _: set(range(16)))
+    cut = reports.json_slices(110_011)
+    assert len(cut) == reports.JSON_WRITERS_MAX
+    assert [i for r in cut for i in r] == list(range(110_011))
+    assert len(reports.json_slices(45_000)) == 2
