@@ -120,16 +120,15 @@ def write_csv_atomic(path: Path, columns: list[str], rows: Iterable[Iterable[Any
         cols = [list(c) for c in zip(*rows, strict=True)] or [[] for _ in columns]
         write_csv_columns(path, columns, cols, text)
         return
+    _replace_atomically(path, lambda fh: _csv_module(fh, itertools.chain([columns], rows)))
 
-    def fill(fh: IO[bytes]) -> None:
-        out = io.TextIOWrapper(fh, encoding="utf-8", newline="")
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
-        out.flush()
-        out.detach()
 
-    _replace_atomically(path, fill)
+def _csv_module(fh: IO[bytes], rows: Iterable[Iterable[Any]]) -> None:
+    """Rows written by the csv module (minimal quoting, "\n" line ends), as UTF-8."""
+    out = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    out.flush()
+    out.detach()
 
 
 def write_csv_columns(path: Path, header: list[str], columns: list[list],
@@ -140,23 +139,23 @@ def write_csv_columns(path: Path, header: list[str], columns: list[list],
 
 
 def write_csv_blocks(path: Path, header: list[str], blocks: Iterable[list[list]],
-                     text: Collection[int]) -> None:
+                     text: Collection[int], with_header: bool = True) -> None:
     """A table given as blocks of rows, each block column by column (`text`: as in
     write_csv_atomic), written as the csv module writes it: each text column of a block
     quoted once, as a column (one of numbers or of None only, as it is), then one format
     string per row, made in C (numbers by str; for floats that is repr, what csv
     writes). A block is written and freed before the next is made: 110k range rows made
-    at once were 120 MB of new pages in the writer (30k page faults)."""
-    if len(header) < 2:
+    at once were 120 MB of new pages in the writer (30k page faults). Without
+    `with_header`: the rows only (a part of a table, join_parts)."""
+    top = [header] if with_header else []
+    if len(header) < 2:                    # one column: the csv module's own quoting
         rows = (row for cols in blocks for row in zip(*cols, strict=True))
-        write_csv_atomic(path, header, rows)
+        _replace_atomically(path, lambda fh: _csv_module(fh, itertools.chain(top, rows)))
         return
     line = ",".join(["%s"] * len(header)) + "\n"
 
     def fill(fh: IO[bytes]) -> None:
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerow(header)
-        fh.write(out.getvalue().encode("utf-8"))
+        _csv_module(fh, top)
         for columns in blocks:
             cols = [_text_column(c) if i in text else c for i, c in enumerate(columns)]
             fh.write("".join(map(line.__mod__, zip(*cols, strict=True))).encode("utf-8"))
@@ -237,6 +236,19 @@ def finish_json(parts: list[Path], path: Path, doc: object, key: str) -> bool:
     os.chmod(parts[0], _plain_mode())
     os.replace(parts[0], path)
     return True
+
+
+def join_parts(parts: list[Path], path: Path) -> None:
+    """Append parts[1:] to parts[0] in order (the kernel's copy, _append) and rename it
+    to `path`; the parts are removed."""
+    with parts[0].open("r+b", buffering=0) as fh:
+        fh.seek(0, os.SEEK_END)
+        for other in parts[1:]:
+            _append(fh, other)
+    for other in parts[1:]:
+        other.unlink()
+    os.chmod(parts[0], _plain_mode())
+    os.replace(parts[0], path)
 
 
 def _append(fh: IO[bytes], source: Path) -> None:

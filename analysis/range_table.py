@@ -90,10 +90,13 @@ class RangeTable:
         devices = [",".join(map(str, d)) for d in self.column("devices", rows)]
         return csv_header(), cols + [devices]
 
-    def csv_blocks(self, size: int = CSV_BLOCK) -> Iterator[list[list]]:
-        """csv_columns' columns, `size` rows at a time (io.write_csv_blocks)."""
-        for at in range(0, self.n, size):
-            yield self.csv_columns(slice(at, at + size))[1]
+    def csv_blocks(self, size: int = CSV_BLOCK, rows: range | None = None
+                   ) -> Iterator[list[list]]:
+        """csv_columns' columns (of `rows` only), `size` rows at a time
+        (io.write_csv_blocks)."""
+        rows = range(self.n) if rows is None else rows
+        for at in range(rows.start, rows.stop, size):
+            yield self.csv_columns(slice(at, min(at + size, rows.stop)))[1]
 
 
 class RangeEntries(Sequence[RangeEntry]):

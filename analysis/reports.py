@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import functools
 import os
 import re
 import shutil
@@ -30,27 +29,26 @@ from pathlib import Path
 
 import numpy as np
 
-from . import compute, runners, systems
+from . import compute, runners, systems, writers
 from .api import dataclass_rows, ranges_rows, text_columns
-from .documents import ComputeDoc, RangeEntry, SystemsDoc, SystemsSource
+from .documents import ComputeDoc, SystemsDoc, SystemsSource
 from .errors import InputError
 from .io import (
     finish_json,
+    join_parts,
     load_json_doc,
     load_meta,
     ncu_rep_to_csv,
     nsys_rep_to_sqlite,
     replace_file,
-    start_json,
     write_atomic,
     write_csv_atomic,
-    write_csv_blocks,
     write_json_atomic,
     write_png,
 )
 from .load import ncu_csv, nsys_sqlite, torch_logs
 from .progress import progress_bar
-from .range_table import RangeEntries, RangeTable, csv_header
+from .range_table import RangeTable
 from .ranks import rank_of
 from .render import plots
 from .render.compute_md import render_compute
@@ -159,15 +157,19 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
     the command's exit to free (speed.keep)."""
     with report_folder(out, "systems") as stage:
         if beside:
-            parts: list[Path] = []
+            parts: list[list[Path]] = []
             with Beside() as fork:
                 measured = measure_systems(trace, meta_path, logs, opts, lazy=True,
                                            on_table=lambda t, source: parts.extend(
-                                               _beside(fork, stage, t, source)))
+                                               writers.start(fork, stage, t, source)))
                 doc = systems.judge(measured)
                 write_tables(stage, doc, ranges=False)
                 _systems_page(stage, doc)
-            if not (parts and finish_json(parts, stage / "systems.json", doc, "ranges")):
+            json_parts, csv_parts = parts or ([], [])
+            if csv_parts:
+                join_parts(csv_parts, stage / "ranges.csv")
+            if not (json_parts and finish_json(json_parts, stage / "systems.json", doc,
+                                               "ranges")):
                 write_json_atomic(stage / "systems.json", doc)
             keep(measured)
         else:
@@ -176,65 +178,6 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
             _systems_files(stage, doc)
     _said(out, "systems", f"{len(doc.ranges)} ranges")
     return doc
-
-
-JSON_BESIDE_MIN_RANGES = 40_000
-"""Range entries from which systems.json's range list is written by a writer beside:
-below, their JSON takes less than a fork and its copied pages cost (about 3 us each)."""
-
-JSON_SLICE_MIN_RANGES = 20_000
-"""Range entries each further writer of systems.json's range list is given at least."""
-
-JSON_WRITERS_MAX = 4
-"""Writers of systems.json's range list at most (each cut of it is joined by a copy)."""
-
-JSON_WRITERS: int | None = None
-"""Writers of systems.json's range list (None: as the cores allow, json_slices)."""
-
-RANGES_PART = ".systems.json.part"
-"""systems.json's beginning as a writer beside wrote it (finish_json completes it)."""
-
-
-def json_slices(n: int) -> list[range]:
-    """How systems.json's range list of `n` entries is cut between writers beside: none
-    below JSON_BESIDE_MIN_RANGES; one per core beyond this process's and the CSV
-    writer's (JSON_WRITERS_MAX at most, each with JSON_SLICE_MIN_RANGES entries at
-    least), one where there are no such cores. On a 2-core machine the writers share
-    them with this process and each other: one writer; on the H200 host's 16 cores, 110k
-    emit_nvtx entries are written by 4, each in a quarter of the time."""
-    if n < JSON_BESIDE_MIN_RANGES:
-        return []
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-        else os.cpu_count() or 1
-    k = min(n, JSON_WRITERS or max(1, min(JSON_WRITERS_MAX, cores - 2,
-                                           n // JSON_SLICE_MIN_RANGES)))
-    cuts = [n * i // k for i in range(k + 1)]
-    return [range(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-
-
-def _beside(fork: Beside, stage: Path, table: RangeTable, source: SystemsSource
-            ) -> list[Path]:
-    """Fork the writers of the range table: systems.json's beginning up to the end of its
-    range list (json_slices: the document's first keys are its schema and source, its
-    range list the table's entries), each part of the list by a writer of its own,
-    then ranges.csv. The parts' files, in order (finish_json joins them)."""
-    head = SystemsDoc(source=source, ranges=RangeEntries(table))
-    parts = []
-    for i, rows in enumerate(json_slices(table.n)):
-        parts.append(stage / f"{RANGES_PART}{i or ''}")
-        fork.start(functools.partial(start_json, parts[-1], head, "ranges", rows))
-    fork.start(_ranges_csv(stage, table))
-    return parts
-
-
-def _ranges_csv(stage: Path, table: RangeTable) -> Callable[[], object]:
-    """ranges.csv written from the range entries' table (nothing when it is empty)."""
-    def write() -> None:
-        if table.n:
-            header = csv_header()
-            write_csv_blocks(stage / "ranges.csv", header, table.csv_blocks(),
-                             text_columns(RangeEntry, header))
-    return write
 
 
 def ranks_report(out: Path, paths: list[Path], opts: argparse.Namespace) -> None:

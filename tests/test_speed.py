@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis import api, reports, speed
+from analysis import writers as speed_writers
 from analysis.documents import RangeEntry, SystemsDoc
 from analysis.io import finish_json, write_csv_atomic, write_csv_blocks, write_csv_columns
 from analysis.ops import WRAPPER
@@ -63,6 +64,22 @@ def test_rows_formatted_here_are_the_csv_modules_bytes(tmp_path_factory, rows, n
     blocks = [[list(c) for c in zip(*rows[i:i + 3], strict=True)] for i in range(0, len(rows), 3)]
     write_csv_blocks(path, columns, blocks, text)         # a block of text, the next of None
     assert path.read_bytes() == _csv_module(columns, rows)
+
+
+@pytest.mark.parametrize("columns,rows", [(["a"], [("",), ("x,y",), (None,), (1,)]),
+                                          (["a", "n"], [("", 1), ('q"', 2.5), (None, 3)])])
+def test_a_table_written_in_parts_joins_to_the_whole(tmp_path: Path, columns, rows) -> None:
+    """A table's rows cut in two files, the header in the first only, join to the csv
+    module's bytes of the whole (one column: the csv module's own quoting of an empty
+    field)."""
+    from analysis.io import join_parts
+    parts = [tmp_path / "p0", tmp_path / "p1"]
+    for part, some, first in ((parts[0], rows[:2], True), (parts[1], rows[2:], False)):
+        block = [list(c) for c in zip(*some, strict=True)]
+        write_csv_blocks(part, columns, [block], [0], with_header=first)
+    join_parts(parts, tmp_path / "t.csv")
+    assert (tmp_path / "t.csv").read_bytes() == _csv_module(columns, rows)
+    assert not parts[0].exists() and not parts[1].exists()
 
 
 def test_text_columns_follow_the_field_types(emit_nvtx_doc: SystemsDoc) -> None:
@@ -153,8 +170,9 @@ def test_writers_beside_give_the_files_written_in_turn(tmp_path: Path, name: str
     trace = DATA / f"{name}.sqlite"
     meta = folder / "meta.json" if trace.name == "trace.sqlite" else None
     meta = meta if meta and meta.exists() else None
-    monkeypatch.setattr(reports, "JSON_BESIDE_MIN_RANGES", 1)   # its JSON writer too
-    monkeypatch.setattr(reports, "JSON_WRITERS", writers)
+    monkeypatch.setattr(speed_writers, "JSON_MIN_RANGES", 1)    # its JSON writers too
+    monkeypatch.setattr(speed_writers, "JSON_WRITERS", writers)
+    monkeypatch.setattr(speed_writers, "CSV_WRITERS", writers)
     finished = []
     monkeypatch.setattr(reports, "finish_json", lambda *a: finished.append(
         finish_json(*a)) or finished[-1])
@@ -239,15 +257,22 @@ def test_a_beginning_is_written_as_its_batches_are_made(tmp_path: Path, emit_nvt
     assert seen[0] >= len(piece) and seen[1] >= seen[0] + len(piece)
 
 
-def test_the_range_list_is_cut_for_the_cores_there_are(monkeypatch) -> None:
-    """One writer of systems.json's range list on two cores (they share them with this
-    process and the CSV writer), several on more, each with enough entries; the parts
-    cover the list once, in order."""
-    monkeypatch.setattr(reports.os, "sched_getaffinity", lambda _: set(range(2)))
-    assert reports.json_slices(110_011) == [range(0, 110_011)]
-    assert reports.json_slices(39_999) == []
-    monkeypatch.setattr(reports.os, "sched_getaffinity", lambda _: set(range(16)))
-    cut = reports.json_slices(110_011)
-    assert len(cut) == reports.JSON_WRITERS_MAX
-    assert [i for r in cut for i in r] == list(range(110_011))
-    assert len(reports.json_slices(45_000)) == 2
+def test_the_tables_are_cut_for_the_cores_there_are(monkeypatch) -> None:
+    """One writer for each file on two cores (they share them with this process), more
+    on more cores, JSON's first, each with enough rows; every cut covers the table once,
+    in order; none for systems.json below its size, none at all for an empty table."""
+    monkeypatch.setattr(speed_writers, "cores", lambda: 2)
+    assert speed_writers.cuts(110_011) == ([range(0, 110_011)], [range(0, 110_011)])
+    assert speed_writers.cuts(39_999) == ([], [range(0, 39_999)])
+    assert speed_writers.cuts(0) == ([], [])
+    monkeypatch.setattr(speed_writers, "cores", lambda: 16)
+    json, csv = speed_writers.cuts(110_011)
+    assert (len(json), len(csv)) == (speed_writers.JSON_WRITERS_MAX,
+                                     speed_writers.CSV_WRITERS_MAX)
+    for cut in (json, csv):
+        assert [i for r in cut for i in r] == list(range(110_011))
+    assert [len(c) for c in speed_writers.cuts(45_000)] == [2, 2]
+    monkeypatch.setattr(speed_writers, "cores", lambda: 4)
+    assert [len(c) for c in speed_writers.cuts(110_011)] == [2, 1]
+    monkeypatch.setattr(speed_writers, "CSV_WRITERS", 5)
+    assert len(speed_writers.cuts(3)[1]) == 3                 # never an empty part
