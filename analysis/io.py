@@ -213,38 +213,34 @@ def start_json(part: Path, doc: object, key: str, rows: range | None = None) -> 
 def finish_json(parts: list[Path], path: Path, doc: object, key: str) -> bool:
     """Join what start_json wrote into `parts` (the list's parts in order, the first with
     the document's beginning), append the rest of `doc`'s JSON (what follows its list at
-    `key`) and rename the whole to `path`: to_json_bytes(doc), where the beginning is
-    doc's own and the list the one start_json was given. False (the parts removed,
-    nothing written) when the beginning differs or orjson refuses a value."""
+    `key`) and rename the whole to `path` (join_parts): to_json_bytes(doc), where the
+    beginning is doc's own and the list the one start_json was given. False (the parts
+    removed, nothing written) when the beginning differs or orjson refuses a value."""
     try:
         head, tail = split_at(doc, key)
-        head_bytes = b"".join(bytes(p) for p in head)
     except TypeError:                  # orjson.JSONEncodeError is a TypeError
-        head_bytes, tail = None, []
-    with parts[0].open("r+b", buffering=0) as fh:
-        same = head_bytes is not None and fh.read(len(head_bytes)) == head_bytes
-        fh.seek(0, os.SEEK_END)
-        for other in parts[1:] if same else []:
-            _append(fh, other)
-        for piece in tail if same else []:
-            fh.write(piece)
-    for other in parts[1:]:
-        other.unlink()
-    if not same:
-        parts[0].unlink()
-        return False
-    os.chmod(parts[0], _plain_mode())
-    os.replace(parts[0], path)
-    return True
+        head, tail = None, []
+    if head is not None:
+        head_bytes = b"".join(bytes(p) for p in head)
+        with parts[0].open("rb") as fh:
+            if fh.read(len(head_bytes)) == head_bytes:
+                join_parts(parts, path, tail)
+                return True
+    for part in parts:
+        part.unlink()
+    return False
 
 
-def join_parts(parts: list[Path], path: Path) -> None:
-    """Append parts[1:] to parts[0] in order (the kernel's copy, _append) and rename it
-    to `path`; the parts are removed."""
+def join_parts(parts: list[Path], path: Path,
+               after: Iterable[bytes | memoryview] = ()) -> None:
+    """Append parts[1:] to parts[0] in order (the kernel's copy, _append), then `after`,
+    and rename it to `path`; the parts are removed."""
     with parts[0].open("r+b", buffering=0) as fh:
         fh.seek(0, os.SEEK_END)
         for other in parts[1:]:
             _append(fh, other)
+        for piece in after:
+            _write_all(fh, piece)
     for other in parts[1:]:
         other.unlink()
     os.chmod(parts[0], _plain_mode())
@@ -262,7 +258,15 @@ def _append(fh: IO[bytes], source: Path) -> None:
                 left -= n
         except (AttributeError, OSError):      # no such call, or not between these files
             fh.seek(0, os.SEEK_END)
-            shutil.copyfileobj(src, fh)
+            while chunk := src.read(1 << 20):
+                _write_all(fh, chunk)
+
+
+def _write_all(fh: IO[bytes], data: bytes | memoryview) -> None:
+    """Write all of `data` to the unbuffered file `fh` (a raw write may take part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[fh.write(view):]
 
 
 def unpack_xz(root: Path) -> list[Path]:
