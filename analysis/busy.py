@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .documents import KernelStat
 from .load.nsys_sqlite import PID_MASK
 from .ranges import expand
 
@@ -127,26 +126,30 @@ def thread_role(name: str | None) -> str | None:
     return None
 
 
-def _thread_kernels(other: pd.DataFrame) -> dict[tuple[int, int], list[KernelStat]]:
+def _thread_kernels(other: pd.DataFrame) -> pd.DataFrame:
     """Per (key, thread): the kernels it launched inside the key's instances, by name,
-    most time first (ties by name)."""
+    most time first (ties by name): key, tid, then KernelStat's fields."""
     g = other.groupby(["key", "global_tid", "name"], as_index=False).agg(
         count=("kernel_count", "sum"), total_ns=("kernel_time_ns", "sum"),
         min_ns=("min_ns", "min"), max_ns=("max_ns", "max"))
     g = g.sort_values(["key", "global_tid", "total_ns", "name"],
                       ascending=[True, True, False, True], kind="stable")
-    out: dict[tuple[int, int], list[KernelStat]] = {}
-    for k, tid, name, n, t, lo, hi in g.itertuples(index=False):
-        out.setdefault((int(k), int(tid)), []).append(
-            KernelStat(str(name), int(n), int(t), round(t / n, 1), int(lo), int(hi)))
-    return out
+    return pd.DataFrame({"key": g["key"].to_numpy(dtype="int64"),
+                         "tid": g["global_tid"].to_numpy(dtype="int64"),
+                         "name": g["name"].astype(object).to_numpy(),
+                         "count": g["count"].to_numpy(dtype="int64"),
+                         "total_ns": g["total_ns"].to_numpy(dtype="int64"),
+                         "avg_ns": [round(t / n, 1) for t, n in zip(
+                             g["total_ns"].tolist(), g["count"].tolist(), strict=True)],
+                         "min_ns": g["min_ns"].to_numpy(dtype="int64"),
+                         "max_ns": g["max_ns"].to_numpy(dtype="int64")})
 
 
-def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
+def per_key(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Per range key, summed over its instances: busy_ns, other_threads_kernel_count,
-    other_threads_kernel_time_ns (wall time: ranges.summarize); and per key the other
-    launching threads (tid, name, kernel_count, kernel_time_ns, role, and their kernels
-    by name as KernelStat), most time first."""
+    other_threads_kernel_time_ns (wall time: ranges.summarize); the other launching
+    threads per key (key, then ThreadLaunches' fields: tid, name, kernel_count,
+    kernel_time_ns, role), most time first; and their kernels by name (_thread_kernels)."""
     keys = trace.ranges["key"].to_numpy()
     busy = trace.busy.assign(key=keys)
     out = busy.groupby("key")[["busy_ns"]].sum()
@@ -159,14 +162,14 @@ def per_key(trace: Trace) -> tuple[pd.DataFrame, dict[int, list[dict]]]:
     out["other_threads_kernel_time_ns"] = totals["kernel_time_ns"].reindex(out.index,
                                                                            fill_value=0)
     names = trace.export.thread_names
-    kernels = _thread_kernels(other)
-    threads: dict[int, list[dict]] = {}
-    for k, tid, n, t in per_thread.sort_values(["key", "kernel_time_ns"],
-                                               ascending=[True, False]).itertuples(index=False):
-        name = names.get(int(tid))
-        threads.setdefault(int(k), []).append({"tid": int(tid), "name": name,
-                                               "kernel_count": int(n),
-                                               "kernel_time_ns": int(t),
-                                               "role": thread_role(name),
-                                               "kernels": kernels[(int(k), int(tid))]})
-    return out.astype("int64"), threads
+    per_thread = per_thread.sort_values(["key", "kernel_time_ns"], ascending=[True, False])
+    tids = per_thread["global_tid"].to_numpy(dtype="int64").tolist()
+    named = [names.get(t) for t in tids]
+    threads = pd.DataFrame({"key": per_thread["key"].to_numpy(dtype="int64"),
+                            "tid": np.array(tids, dtype="int64"),
+                            "name": pd.Series(named, dtype=object),
+                            "kernel_count": per_thread["kernel_count"].to_numpy(dtype="int64"),
+                            "kernel_time_ns": per_thread["kernel_time_ns"].to_numpy(
+                                dtype="int64"),
+                            "role": pd.Series([thread_role(n) for n in named], dtype=object)})
+    return out.astype("int64"), threads, _thread_kernels(other)

@@ -20,6 +20,13 @@ from .compute_documents import (  # noqa: F401  (compute/1, re-exported)
     ComputeSource,
     KernelLaunch,
 )
+from .entries import (  # noqa: F401  (a range entry and its items, re-exported)
+    CopyStat,
+    HotFrame,
+    KernelStat,
+    RangeEntry,
+    ThreadLaunches,
+)
 from .findings import (  # noqa: F401  (re-exported)
     SEVERITY_ORDER,
     Finding,
@@ -126,114 +133,6 @@ class SystemsSource:
 
 
 @dataclass
-class KernelStat:
-    """One kernel name's launches inside a range (nvtx_kern_sum's row)."""
-
-    name: str
-    count: int
-    total_ns: int
-    avg_ns: float
-    min_ns: int
-    max_ns: int
-
-
-@dataclass
-class ThreadLaunches:
-    """Kernels one other thread of the process launched while a range was open."""
-
-    tid: int
-    name: str | None
-    kernel_count: int
-    kernel_time_ns: int
-    role: str | None = None    # what the thread is, from its name (busy.thread_role)
-    kernels: list[KernelStat] = field(default_factory=list)   # by name, most time first
-
-
-@dataclass
-class CopyStat:
-    """Copies (or sets) of one name and memory kinds: `[CUDA memcpy Host-to-Device]`,
-    `Pageable -> Device` (copies from pageable memory block the calling thread)."""
-
-    name: str
-    memory: str
-    count: int
-    bytes: int
-    total_ns: int
-
-
-@dataclass
-class HotFrame:
-    """A library the range's thread was found in by CPU sampling (leaf frames), with the
-    function of it most often on the stack."""
-
-    module: str
-    symbol: str
-    samples: int
-    pct: float                  # of the range's samples
-
-
-@dataclass
-class RangeEntry:
-    """One NVTX range path (push/pop path outer->inner, no domain), GPU work or not."""
-
-    name: str
-    domain: str | None
-    instances: int
-    kernel_count: int
-    kernel_time_ns: int
-    gpu_span_ns: int
-    gpu_idle_ns: int
-    # beyond nsys stats: the process, what the range's own thread did not launch, and
-    # real busy time
-    pid: int | None = None                   # OS process id: processes are never merged
-    devices: list[int] = field(default_factory=list)   # CUDA devices its kernels ran on
-    wall_instances: int = 0                  # every instance, GPU work or not (nvtx_sum)
-    wall_ns: int = 0                         # sum over instances of end - start (nvtx_sum)
-    wall_median_ns: float = 0.0              # the median instance's end - start
-    busy_ns: int = 0                         # of that, GPU busy with any op of the process
-    other_threads_kernel_count: int = 0      # kernels other threads launched meanwhile
-    other_threads_kernel_time_ns: int = 0
-    other_threads: list[ThreadLaunches] = field(default_factory=list)
-    # where the wall time went on the range's own thread (calls inside its instances)
-    host_launch_ns: int = 0                  # kernel and graph launch calls
-    host_sync_ns: int = 0                    # synchronize calls, blocking copies and sets
-    host_memory_ns: int = 0                  # memory management (malloc, free, host alloc)
-    host_module_ns: int = 0                  # module and library loads (JIT, new plans)
-    host_other_cuda_ns: int = 0              # every other CUDA call
-    host_os_ns: int = 0                      # OS runtime calls outside CUDA calls
-    host_cpu_ns: int = 0                     # outside every traced call: Python, CPU work
-    launch_calls: int = 0
-    sync_calls: int = 0
-    module_loads: int = 0
-    blocking_copy_calls: int = 0             # copy calls that waited on pageable memory
-    blocking_copy_ns: int = 0                # (in host_sync_ns, sync_calls too)
-    sync_instances: int = 0                  # instances with at least one sync call
-    module_load_instances: int = 0           # instances with at least one module load
-    copy_count: int = 0                      # copies and sets its thread launched
-    copy_bytes: int = 0
-    copy_ns: int = 0
-    pageable_copy_count: int = 0             # of those, from or to pageable host memory
-    pageable_copy_bytes: int = 0
-    pageable_copy_ns: int = 0
-    copies: list[CopyStat] = field(default_factory=list)
-    cpu_samples: int = 0                     # CPU samples of its thread inside it
-    hot: list[HotFrame] = field(default_factory=list)   # the libraries they fell in
-    warmup: str | None = None                # why it is warm-up (compilation ran in it)
-    kernels: list[KernelStat] = field(default_factory=list)
-
-    @property
-    def time_ns(self) -> int:
-        """The range's time over its instances: its wall time, or the span of the GPU work
-        it launched where that ran longer (a loop that queues work ahead of the GPU)."""
-        return self.time_of(self.wall_ns, self.gpu_span_ns)
-
-    @staticmethod
-    def time_of(wall_ns: int, gpu_span_ns: int) -> int:
-        """time_ns from those two fields (for readers of them as columns)."""
-        return max(wall_ns, gpu_span_ns)
-
-
-@dataclass
 class KernelSummaryRow(KernelStat):
     """One kernel name over the whole trace (nsys stats' cuda_gpu_kern_sum:base row)."""
 
@@ -303,8 +202,10 @@ class SystemsDoc:
     """The systems/1 document: per NVTX range, as `nsys stats` counts it, plus findings."""
 
     source: SystemsSource
-    ranges: list[RangeEntry]      # the command line's: a range_table.RangeEntries (made
-                                  # when read; read it with entry_column and entry_pick)
+    ranges: list[RangeEntry]      # every range: a range_table.RangeEntries (made when
+                                  # read; read it with entry_column and entry_pick); in
+                                  # systems.json the loops' and the pages' only
+                                  # (systems_files.summary_rows), every one in Parquet
     variants: list[VariantRow] = field(default_factory=list)
     run: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
@@ -314,6 +215,7 @@ class SystemsDoc:
     gpu_busy: list[StreamBusy] = field(default_factory=list)   # per device and stream
     copies: list[CopyStat] = field(default_factory=list)   # whole trace, = cuda_gpu_mem_*
     ranks: list[RankRow] = field(default_factory=list)     # one export holding every rank
+    tables: dict[str, int] = field(default_factory=dict)   # Parquet file -> its rows
     schema: str = "systems/2"
 
 

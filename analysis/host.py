@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .documents import CopyStat, HotFrame
+from .documents import CopyStat
 from .load.nsys_host import HOST_PARTS, PART
 from .ranges import attribute as attribute_calls
 
@@ -175,18 +175,15 @@ def per_key(trace: Trace) -> pd.DataFrame:
     return calls.assign(key=keys).groupby("key").sum().astype("int64")
 
 
-def copy_table(trace: Trace) -> dict[int, list[CopyStat]]:
-    """Per range key, its copies by name and memory kinds, most time first."""
+def copy_table(trace: Trace) -> pd.DataFrame:
+    """Per range key, its copies by name and memory kinds, most time first: key, then
+    CopyStat's fields."""
     cp = trace.copies.assign(key=trace.ranges["key"].to_numpy()[
         trace.copies["range"].to_numpy(dtype="int64")])
     agg = cp.groupby(["key", "name", "memory"], as_index=False)[
         ["count", "bytes", "total_ns"]].sum().sort_values(
         ["key", "total_ns"], ascending=[True, False], kind="stable")
-    out: dict[int, list[CopyStat]] = {}
-    for k, name, memory, n, b, t in agg.itertuples(index=False):
-        out.setdefault(int(k), []).append(CopyStat(str(name), str(memory), int(n), int(b),
-                                                   int(t)))
-    return out
+    return agg[["key", "name", "memory", "count", "bytes", "total_ns"]].reset_index(drop=True)
 
 
 def copy_summary(names: pd.DataFrame) -> list[CopyStat]:
@@ -199,12 +196,15 @@ def copy_summary(names: pd.DataFrame) -> list[CopyStat]:
 HOT_MODULES = 3
 
 
-def hot_frames(trace: Trace, samples: pd.DataFrame) -> dict[int, tuple[int, list[HotFrame]]]:
-    """Per range key: its CPU samples (on its own thread, inside its instances) and the
-    HOT_MODULES libraries most of them fell in, each with its most frequent resolved
-    function."""
+def hot_frames(trace: Trace, samples: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
+    """Per range key: its CPU samples (on its own thread, inside its instances; a Series
+    by key) and the HOT_MODULES libraries most of them fell in, each with its most
+    frequent resolved function (key, then HotFrame's fields)."""
     if not len(samples):
-        return {}
+        return pd.Series(dtype="int64"), pd.DataFrame(
+            {c: pd.Series(dtype=object if c in ("module", "symbol") else
+                          "float64" if c == "pct" else "int64")
+             for c in ("key", "module", "symbol", "samples", "pct")})
     t = samples["time_ns"].to_numpy(dtype="int64")
     calls = pd.DataFrame({"global_tid": samples["global_tid"].to_numpy(dtype="int64"),
                           "api_start_ns": t, "api_end_ns": t})
@@ -213,13 +213,13 @@ def hot_frames(trace: Trace, samples: pd.DataFrame) -> dict[int, tuple[int, list
     hits = pd.DataFrame({"key": trace.ranges["key"].to_numpy()[pairs["range"].to_numpy(
         dtype="int64")], "module": samples["module"].to_numpy()[c],
         "symbol": samples["symbol"].to_numpy()[c]})
-    out: dict[int, tuple[int, list[HotFrame]]] = {}
+    totals, rows = {}, []
     for key, grp in hits.groupby("key", sort=False):
-        total = len(grp)
-        frames = []
+        total = totals[int(key)] = len(grp)
         for module, n in grp["module"].value_counts().head(HOT_MODULES).items():
             named = grp.loc[(grp["module"] == module) & (grp["symbol"] != ""), "symbol"]
-            frames.append(HotFrame(str(module), str(named.mode().iat[0]) if len(named)
-                                   else "", int(n), round(100.0 * n / total, 1)))
-        out[int(key)] = (total, frames)
-    return out
+            rows.append((int(key), str(module), str(named.mode().iat[0]) if len(named)
+                         else "", int(n), round(100.0 * n / total, 1)))
+    frame = pd.DataFrame(rows, columns=["key", "module", "symbol", "samples", "pct"])
+    return pd.Series(totals, dtype="int64"), frame.astype(
+        {"module": object, "symbol": object})

@@ -10,12 +10,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 import types
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, TypeVar
-
-import numpy as np
 
 try:
     import orjson
@@ -61,14 +60,20 @@ def to_json_bytes(obj: Any) -> bytes:
     """The document as JSON: 2-space indent, ASCII only (other characters escaped as
     `json.dumps` escapes them), keys in field order with `schema` first, a final newline.
 
-    orjson writes it (the standard library's indenting encoder is pure Python: it took
-    most of the time of `analysis systems` on traces with 40k ranges); the standard
-    library does when orjson is not installed or refuses a value (an integer beyond 64
-    bits). Both give the same values to any JSON reader; they spell a few floats
-    differently (orjson `1e-7`, `0.00001`; Python `1e-07`, `1e-05`) and orjson writes NaN
-    as null. Only top-level documents carry `schema`, so nested dataclasses keep their
-    field order as is."""
-    return b"".join(_json_parts(obj))
+    orjson writes it; the standard library does when orjson is not installed or refuses
+    a value (an integer beyond 64 bits). Both give the same values to any JSON reader;
+    they spell a few floats differently (orjson `1e-7`, `0.00001`; Python `1e-07`,
+    `1e-05`) and orjson writes NaN as null. Only top-level documents carry `schema`, so
+    nested dataclasses keep their field order as is."""
+    if orjson is not None:
+        try:
+            text = orjson.dumps(_top(obj), default=_plain, option=_ORJSON_OPTIONS)
+        except TypeError:          # orjson.JSONEncodeError is a TypeError
+            return _stdlib(obj)
+        if text.isascii() and b"\x7f" not in text:
+            return text
+        return _NON_ASCII.sub(_escape, text.decode()).encode("ascii")
+    return _stdlib(obj)
 
 
 def to_json(obj: Any) -> str:
@@ -77,106 +82,21 @@ def to_json(obj: Any) -> str:
 
 
 def dump_json(obj: Any, fh: IO[bytes]) -> None:
-    """Write to_json_bytes(obj) to a binary file, piece by piece (_pieces: a document's
-    long lists batch by batch, never the whole text in memory). Where orjson refuses a
-    value midway, a seekable file is rewritten from where it started by the standard
-    library."""
-    if orjson is None:
-        fh.write(_stdlib(obj))
-        return
-    start = fh.tell() if fh.seekable() else None
-    try:
-        for part in _pieces(obj):
-            fh.write(part)
-    except TypeError:              # orjson.JSONEncodeError is a TypeError
-        if start is None:
-            raise
-        fh.seek(start)
-        fh.truncate()
-        fh.write(_stdlib(obj))
-
-
-def _json_parts(obj: Any) -> list[bytes | memoryview]:
-    """to_json_bytes as pieces that join to it."""
-    if orjson is not None:
-        try:
-            return list(_pieces(obj))
-        except TypeError:          # orjson.JSONEncodeError is a TypeError
-            pass
-    return [_stdlib(obj)]
+    """Write to_json_bytes(obj) to a binary file."""
+    fh.write(to_json_bytes(obj))
 
 
 def _stdlib(obj: Any) -> bytes:
     return (json.dumps(to_dict(obj), indent=2) + "\n").encode("ascii")
 
 
-STREAM_ITEMS = 2048
-"""Top-level lists longer than this are written in batches of it (_pieces)."""
+_NON_ASCII = re.compile(r"[^\x00-\x7e]+")
 
 
-def _pieces(obj: Any) -> Iterator[bytes | memoryview]:
-    """to_json_bytes(obj) by orjson, in pieces; TypeError where orjson refuses a value.
-
-    A document's top-level lists longer than STREAM_ITEMS (110k range entries under
-    emit_nvtx: a 170 MB text) are spliced in: the document is dumped with them empty,
-    and at each such key's `[]` (found by its line: a newline with the key's two-space
-    indent occurs nowhere else, newlines in strings being escaped) its items go in
-    (list_body). The same bytes, in a third less time: no 170 MB buffer to fill and
-    copy."""
-    top = _top(obj)
-    long = [k for k, v in top.items() if (isinstance(v, list) or _listed(v))
-            and len(v) > STREAM_ITEMS] \
-        if isinstance(top, dict) else []
-    text = orjson.dumps({**top, **{k: [] for k in long}}, default=_plain,
-                        option=_ORJSON_OPTIONS)
-    at = 0
-    for key in long:
-        head = _opening(key)
-        i = text.index(head + b"]", at) + len(head)
-        yield from _ascii(memoryview(text)[at:i])
-        yield from list_body(top[key], key)
-        yield b"\n  ]"
-        at = i + 1
-    yield from _ascii(memoryview(text)[at:])
-
-
-def split_at(doc: Any, key: str) -> tuple[list[bytes | memoryview], list[bytes | memoryview]]:
-    """The document's JSON around its top-level list at `key`, from one dump: what comes
-    up to `"key": [`, and what follows the `]` that closes it (list_body, then `\n  ]`,
-    go between); TypeError as in _pieces."""
-    text = orjson.dumps({**_top(doc), key: []}, default=_plain, option=_ORJSON_OPTIONS)
-    head = _opening(key)
-    at = text.index(head + b"]") + len(head)
-    return _ascii(memoryview(text)[:at]), _ascii(memoryview(text)[at + 1:])
-
-
-def _opening(key: str) -> bytes:
-    """How a document's top-level list at `key` opens in its JSON (two-space indent)."""
-    return b"\n  " + orjson.dumps(key) + b": ["
-
-
-def list_body(items: Sequence, key: str, rows: range | None = None
-              ) -> Iterator[bytes | memoryview]:
-    """What a document's JSON holds between `"key": [` and the `\n  ]` that closes a
-    non-empty top-level list: its items (those at `rows` only: that part of it, the
-    comma before them included unless they come first), each batch of STREAM_ITEMS
-    dumped as `{key: batch}` (the same indent) without its braces (io.start_json writes
-    it apart)."""
-    skip = len(b"{" + _opening(key))
-    rows = range(len(items)) if rows is None else rows
-    for j in range(rows.start, rows.stop, STREAM_ITEMS):
-        batch = orjson.dumps({key: items[j:min(j + STREAM_ITEMS, rows.stop)]},
-                             default=_plain, option=_ORJSON_OPTIONS)
-        if j:
-            yield b","
-        yield from _ascii(memoryview(batch)[skip:-len(b"\n  ]\n}\n")])
-
-
-def _ascii(piece: memoryview) -> list[bytes | memoryview]:
-    """A piece of orjson's UTF-8 as ASCII: as it is, or escaped (_escaped)."""
-    if not len(piece) or np.frombuffer(piece, np.uint8).max() < 0x7F:
-        return [piece]
-    return _escaped(bytes(piece))
+def _escape(run: re.Match[str]) -> str:
+    """A run of DEL and non-ASCII characters (only inside strings) as json.dumps escapes
+    it."""
+    return json.dumps(run.group())[1:-1]
 
 
 def _top(obj: Any) -> Any:
@@ -202,44 +122,6 @@ def _plain(v: Any) -> Any:
     if isinstance(v, float):
         return float(v)
     raise TypeError(f"Object of type {type(v).__name__} is not JSON serializable")
-
-
-def _escaped(text: bytes) -> list[bytes | memoryview]:
-    """orjson's UTF-8 with DEL and every non-ASCII character escaped as json.dumps
-    escapes them, as pieces (views of `text` between the escapes: no copy of a 40 MB
-    document). Such characters occur only inside strings and are rare: their bytes are
-    found with numpy (a regex over 40 MB took 0.3 s), and each run of them, whole UTF-8
-    sequences, is escaped once per distinct run."""
-    high = _high_bytes(text)
-    cuts = np.flatnonzero(np.diff(high) != 1) + 1
-    starts = high[np.r_[0, cuts]].tolist()
-    ends = (high[np.r_[cuts - 1, len(high) - 1]] + 1).tolist()
-    view, done = memoryview(text), {}
-    out: list[bytes | memoryview] = []
-    at = 0
-    for a, z in zip(starts, ends, strict=True):
-        run = text[a:z]
-        if run not in done:
-            done[run] = json.dumps(run.decode("utf-8"))[1:-1].encode("ascii")
-        out += [view[at:a], done[run]]
-        at = z
-    out.append(view[at:])
-    return out
-
-
-BLOCK = 1 << 16
-
-
-def _high_bytes(text: bytes) -> np.ndarray:
-    """Positions of the bytes >= 0x7F: blocks of BLOCK bytes are ruled out by their
-    maximum first (a few escapes in a 170 MB document: 0.35 s -> 0.05 s)."""
-    a = np.frombuffer(text, np.uint8)
-    whole = len(a) // BLOCK * BLOCK
-    hit = np.flatnonzero(a[:whole].reshape(-1, BLOCK).max(axis=1) >= 0x7F)
-    parts = [b * BLOCK + np.flatnonzero(a[b * BLOCK:(b + 1) * BLOCK] >= 0x7F)
-             for b in hit.tolist()]
-    parts.append(whole + np.flatnonzero(a[whole:] >= 0x7F))
-    return np.concatenate(parts)
 
 
 def _unwrap_optional(tp: Any) -> Any:

@@ -3,9 +3,10 @@ both call these functions (neither runs the other's `main`).
 
 A report folder holds one analysis. Each kind of report owns a set of files:
 
-    systems  systems.json, systems.md, ranges.csv, kernel_summary.csv, ops.csv,
-             time_per_iter.png, timeline.png; with several ranks ranks.json, ranks.md and
-             one rank<k>/ folder per rank
+    systems  systems.json, systems.md, ranges.parquet and ranges_*.parquet, ops.parquet,
+             time_per_iter.png, timeline.png (ranges.csv, kernel_summary.csv, ops.csv with
+             --csv); with several ranks ranks.json, ranks.md and one rank<k>/ folder per
+             rank
     compute  compute.json, compute.md, roofline.png, launches.csv
     page     README.md (drawn from the documents: any new document makes it stale)
 
@@ -18,49 +19,46 @@ of one of them, never a mix; an interrupted run leaves the folder as it was.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from . import compute, runners, systems, writers
-from .api import dataclass_rows, ranges_rows, text_columns
-from .documents import ComputeDoc, SystemsDoc, SystemsSource
+from . import compute, runners, systems, tables
+from .documents import ComputeDoc, SystemsDoc
 from .errors import InputError
 from .io import (
-    finish_json,
-    join_parts,
     load_json_doc,
     load_meta,
     ncu_rep_to_csv,
     nsys_rep_to_sqlite,
-    replace_file,
     write_atomic,
-    write_csv_atomic,
     write_json_atomic,
     write_png,
 )
 from .load import ncu_csv, nsys_sqlite, torch_logs
 from .progress import progress_bar
-from .range_table import RangeTable
 from .ranks import rank_of
 from .render import plots
 from .render.compute_md import render_compute
 from .render.markdown import render_systems
 from .render.page import render_page
 from .render.ranks_md import render_ranks
-from .speed import Beside, keep
+from .systems_files import load_systems, write_csv, write_systems
 
 PAGE = "README.md"
 KINDS: dict[str, tuple[str, ...]] = {
-    "systems": ("systems.json", "systems.md", "ranges.csv", "kernel_summary.csv", "ops.csv",
-                "time_per_iter.png", "timeline.png", "ranks.json", "ranks.md"),
+    "systems": ("systems.json", "systems.md", *tables.files(), tables.OPS, "ranges.csv",
+                "kernel_summary.csv", "ops.csv", "time_per_iter.png", "timeline.png",
+                "ranks.json", "ranks.md"),
     "compute": ("compute.json", "compute.md", "roofline.png", "launches.csv"),
     "page": (PAGE,)}
 RANK_FOLDER = re.compile(r"^rank\d+$")
@@ -105,18 +103,16 @@ def _commit(stage: Path, out: Path, kind: str) -> None:
             target = out / new.name
             if new.is_dir() and target.is_dir():
                 shutil.rmtree(target)
-            replace_file(new, target)     # (an old file swapped in: removed with the stage)
+            os.replace(new, target)
     finally:
         os.close(fd)                          # closing releases the lock
 
 
 def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
-                    opts: argparse.Namespace | None = None,
-                    on_table: Callable[[RangeTable, SystemsSource], object] | None = None,
-                    lazy: bool = False) -> systems.Measured:
+                    opts: argparse.Namespace | None = None) -> systems.Measured:
     """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys), its GPU
     operations read window by window on `opts.jobs` processes (runners.attribute_file):
-    the measured document, before the rules (`on_table`, `lazy`: as in systems.measure)."""
+    the measured document, before the rules."""
     meta = load_meta(meta_path)
     events = systems.event_list(torch_logs.load(logs)) if logs else None
     opts = opts or argparse.Namespace()
@@ -129,7 +125,7 @@ def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
                                         jobs=getattr(opts, "jobs", None), progress=bar,
                                         events=events, ranks=_several_processes(export))
         export.path = trace
-        return systems.measure(export, meta, events, trace=tr, on_table=on_table, lazy=lazy)
+        return systems.measure(export, meta, events, trace=tr)
 
 
 def _several_processes(export: nsys_sqlite.NsysExport) -> bool:
@@ -147,35 +143,12 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
 
 
 def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | None,
-                   opts: argparse.Namespace | None = None, beside: bool = False) -> SystemsDoc:
-    """DIR's systems report of one export. With `beside` (the command line's way), forked
-    writers work while this process goes on: ranges.csv is written from the range
-    entries' table as soon as it is made, and so is systems.json's beginning, up to the
-    end of its range list, its writer making the entries from the table (this process
-    makes only those its rules and page read: range_table.RangeEntries); this process
-    then appends the rest of systems.json: the same files. What was measured is left for
-    the command's exit to free (speed.keep)."""
+                   opts: argparse.Namespace | None = None) -> SystemsDoc:
+    """DIR's systems report of one export: the Parquet tables, systems.json, systems.md
+    and its plots (CSV tables with `opts.csv`). The whole document is returned."""
     with report_folder(out, "systems") as stage:
-        if beside:
-            parts: list[list[Path]] = []
-            with Beside() as fork:
-                measured = measure_systems(trace, meta_path, logs, opts, lazy=True,
-                                           on_table=lambda t, source: parts.extend(
-                                               writers.start(fork, stage, t, source)))
-                doc = systems.judge(measured)
-                write_tables(stage, doc, ranges=False)
-                _systems_page(stage, doc)
-            json_parts, csv_parts = parts or ([], [])
-            if csv_parts:
-                join_parts(csv_parts, stage / "ranges.csv")
-            if not (json_parts and finish_json(json_parts, stage / "systems.json", doc,
-                                               "ranges")):
-                write_json_atomic(stage / "systems.json", doc)
-            keep(measured)
-        else:
-            doc = systems.judge(measure_systems(trace, meta_path, logs, opts))
-            write_tables(stage, doc)
-            _systems_files(stage, doc)
+        doc = systems.judge(measure_systems(trace, meta_path, logs, opts))
+        _systems_files(stage, doc, getattr(opts, "csv", False))
     _said(out, "systems", f"{len(doc.ranges)} ranges")
     return doc
 
@@ -191,8 +164,7 @@ def ranks_report(out: Path, paths: list[Path], opts: argparse.Namespace) -> None
     with report_folder(out, "systems") as stage:
         for doc, row in zip(docs, [rank_of(p, i) for i, p in enumerate(paths)],
                             strict=True):
-            write_tables(stage / folders[row], doc)
-            _systems_files(stage / folders[row], doc)
+            _systems_files(stage / folders[row], doc, getattr(opts, "csv", False))
             write_atomic(stage / folders[row] / PAGE,
                          render_page(doc, None, {}, f"rank {row}"))
         write_json_atomic(stage / "ranks.json", ranks)
@@ -200,33 +172,16 @@ def ranks_report(out: Path, paths: list[Path], opts: argparse.Namespace) -> None
     _said(out, "ranks", f"{len(paths)} ranks")
 
 
-def _systems_files(out: Path, doc: SystemsDoc) -> None:
-    """systems.json/.md and the plots of one systems document."""
-    write_json_atomic(out / "systems.json", doc)
-    _systems_page(out, doc)
-
-
-def _systems_page(out: Path, doc: SystemsDoc) -> None:
-    """systems.md and its plots."""
+def _systems_files(out: Path, doc: SystemsDoc, csv: bool = False) -> None:
+    """The tables and systems.json (systems_files.write_systems), systems.md and its
+    plots."""
     out.mkdir(parents=True, exist_ok=True)
+    write_systems(out, doc, csv)
     images = {k: name for k, name, draw in (
         ("time", "time_per_iter.png", plots.time_bars_png),
         ("timeline", "timeline.png", plots.timeline_png))
         if write_png(out, name, lambda p, d=draw: d(doc, p))}
     write_atomic(out / "systems.md", render_systems(doc, images))
-
-
-def write_tables(out: Path, doc: SystemsDoc, ranges: bool = True) -> None:
-    """The tables a user will sort, whole, as CSV beside the page (ranges.csv unless
-    `ranges` is False, kernel_summary.csv, ops.csv when the trace has emit_nvtx ops)."""
-    tables = [("kernel_summary", doc.kernel_summary, dataclass_rows(doc.kernel_summary)),
-              ("ops", doc.ops, dataclass_rows(doc.ops))]
-    if ranges:
-        tables.insert(0, ("ranges", doc.ranges, ranges_rows(doc)))
-    for name, items, (columns, rows) in tables:
-        if rows:
-            write_csv_atomic(out / f"{name}.csv", columns, rows,
-                             text_columns(type(items[0]), columns))
 
 
 def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDoc:
@@ -240,7 +195,10 @@ def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDo
     with report_folder(out, "compute") as stage:
         png = write_png(stage, "roofline.png", lambda p: plots.roofline_png(doc, p))
         write_json_atomic(stage / "compute.json", doc)
-        write_csv_atomic(stage / "launches.csv", *dataclass_rows(doc.kernels))
+        if doc.kernels:
+            write_csv(stage / "launches.csv", pd.DataFrame(
+                [dataclasses.astuple(k) for k in doc.kernels],
+                columns=[f.name for f in dataclasses.fields(doc.kernels[0])]))
         write_atomic(stage / "compute.md", render_compute(doc, png))
     _said(out, "compute", f"{len(doc.kernels)} kernel launches")
     return doc
@@ -248,7 +206,7 @@ def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDo
 
 def page_report(folder: Path, workload: str | None = None) -> Path:
     """DIR/README.md from the documents DIR holds (systems.json, compute.json if any)."""
-    sysdoc = load_json_doc(folder / "systems.json", SystemsDoc)
+    sysdoc = load_systems(folder)
     comp = folder / "compute.json"
     compdoc = load_json_doc(comp, ComputeDoc) if comp.exists() else None
     images = {kind: name for kind, name in (("time", "time_per_iter.png"),
@@ -266,15 +224,13 @@ def _said(out: Path, stem: str, what: str) -> None:
 
 
 def run_doc(path: Path) -> SystemsDoc:
-    """A systems/1 document from a JSON file, a report folder or a run folder."""
-    if path.is_file():
-        return load_json_doc(path, SystemsDoc)
-    if (path / "systems.json").is_file():
-        return load_json_doc(path / "systems.json", SystemsDoc)
+    """A systems document from a systems.json (its tables beside it), a report folder or
+    a run folder."""
+    if path.is_file() or (path / "systems.json").is_file():
+        return load_systems(path)
     if (path / "trace.sqlite").is_file():
         meta, logs = path / "meta.json", path / "torch_logs.txt"
         return systems_doc(path / "trace.sqlite", meta if meta.exists() else None,
                            logs if logs.exists() else None)
     raise InputError(f"{path}: neither a systems.json nor a folder with systems.json or "
                      "trace.sqlite")
-

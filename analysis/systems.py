@@ -10,7 +10,7 @@ trace cannot show, e.g. untraced CUDA graph kernels).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,8 @@ from .levers import add_levers
 from .load.nsys_samples import load_samples
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
-from .range_table import RangeEntries, RangeTable, range_table
+from .range_build import range_table
+from .range_table import RangeEntries
 from .ranks import compare, export_ranks, rank_row
 
 RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
@@ -161,34 +162,28 @@ class Measured:
 
 def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
             torch_events: pd.DataFrame | list[dict] | None = None,
-            trace: model.Trace | None = None,
-            on_table: Callable[[RangeTable, SystemsSource], object] | None = None,
-            lazy: bool = False) -> Measured:
+            trace: model.Trace | None = None) -> Measured:
     """The document's measured part: ranges, variants, notes, kernel summary, op table
     and GPU busy time, no findings (`trace`: the export's attributed trace, when the
-    caller already made it; `on_table` is given the range entries' table and the
-    document's source (what its JSON begins with) before the entries are made from it
-    and the rest is measured: writers of the table can start there; `lazy`: the
-    document's range list is a RangeEntries, its entries made when read)."""
+    caller already made it). The document's range list is a RangeEntries over the range
+    table: entries are made where they are read, the files written from the table."""
     meta, events = as_meta(meta), event_list(torch_events)
     if trace is None:
         trace = model.attribute(export, watch_paths(meta), events)
     if events:
         events = compile_events.place(trace, events)
-    extra, launches = busy.per_key(trace)
+    extra, threads, thread_kernels = busy.per_key(trace)
     per_range = rng.summarize(trace)
     table = range_table(per_range, trace.kernels,
-                        (extra.join(host.per_key(trace), how="outer").fillna(0), launches),
-                        trace.key_devices, host.copy_table(trace),
+                        [extra, host.per_key(trace)],
+                        (threads, thread_kernels), trace.key_devices, host.copy_table(trace),
                         host.hot_frames(trace, load_samples(export.path)),
                         (events or [], trace.warmup))
     source = SystemsSource(path=str(export.path),
                            export_schema_version=export.export_schema_version,
                            nsys_version=export.product_version,
                            gpus=[Gpu(**g) for g in export.gpus])
-    if on_table is not None:
-        on_table(table, source)
-    entries = RangeEntries(table) if lazy else table.entries()
+    entries = RangeEntries(table)
     peak = next((g["memory_bandwidth_Bps"] for g in export.gpus
                  if g.get("memory_bandwidth_Bps")), None)
     variants = variant_rows(entries, meta, peak)

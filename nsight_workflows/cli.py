@@ -45,15 +45,14 @@ def _driver(name: str, argv: list[str]) -> int:
 
 
 def run() -> None:
-    """The console script. The analysis subcommands end with a fast exit
-    (analysis.speed.exit_now); the GPU drivers exit normally (their children, files and
-    CUDA context are torn down as usual)."""
+    """The console script. The analysis subcommands run without the cyclic collector and
+    end with a fast exit (analysis.__main__.run_and_exit); the GPU drivers exit normally
+    (their children, files and CUDA context are torn down as usual)."""
     argv = sys.argv[1:]
     if argv and argv[0] in DRIVERS:
         sys.exit(main(argv))
-    speed = importlib.import_module(f"{__package__}.analysis.speed")
-    speed.exit_follows()
-    speed.exit_now(main(argv))
+    entry = importlib.import_module(f"{__package__}.analysis.__main__")
+    entry.run_and_exit(argv, prog="nsight-workflows", epilog=_driver_help())
 
 
 if __name__ == "__main__":

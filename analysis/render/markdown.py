@@ -75,10 +75,28 @@ are in systems.json."""
 
 def shown_ranges(doc: SystemsDoc) -> tuple[Sequence[RangeEntry], int]:
     """(ranges to show, in timeline order; how many were left out)."""
+    rows = shown_rows(doc)
+    return entry_pick(doc.ranges, rows), len(doc.ranges) - len(rows)
+
+
+def shown_rows(doc: SystemsDoc) -> list[int]:
+    """Positions of the ranges the NVTX table shows: every one, or the MAX_RANGES with
+    most wall time, then kernel time."""
     if len(doc.ranges) <= MAX_RANGES:
-        return doc.ranges, 0
-    top = _most(doc.ranges, "wall_ns", "kernel_time_ns")
-    return entry_pick(doc.ranges, sorted(top[:MAX_RANGES])), len(doc.ranges) - MAX_RANGES
+        return list(range(len(doc.ranges)))
+    return sorted(_most(doc.ranges, "wall_ns", "kernel_time_ns")[:MAX_RANGES])
+
+
+def kernel_rows(doc: SystemsDoc) -> list[int]:
+    """Positions of the ranges whose kernels the page lists (most kernel time, own and
+    other threads')."""
+    return sorted(_most(doc.ranges, ("kernel_time_ns", "other_threads_kernel_time_ns")
+                        )[:KERNEL_RANGES])
+
+
+def page_rows(doc: SystemsDoc) -> list[int]:
+    """Positions of every range the page shows."""
+    return sorted(set(shown_rows(doc)) | set(kernel_rows(doc)))
 
 
 def _most(entries: Sequence[RangeEntry], *keys: str | tuple[str, ...]) -> list[int]:
@@ -163,9 +181,7 @@ def kernels_section(doc: SystemsDoc) -> list[str]:
     (tagged with the thread) those other threads launched while they were open; the
     rest: systems.json."""
     lines = ["## Kernels per range", ""]
-    top = set(_most(doc.ranges, ("kernel_time_ns", "other_threads_kernel_time_ns")
-                    )[:KERNEL_RANGES])
-    shown = entry_pick(doc.ranges, sorted(top))
+    shown = entry_pick(doc.ranges, kernel_rows(doc))
     left_out = len(doc.ranges) - len(shown)
     for e in shown:
         lines += [f"### {esc(short(e.name))}", ""] + other_threads_line(e)

@@ -1,0 +1,183 @@
+"""The report's tables as Parquet (pyarrow), for notebooks: what grows with the trace.
+
+    ranges.parquet                          one row per range entry: its scalar fields
+                                            (`devices` a list column), `row` its position
+    ranges_kernels.parquet                  range_row, then KernelStat's fields
+    ranges_copies.parquet                   range_row, then CopyStat's fields
+    ranges_hot.parquet                      range_row, then HotFrame's fields
+    ranges_other_threads.parquet            range_row, then ThreadLaunches' fields
+    ranges_other_threads_kernels.parquet    range_row, tid, then KernelStat's fields
+    ops.parquet                             one row per emit_nvtx op and direction
+
+Each column's type, unit and meaning come from the field's declaration
+(analysis/entries.py) and travel in the Parquet schema's field metadata (`doc`, `unit`).
+The files are written from the range table (range_table.RangeTable) and read back into
+one (`read_range_table`), so every reader of a report folder (page, diff, picks, the
+notebook API) reads the same rows the command measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .entries import RangeEntry
+from .errors import InputError
+from .io import atomic_path
+from .range_build import _base
+from .range_table import ROW, RangeTable, hints, long_fields, scalars
+
+RANGES = "ranges.parquet"
+OPS = "ops.parquet"
+_ARROW = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
+
+
+def file_of(key: str) -> str:
+    """The file of a long table (`other_threads.kernels` -> ranges_other_threads_kernels)."""
+    return f"ranges_{key.replace('.', '_')}.parquet" if key else RANGES
+
+
+def files(cls: type = RangeEntry) -> list[str]:
+    """Every file of the range tables, ranges.parquet first."""
+    return [RANGES] + [file_of(k) for k, _ in long_fields(cls)]
+
+
+def arrow_type(tp: Any) -> pa.DataType:
+    """The Arrow type of a field's annotation (None allowed or not: Arrow columns take
+    nulls)."""
+    base, _ = _base(tp)
+    if typing.get_origin(base) is list:
+        return pa.list_(arrow_type(typing.get_args(base)[0]))
+    if base in _ARROW:
+        return _ARROW[base]
+    raise TypeError(f"no Parquet column type for {tp!r}")
+
+
+def _field(cls: type, name: str) -> pa.Field:
+    """A column of `cls`'s field `name`, with its declared meaning and unit."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    meta = {k: str(v) for k, v in f.metadata.items() if k in ("doc", "unit") and v}
+    return pa.field(name, arrow_type(hints(cls)[name]), metadata=meta)
+
+
+def schema(cls: type, long: bool = False, parent: tuple[type, str] | None = None
+           ) -> pa.Schema:
+    """The Parquet schema of a table of `cls`: its scalar fields, after range_row for a
+    long table (`long`), and after the parent item's key field for a nested one
+    (`parent`: its type and field, a thread's tid)."""
+    fields = [_field(cls, n) for n in scalars(cls)]
+    if not long:
+        return pa.schema(fields)
+    keys = [pa.field(ROW, pa.int64(), metadata={"doc": "the range's row in ranges.parquet"})]
+    if parent is not None:
+        keys.append(_field(*parent))
+    return pa.schema(keys + fields)
+
+
+def _schemas(cls: type) -> dict[str, pa.Schema]:
+    """Table key -> schema ('' for ranges.parquet)."""
+    out = {"": schema(cls)}
+    kinds = dict(long_fields(cls))
+    for key, item in kinds.items():
+        if "." in key:
+            of = kinds[key.rsplit(".", 1)[0]]
+            out[key] = schema(item, True, (of, scalars(of)[0]))
+        else:
+            out[key] = schema(item, True)
+    return out
+
+
+def _array(values: list | np.ndarray, field: pa.Field) -> pa.Array:
+    """One column as Arrow (numbers from numpy without a copy, the rest from lists)."""
+    return pa.array(values, type=field.type)
+
+
+def write_range_tables(folder: Path, table: RangeTable, cls: type = RangeEntry
+                       ) -> dict[str, int]:
+    """Write ranges.parquet and the long tables of `table` into `folder`: file -> rows."""
+    shapes = _schemas(cls)
+    out = {}
+    main = shapes[""]
+    arrays = [_array(table.columns[f.name] if f.name in table.columns
+                     else table.column(f.name), f) for f in main]
+    out[RANGES] = _write(folder / RANGES, pa.Table.from_arrays(arrays, schema=main))
+    for key, _ in long_fields(cls):
+        frame = table.items.get(key)
+        out[file_of(key)] = _write(folder / file_of(key), _from_frame(frame, shapes[key]))
+    return out
+
+
+def _from_frame(frame: pd.DataFrame | None, shape: pa.Schema) -> pa.Table:
+    """A long frame (or none: an empty table) as Arrow, column by column."""
+    if frame is None:
+        return shape.empty_table()
+    arrays = [_array(frame[f.name].to_numpy() if pd.api.types.is_numeric_dtype(
+        frame[f.name].dtype) else frame[f.name].tolist(), f) for f in shape]
+    return pa.Table.from_arrays(arrays, schema=shape)
+
+
+def _write(path: Path, data: pa.Table) -> int:
+    with atomic_path(path, suffix=".parquet") as tmp:
+        pq.write_table(data, tmp)
+    return data.num_rows
+
+
+def write_rows(path: Path, items: list[Any]) -> int:
+    """A list of flat documents (ops) as one Parquet table of their fields."""
+    cls = type(items[0])
+    shape = pa.schema([_field(cls, n) for n in scalars(cls)])
+    data = pa.Table.from_arrays([pa.array([getattr(i, f.name) for i in items], f.type)
+                                 for f in shape], schema=shape)
+    return _write(path, data)
+
+
+def read_range_table(folder: Path, cls: type = RangeEntry) -> RangeTable:
+    """The range table a report folder's Parquet files hold (InputError naming a file
+    that is missing or not one of them)."""
+    main = _read(folder / RANGES, schema(cls))
+    columns: dict[str, Any] = {}
+    for name in main.column_names:
+        col = main.column(name)
+        plain = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
+        columns[name] = col.to_numpy() if plain and col.null_count == 0 else col.to_pylist()
+    items = {key: _as_frame(_read(folder / file_of(key), shape))
+             for key, shape in _schemas(cls).items() if key}
+    return RangeTable(main.num_rows, columns, items)
+
+
+def _read(path: Path, shape: pa.Schema) -> pa.Table:
+    """A table written by this module, with every column `shape` names."""
+    try:
+        data = pq.read_table(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file (the report's tables are incomplete)"
+                         ) from None
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: not a readable Parquet table ({exc})") from exc
+    lacking = [n for n in shape.names if n not in data.column_names]
+    if lacking:
+        raise InputError(f"{path}: lacks the columns {', '.join(lacking)}")
+    return data.select(shape.names)
+
+
+def _as_frame(data: pa.Table) -> pd.DataFrame:
+    """A long table as a frame: numbers as numpy, text as Python objects (None kept)."""
+    out = {}
+    for name in data.column_names:
+        col = data.column(name)
+        plain = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
+        out[name] = col.to_numpy() if plain and col.null_count == 0 else pd.Series(
+            col.to_pylist(), dtype=object)
+    return pd.DataFrame(out)
+
+
+def has_tables(folder: Path) -> bool:
+    """Whether a report folder holds the range tables."""
+    return (folder / RANGES).is_file()
