@@ -2,7 +2,7 @@
 
     python -m analysis systems TRACE.sqlite|TRACE.nsys-rep [--torch-logs LOG]
                                [--meta META.json] [--jobs N] [--chunk-rows N]
-                               [--quiet|--progress] -o DIR
+                               [--quiet|--progress] [--csv] -o DIR
     python -m analysis compute NCU.csv|NCU.ncu-rep [--meta META.json] -o DIR
     python -m analysis page DIR [--workload NAME]
     python -m analysis diff A B [--threshold PCT] [--metric auto|span|kernel|busy] [-o DIFF.md]
@@ -10,7 +10,9 @@
     python -m analysis scrub IN.sqlite OUT.sqlite
     python -m analysis rules
 
-`systems` writes DIR/systems.json (schema systems/1), DIR/systems.md and two plots
+`systems` writes DIR/systems.json (schema systems/2: the summary), the tables as Parquet
+(ranges.parquet, one row per range; ranges_*.parquet, their kernels, copies, threads and
+samples; ops.parquet; CSV too with --csv), DIR/systems.md and two plots
 (time_per_iter.png, timeline.png); `compute` writes DIR/compute.json (compute/1),
 DIR/compute.md and DIR/roofline.png; `page` merges what DIR holds into DIR/README.md;
 `diff` compares two runs (each a systems.json, a folder holding one, or a run folder with
@@ -19,7 +21,8 @@ trace.sqlite and meta.json) and exits 1 when a variant got slower than the thres
 
 Exit 0 on success; 2 on bad input or usage, with one line on stderr naming the file and
 what is wrong; 3 when a needed tool (nsys or ncu, to read a report file) is missing.
-Inputs are never modified; outputs are written to a temporary file and renamed.
+Inputs are never modified; a report is written into a staging folder and moved into DIR
+under a lock on it, so an interrupted run leaves DIR as it was.
 """
 
 from __future__ import annotations

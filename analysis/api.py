@@ -5,6 +5,8 @@
     api.ranges_frame(doc).sort_values("kernel_time_ns", ascending=False).head()
     api.kernels_frame(doc)          # one row per (range, kernel), as nsys stats' nvtx_kern_sum
     api.findings_frame(doc)
+    api.ranges_frame("reports/train")       # a report folder: read from its Parquet tables
+    doc = api.load_report("reports/train")  # its whole document (systems.json + Parquet)
     trace = api.open_trace("trace.sqlite")   # the attributed trace: ranges, kernels, gaps...
 
 Documents are the typed SystemsDoc / ComputeDoc of analysis/documents.py (the same the
@@ -14,8 +16,6 @@ command line writes as JSON); the *_frame functions turn their tables into DataF
 from __future__ import annotations
 
 import dataclasses
-import operator
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,11 @@ from . import compute, model, runners, systems
 from .documents import ComputeDoc, Finding, SystemsDoc
 from .io import read_json_object
 from .load import ncu_csv, nsys_sqlite, torch_logs
-from .range_table import scalars
+from .range_table import RangeTable
+from .systems_files import load_systems, range_table_of, ranges_columns
+from .tables import read_range_table
 
-__all__ = ["open_trace", "systems_report", "compute_report", "ranges_frame",
+__all__ = ["open_trace", "systems_report", "compute_report", "load_report", "ranges_frame",
            "kernels_frame", "kernel_summary_frame", "ops_frame", "findings_frame",
            "launches_frame"]
 
@@ -51,7 +53,7 @@ def open_trace(path: str | Path, meta: dict[str, Any] | None = None,
 def systems_report(path: str | Path, meta: str | Path | dict[str, Any] | None = None,
                    torch_logs_path: str | Path | None = None,
                    jobs: int | None = None) -> SystemsDoc:
-    """The systems/1 document of an export (what `analysis systems` writes as JSON)."""
+    """The systems/2 document of an export (what `analysis systems` writes as JSON)."""
     events = systems.event_list(torch_logs.load(torch_logs_path)) if torch_logs_path \
         else None
     meta = _meta(meta)
@@ -65,60 +67,58 @@ def compute_report(csv: str | Path, meta: str | Path | dict[str, Any] | None = N
     return compute.build(ncu_csv.load(csv), _meta(meta))
 
 
-def ranges_frame(doc: SystemsDoc) -> pd.DataFrame:
-    """One row per NVTX range entry, its scalar fields (kernels: kernels_frame; the other
-    threads' list is summed in other_threads_*)."""
-    return _frame(ranges_rows(doc))
+def load_report(folder: str | Path) -> SystemsDoc:
+    """The whole systems document of a report folder (`analysis systems -o DIR`): its
+    systems.json with every range from the Parquet tables (made when read)."""
+    return load_systems(Path(folder))
 
 
-def _frame(table: tuple[list[str], list[tuple]]) -> pd.DataFrame:
-    """A frame of (columns, rows) as ranges_rows and dataclass_rows give them."""
-    columns, rows = table
-    return pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame()
+def ranges_frame(doc: SystemsDoc | str | Path) -> pd.DataFrame:
+    """One row per NVTX range entry (the index: its row in ranges.parquet), its scalar
+    fields, `devices` joined by commas (kernels: kernels_frame; the other threads' list
+    is summed in other_threads_*); a report folder is read from its ranges.parquet."""
+    table = _table(doc)
+    return pd.DataFrame(ranges_columns(table)) if table.n else pd.DataFrame()
 
 
-def ranges_rows(doc: SystemsDoc) -> tuple[list[str], list[tuple]]:
-    """ranges_frame's columns and rows as plain values (what ranges.csv is written from:
-    40k entries go to the csv module directly, twice as fast as through a frame)."""
-    if not doc.ranges:
-        return [], []
-    names = scalars()
-    get = operator.attrgetter(*names)
-    return names + ["devices"], [(*get(e), ",".join(map(str, e.devices)))
-                                 for e in doc.ranges]
+def _table(doc: SystemsDoc | str | Path) -> RangeTable:
+    """The range table of a document, or of a report folder's Parquet files."""
+    if isinstance(doc, (str, Path)):
+        return read_range_table(Path(doc))
+    return range_table_of(doc)
 
 
-def dataclass_rows(items: list[Any]) -> tuple[list[str], list[tuple]]:
-    """Field names and field values of a list of flat dataclasses (kernel_summary, ops)."""
+def _frame(items: list[Any]) -> pd.DataFrame:
+    """A frame of a list of flat dataclasses (kernel_summary, ops), one column a field."""
     if not items:
-        return [], []
-    names = [f.name for f in dataclasses.fields(items[0])]
-    get = operator.attrgetter(*names)
-    return names, [get(i) for i in items]
+        return pd.DataFrame()
+    return pd.DataFrame([dataclasses.astuple(i) for i in items],
+                        columns=[f.name for f in dataclasses.fields(items[0])])
 
 
-def text_columns(cls: type, columns: list[str]) -> list[int]:
-    """Positions of the columns of a table of `cls` dataclasses that may hold text or
-    None: all but the fields typed plainly int or float (the csv writer formats those
-    rows itself, io.write_csv_atomic)."""
-    hints = typing.get_type_hints(cls)
-    return [i for i, c in enumerate(columns) if hints.get(c) not in (int, float)]
-
-
-def kernels_frame(doc: SystemsDoc) -> pd.DataFrame:
-    """One row per (range, kernel name): count, total, avg, min, max in ns."""
-    return pd.DataFrame([{"range": e.name, "domain": e.domain, **dataclasses.asdict(k)}
-                         for e in doc.ranges for k in e.kernels])
+def kernels_frame(doc: SystemsDoc | str | Path) -> pd.DataFrame:
+    """One row per (range, kernel name): the range's name and domain, count, total, avg,
+    min, max in ns (its own thread's kernels, as nsys stats' nvtx_kern_sum)."""
+    table = _table(doc)
+    kernels = table.items.get("kernels")
+    if kernels is None or not len(kernels):
+        return pd.DataFrame()
+    rows = kernels["range_row"].to_numpy()
+    names, domains = table.column("name"), table.column("domain")
+    out = kernels.drop(columns="range_row").reset_index(drop=True)
+    out.insert(0, "domain", pd.Series([domains[r] for r in rows.tolist()], dtype=object))
+    out.insert(0, "range", pd.Series([names[r] for r in rows.tolist()], dtype=object))
+    return out
 
 
 def kernel_summary_frame(doc: SystemsDoc) -> pd.DataFrame:
     """Every kernel name of the trace (as nsys stats' cuda_gpu_kern_sum)."""
-    return _frame(dataclass_rows(doc.kernel_summary))
+    return _frame(doc.kernel_summary)
 
 
 def ops_frame(doc: SystemsDoc) -> pd.DataFrame:
     """emit_nvtx ops, one row per op name and direction."""
-    return _frame(dataclass_rows(doc.ops))
+    return _frame(doc.ops)
 
 
 def findings_frame(doc: SystemsDoc | ComputeDoc) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from .documents import Finding, RangeEntry, SystemsDoc
 from .io import unpack_xz, write_atomic
 from .load import nsys_sqlite
 from .render.markdown import esc, table
+from .render.text import code
 
 PROGRAMS = {
     "input_starved": "input starvation: DataLoader in the main process, pageable copies",
@@ -117,7 +118,7 @@ def run(data: Path) -> list[Row]:
 def render(rows: list[Row], data: Path) -> str:
     """reports/diagnosis.md."""
     ms = lambda ns: f"{ns / 1e6:,.2f} ms"  # noqa: E731
-    body = [[esc(r.program), esc(r.cause), f"`{r.rule}` on `{esc(r.range)}`",
+    body = [[esc(r.program), esc(r.cause), f"{code(r.rule, True)} on {code(r.range, True)}",
              ms(r.predicted_ns), ms(r.planted_ns), ms(r.fixed_ns), ms(r.realized_ns),
              f"{r.ratio:.2f}", "yes" if RATIO[0] <= r.ratio <= RATIO[1] else "**no**"]
             for r in rows]

@@ -1,4 +1,4 @@
-"""Run-to-run comparison of two systems/1 documents, with a regression gate on GPU time.
+"""Run-to-run comparison of two systems/2 documents, with a regression gate on GPU time.
 
 Per variant (or per range when the runs have no meta.json), per iteration, three metrics:
 `span` (first to last GPU operation of the range's own thread, as `nsys stats` projects
@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .documents import Finding, SystemsDoc
+from .documents import Finding, SystemsDoc, entry_column, entry_pick
 from .render.markdown import esc, num, reflow, short, table, us
+from .render.text import code
 
 METRICS = ("span", "kernel", "busy")
 TOP_ROWS = 25
@@ -37,17 +38,21 @@ def is_op_range(path: str) -> bool:
 
 def _rows(doc: SystemsDoc) -> dict[str, dict[str, Any]]:
     """variant (or the user's range) -> metrics per iteration, kernels per iteration,
-    names, instances."""
-    ranges = {e.name: e for e in doc.ranges}
+    names, instances (the entries read as columns, only those compared made)."""
+    names = entry_column(doc.ranges, "name")
     out: dict[str, dict[str, Any]] = {}
     if any(not v.missing for v in doc.variants):
-        for v in doc.variants:
-            if not v.missing:
-                out[v.variant] = _metrics([ranges[v.range]], v.iterations or 1)
+        at = {n: i for i, n in enumerate(names)}
+        kept = [v for v in doc.variants if not v.missing]
+        for v, e in zip(kept, entry_pick(doc.ranges, [at[v.range] for v in kept]),
+                        strict=True):
+            out[v.variant] = _metrics([e], v.iterations or 1)
         return out
-    for e in doc.ranges:
-        if not is_op_range(e.name) and e.instances:
-            out[e.name] = _metrics([e], max(e.instances, 1))
+    instances = entry_column(doc.ranges, "instances")
+    at = [i for i, (n, k) in enumerate(zip(names, instances, strict=True))
+          if k and not is_op_range(n)]
+    for e in entry_pick(doc.ranges, at):
+        out[e.name] = _metrics([e], max(e.instances, 1))
     return out
 
 
@@ -181,7 +186,7 @@ def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
     regressions = diff["regressions"]
     named = ", ".join(short(n, 60) for n in regressions[:10])
     more = f" and {len(regressions) - 10} more" if len(regressions) > 10 else ""
-    lines = [f"# Diff: `{esc(base_name)}` → `{esc(new_name)}`", ""] + _steps_lines(diff)
+    lines = [f"# Diff: {code(base_name)} → {code(new_name)}", ""] + _steps_lines(diff)
     lines += [f"Per iteration. span: the range's own GPU span (as `nsys stats`); kernel: its "
               "kernel time, own and other threads' (backward included); busy: its wall "
               f"time with any GPU operation running. Gate: `{m}` slower by more than "
@@ -199,7 +204,7 @@ def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
                        ("Findings that went away", "findings_gone")):
         found = diff[key]
         lines += ["", f"## {title}", ""]
-        lines += [f"- {f.rule} `{esc(short(f.range or '-'))}`: {esc(short(f.message, 200))}"
+        lines += [f"- {f.rule} {code(short(f.range or '-'))}: {esc(short(f.message, 200))}"
                   for f in found[:10]] or ["None."]
         if len(found) > 10:
             lines.append(f"- and {len(found) - 10} more (in the diff's JSON)")

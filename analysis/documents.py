@@ -1,4 +1,4 @@
-"""The typed documents: meta.json, systems/1, compute/1, their entries and findings.
+"""The typed documents: meta.json, systems/2, compute/1, their entries and findings.
 
 Each document's shape lives here once, as dataclasses; defaults live in the types, not at
 the readers. `to_dict` / `to_json` write them, `from_dict(cls, obj)` reads them back
@@ -93,6 +93,8 @@ class Meta:
     notes: list[str] = field(default_factory=list)      # what the capture could not show
     started: str | None = None          # when the run began (ISO 8601)
     code_version: str | None = None     # the toolkit commit that made it (+dirty)
+    cwd: str | None = None              # the program's working directory: pages name its
+                                        # files relative to it
 
     def role(self, variant: str) -> str:
         """The variant's role: as meta.json says, else from its name (older files)."""
@@ -115,7 +117,7 @@ class Meta:
         return list((self.compiled or {}).get("graph_breaks") or [])
 
 
-# --- systems/1 ----------------------------------------------------------------------------
+# --- systems/2 ----------------------------------------------------------------------------
 
 @dataclass
 class Gpu:
@@ -199,7 +201,10 @@ class VariantRow:
 
 @dataclass
 class SystemsDoc:
-    """The systems/1 document: per NVTX range, as `nsys stats` counts it, plus findings."""
+    """The systems/2 document: per NVTX range, as `nsys stats` counts it, plus findings.
+    In systems.json, `ranges` holds the entries of the loop ranges and of the ranges the
+    pages show; every range is a row of ranges.parquet beside it (`tables`: each Parquet
+    file and its rows)."""
 
     source: SystemsSource
     ranges: list[RangeEntry]      # every range: a range_table.RangeEntries (made when

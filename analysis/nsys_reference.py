@@ -1,4 +1,4 @@
-"""Read NVIDIA's `nsys stats` CSVs and line them up with our systems/1 entries.
+"""Read NVIDIA's `nsys stats` CSVs and line them up with our systems/2 entries.
 
 Used by the tests and by analysis.bench to check that both give the same numbers.
 
@@ -18,7 +18,7 @@ from .documents import SystemsDoc
 
 REPORTS = ("nvtx_kern_sum:base", "nvtx_gpu_proj_sum", "nvtx_sum", "cuda_gpu_kern_sum:base",
            "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum")
-"""The `nsys stats` reports whose numbers a systems/1 document gives: kernels per range,
+"""The `nsys stats` reports whose numbers a systems/2 document gives: kernels per range,
 GPU span per range, wall time per range, the whole-trace kernel table, memory copies."""
 
 
@@ -125,7 +125,7 @@ def ours_kern_summary(doc: SystemsDoc) -> pd.DataFrame:
 
 def mismatches(doc: SystemsDoc, base: Path | str, reports: tuple[str, ...] = REPORTS
                ) -> list[str]:
-    """Differences between a systems/1 document and the `reports` (of REPORTS) nsys stats
+    """Differences between a systems/2 document and the `reports` (of REPORTS) nsys stats
     wrote with `--output BASE` (empty: the same numbers)."""
     pairs = {"nvtx_kern_sum:base": lambda: (ours_kern(doc), kern_sum(csv_of(base, r))),
              "nvtx_gpu_proj_sum": lambda: (ours_proj(doc), proj_sum(csv_of(base, r))),

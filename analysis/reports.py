@@ -138,7 +138,7 @@ def _several_processes(export: nsys_sqlite.NsysExport) -> bool:
 
 def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
                 opts: argparse.Namespace | None = None) -> SystemsDoc:
-    """The systems/1 document of one export, findings included."""
+    """The systems/2 document of one export, findings included."""
     return systems.judge(measure_systems(trace, meta_path, logs, opts))
 
 

@@ -1,4 +1,4 @@
-"""Build the `systems/1` document (documents.SystemsDoc) from an Nsight Systems export.
+"""Build the `systems/2` document (documents.SystemsDoc) from an Nsight Systems export.
 
 Pure: takes the loaded export, optional meta.json and TORCH_LOGS events, attributes the
 trace once (model.attribute) and derives every part of the document from that one Trace:
@@ -10,6 +10,7 @@ trace cannot show, e.g. untraced CUDA graph kernels).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from .levers import add_levers
 from .load.nsys_samples import load_samples
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
+from .paths import relative_compiled, relative_events
 from .range_build import range_table
 from .range_table import RangeEntries
 from .ranks import compare, export_ranks, rank_row
@@ -168,6 +170,10 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     caller already made it). The document's range list is a RangeEntries over the range
     table: entries are made where they are read, the files written from the table."""
     meta, events = as_meta(meta), event_list(torch_events)
+    cwd = (meta.cwd if meta else None) or export.working_dir
+    events = relative_events(events, cwd)
+    if meta is not None and meta.compiled:
+        meta = dataclasses.replace(meta, compiled=relative_compiled(meta.compiled, cwd))
     if trace is None:
         trace = model.attribute(export, watch_paths(meta), events)
     if events:
@@ -219,7 +225,7 @@ def judge(measured: Measured) -> SystemsDoc:
 def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
           torch_events: pd.DataFrame | list[dict] | None = None,
           trace: model.Trace | None = None) -> SystemsDoc:
-    """The systems/1 document for one export, with its findings: `judge(measure(...))`."""
+    """The systems/2 document for one export, with its findings: `judge(measure(...))`."""
     return judge(measure(export, meta, torch_events, trace))
 
 

@@ -80,12 +80,19 @@ def write_systems(folder: Path, doc: SystemsDoc, csv: bool = False) -> SystemsDo
     return small
 
 
+def ranges_columns(table: RangeTable) -> dict[str, list]:
+    """The range table as ranges.csv and api.ranges_frame give it: the scalar fields
+    (the position `row` is the frame's index), then `devices` joined by commas."""
+    cols = {name: table.column(name) for name in scalars(RangeEntry)
+            if name not in ("devices", "row")}
+    cols["devices"] = [",".join(map(str, d)) for d in table.column("devices")]
+    return cols
+
+
 def write_csvs(folder: Path, doc: SystemsDoc, table: RangeTable) -> None:
-    """ranges.csv (the scalar fields, devices joined by commas), kernel_summary.csv and
-    ops.csv (when the trace has emit_nvtx ops)."""
-    cols = {name: table.column(name) for name in scalars(RangeEntry)}
-    cols["devices"] = [",".join(map(str, d)) for d in cols["devices"]]
-    frames = {"ranges": pd.DataFrame(cols)}
+    """ranges.csv (ranges_columns), kernel_summary.csv and ops.csv (when the trace has
+    emit_nvtx ops)."""
+    frames = {"ranges": pd.DataFrame(ranges_columns(table))}
     for name, items in (("kernel_summary", doc.kernel_summary), ("ops", doc.ops)):
         if items:
             frames[name] = pd.DataFrame([dataclasses.astuple(i) for i in items],

@@ -89,7 +89,7 @@ def fake_tools(monkeypatch):
 
 
 def systems_json(path: Path, meta: dict | None = None, events=None) -> dict:
-    """The systems/1 document of an export in its JSON form (what users read)."""
+    """The systems/2 document of an export in its JSON form (what users read)."""
     from analysis import systems
     from analysis.documents import to_dict
     from analysis.load import nsys_sqlite

@@ -133,7 +133,7 @@ def test_command_line_writes_everything_then_exits_fast_and_quietly(tmp_path: Pa
                          capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.startswith("wrote ")
     assert json.loads((out / "systems.json").read_text())["schema"] == "systems/2"
-    assert (out / "ranges.csv").read_text().endswith("\n")
+    assert (out / "ranges.parquet").read_bytes().endswith(b"PAR1")
     proc = subprocess.Popen([sys.executable, "-m", "analysis", "systems",
                              str(DATA / "gelu" / "trace.sqlite"), "-o", str(tmp_path / "p")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,4 +1,4 @@
-"""systems/1 numbers equal NVIDIA's own `nsys stats` on every committed real export."""
+"""systems/2 numbers equal NVIDIA's own `nsys stats` on every committed real export."""
 
 from __future__ import annotations
 

@@ -8,9 +8,10 @@ import dataclasses
 import re
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from analysis import range_table, rules, schemas, settings, systems
+from analysis import range_build, rules, schemas, settings, systems
 from analysis.documents import Finding, RangeEntry
 from analysis.jsoncodec import to_dict
 from analysis.rules import REGISTRY, Context, Rule
@@ -55,21 +56,34 @@ def test_recipe_a_rule(monkeypatch) -> None:
     assert any("`my_rule`" in line for line in rules.markdown_table())
 
 
-def test_recipe_a_document_field(monkeypatch) -> None:
+def test_recipe_a_document_field(tmp_path: Path) -> None:
+    """A range entry field declared once (its type, unit, meaning and source) reaches the
+    range table from a per-key column of its name, the entries, their JSON, the Parquet
+    table with its unit, and the JSON Schema with its meaning."""
+    from analysis import busy, host, ranges, tables
+    from analysis.entries import declared
+
     @dataclasses.dataclass
     class Entry(RangeEntry):
-        host_ns: int = 0                       # the new fact, with a default
+        host_ns: int = declared("the new fact", "per_key", unit="ns", default=0)
 
-    monkeypatch.setattr(range_table, "RangeEntry", Entry)
-    trace_doc = systems.build(_export("gelu"))
-    assert trace_doc.ranges and all(e.host_ns == 0 for e in trace_doc.ranges)
-    summary = _summary("gelu")
-    extra = summary.set_index("key")[["kernel_count"]].rename(
+    trace = _trace("gelu")
+    summary = ranges.summarize(trace)
+    extra = busy.per_key(trace)[0]
+    new = summary.set_index("key")[["kernel_count"]].rename(
         columns={"kernel_count": "host_ns"})            # a per-key column of that name
-    entries = range_table.range_table(summary, _trace("gelu").kernels, (extra, {})).entries()
+    table = range_build.range_table(summary, trace.kernels,
+                                    [extra, host.per_key(trace), new], cls=Entry)
+    entries = table.entries(cls=Entry)
     assert [e.host_ns for e in entries] == summary["kernel_count"].tolist()
     assert to_dict(entries[0])["host_ns"] == entries[0].kernel_count    # in the JSON
-    assert "host_ns" in schemas._object(Entry, {})["properties"]       # and its schema
+    tables.write_range_tables(tmp_path, table, Entry)                   # in Parquet
+    back = tables.read_range_table(tmp_path, Entry)
+    assert back.column("host_ns") == summary["kernel_count"].tolist()
+    field = pq.read_schema(tmp_path / tables.RANGES).field("host_ns")
+    assert field.metadata[b"unit"] == b"ns"
+    assert schemas._object(Entry, {})["properties"]["host_ns"]["description"] == \
+        "the new fact [ns]"                                              # and its schema
 
 
 def _export(name: str):

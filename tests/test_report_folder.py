@@ -15,8 +15,8 @@ from tests.conftest import DATA
 
 ROOT = DATA.parent.parent
 
-WITH_OPS = DATA / "train_step_user" / "trace.sqlite"      # emit_nvtx: writes ops.csv
-WITHOUT_OPS = DATA / "edge" / "trace.sqlite"              # no op ranges: no ops.csv
+WITH_OPS = DATA / "train_step_user" / "trace.sqlite"      # emit_nvtx: writes ops.parquet
+WITHOUT_OPS = DATA / "edge" / "trace.sqlite"              # no op ranges: no ops.parquet
 
 
 def _systems(trace: Path, out: Path) -> subprocess.Popen:
@@ -42,7 +42,7 @@ def alone(tmp_path_factory) -> dict[Path, dict[str, bytes]]:
         folder = tmp_path_factory.mktemp("alone")
         _run(trace, folder)
         out[trace] = _files(folder)
-    assert "ops.csv" in out[WITH_OPS] and "ops.csv" not in out[WITHOUT_OPS]
+    assert "ops.parquet" in out[WITH_OPS] and "ops.parquet" not in out[WITHOUT_OPS]
     return out
 
 
@@ -92,31 +92,9 @@ def test_kinds_own_their_files():
     assert not reports.owned("systems", "notes.txt", False)
 
 
-def test_a_file_replaced_in_one_step_leaves_the_old_one_behind(tmp_path):
-    """replace_file gives the target the new file's bytes, a rename's result, and leaves
-    the old bytes at the new file's name where the two were swapped (the staging folder
-    removes them); a missing target, or a folder, is a plain rename."""
-    from analysis.io import _renameat2, replace_file
-    new, target = tmp_path / "new", tmp_path / "target"
-    new.write_bytes(b"new")
-    target.write_bytes(b"old")
-    replace_file(new, target)
-    assert target.read_bytes() == b"new"
-    swapped = _renameat2() is not None and new.exists()
-    assert (new.read_bytes() == b"old") if swapped else not new.exists()
-    fresh = tmp_path / "fresh"
-    new.write_bytes(b"only")
-    replace_file(new, fresh)
-    assert fresh.read_bytes() == b"only" and not new.exists()
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    replace_file(folder, tmp_path / "moved")
-    assert (tmp_path / "moved").is_dir() and not folder.exists()
-
-
-def test_a_commit_over_a_report_swaps_no_file_into_a_folder(tmp_path, alone):
+def test_a_commit_over_a_report_leaves_only_its_files(tmp_path, alone):
     """A report's commit over an older one: its files, and none of the old ones left in
-    the folder or its staging (swapped out, then removed with it)."""
+    the folder, nor its staging folder."""
     _run(WITH_OPS, tmp_path)
     with reports.report_folder(tmp_path, "systems") as stage:
         (stage / "systems.json").write_text("{}")

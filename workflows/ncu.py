@@ -182,7 +182,7 @@ def capture(args: argparse.Namespace) -> Path:
         if args.command:
             meta = Meta(workload=args.name, description=f"command: {shlex.join(command)}",
                         command=command, notes=notes, started=started(),
-                        code_version=code_version())
+                        code_version=code_version(), cwd=os.getcwd())
             write_atomic(run_dir / "meta.json", to_json(meta))
         csv = run_dir / "ncu_raw.csv"
         write_atomic(csv, run_tool(import_csv_argv(ncu, run_dir / "profile.ncu-rep"),

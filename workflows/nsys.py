@@ -77,7 +77,7 @@ def script_meta(name: str, command: list[str]) -> str:
     """meta.json of a profiled command: what ran (no ranges, no cost model)."""
     meta = Meta(workload=name, description=f"command: {shlex.join(command)}",
                 command=command, versions={"python": platform.python_version()},
-                started=started(), code_version=code_version())
+                started=started(), code_version=code_version(), cwd=os.getcwd())
     return to_json(meta)
 
 

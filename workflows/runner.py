@@ -22,6 +22,7 @@ import dataclasses
 import importlib.metadata
 import json
 import logging
+import os
 import platform
 import subprocess
 import sys
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> Path:
         "correctness": {"rel_error": errors, "tolerance": workload.tolerance},
         "versions": _versions(), "compiled": compiled, "ceilings": peaks,
         "command": [sys.executable, "-m", "workflows.runner", *sys.argv[1:]],
-        "started": run_started, "code_version": code_version(),
+        "started": run_started, "code_version": code_version(), "cwd": os.getcwd(),
     }
     meta["rank"] = rank
     path = out / "meta.json"

@@ -51,6 +51,16 @@ def load_session_start(conn: sqlite3.Connection, db: sqlite_utils.Database) -> i
     return int(row[0]) if row and row[0] is not None else None
 
 
+def load_working_dir(conn: sqlite3.Connection, db: sqlite_utils.Database) -> str | None:
+    """The profiled program's working directory (META_DATA_CAPTURE's first process's
+    WORKING_DIR), or None: messages name the user's files relative to it."""
+    if not {"name", "value"} <= table_columns(db, "META_DATA_CAPTURE"):
+        return None
+    row = conn.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%WORKING_DIR' "
+                       "ORDER BY name LIMIT 1").fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
 def export_meta(db: sqlite_utils.Database) -> dict[str, str]:
     """META_DATA_EXPORT's name -> value (the export schema and nsys versions)."""
     if not db["META_DATA_EXPORT"].exists():

@@ -38,6 +38,7 @@ from .nsys_meta import (
     load_gpus,
     load_session_start,
     load_thread_names,
+    load_working_dir,
     table_columns,
     versioned,
 )
@@ -89,6 +90,7 @@ class NsysExport:
     notes: list[str] = field(default_factory=list)
     thread_names: dict[int, str] = field(default_factory=dict)
     session_start_utc_ns: int | None = None   # wall clock (UTC) of timestamp 0
+    working_dir: str | None = None            # the profiled program's working directory
 
 
 def os_pid(global_ids: np.ndarray) -> np.ndarray:
@@ -371,6 +373,7 @@ def load(path: str | Path, ops: bool = True) -> NsysExport:
                           export_schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
                           product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes,
                           thread_names=load_thread_names(conn, db),
-                          session_start_utc_ns=load_session_start(conn, db))
+                          session_start_utc_ns=load_session_start(conn, db),
+                          working_dir=load_working_dir(conn, db))
     finally:
         conn.close()

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from ..documents import ComputeDoc, KernelLaunch
-from .markdown import esc, findings_section, gbps, num, pct, reflow, table, us
+from ..kernel_names import kernel_labels
+from .markdown import esc, findings_section, gbps, num, pct, reflow, short, table, us
+from .text import code
 
 NAME_WIDTH = 60
-
-
-def short(name: str, width: int = NAME_WIDTH) -> str:
-    """A long C++ kernel name cut to `width` characters (the JSON keeps it whole)."""
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def mb(value: float | None) -> str:
@@ -83,13 +80,15 @@ def kernels_section(doc: ComputeDoc, gpu_time: dict[str, int] | None = None) -> 
     """One row per kernel name, the kernels that hold the time first; every launch is in
     compute.json and launches.csv."""
     advice = suggestions(doc)
+    rows = per_kernel(doc, gpu_time)
+    label = kernel_labels([name for name, _ in rows])
     body = []
-    for name, ks in per_kernel(doc, gpu_time):
+    for name, ks in rows:
         med = {f: _median([getattr(k, f) for k in ks]) for f in (
             "duration_ns", "sm_sol_pct", "mem_sol_pct", "dram_throughput_pct",
             "achieved_occupancy_pct", "theoretical_occupancy_pct", "waves_per_sm")}
         bounds = [_bound(k) for k in ks]
-        body.append([esc(short(name)), num(len(ks)), us(med["duration_ns"]),
+        body.append([esc(short(label[name], NAME_WIDTH)), num(len(ks)), us(med["duration_ns"]),
                      max(set(bounds), key=bounds.count), pct(med["sm_sol_pct"]),
                      pct(med["mem_sol_pct"]), pct(med["dram_throughput_pct"]),
                      f"{pct(med['achieved_occupancy_pct'])} / "
@@ -106,8 +105,7 @@ def kernels_section(doc: ComputeDoc, gpu_time: dict[str, int] | None = None) -> 
     lines += table(["kernel", "launches", "median duration", "bound", "SM SOL",
                     "memory SOL", "DRAM throughput", "occupancy achieved / theor.",
                     "waves/SM", "suggestion"], body, "lrrlrrrrrl")
-    full = [f"- {esc(name)}" for name, _ in per_kernel(doc, gpu_time)
-            if len(name) > NAME_WIDTH]
+    full = [f"- {esc(label[name])}: {code(name)}" for name, _ in rows if label[name] != name]
     if full:
         lines += ["", "<details><summary>Full kernel names</summary>", "", *full, "",
                   "</details>"]
@@ -137,7 +135,7 @@ def render_compute(doc: ComputeDoc, roofline_png: str | None = None) -> str:
     lines += kernels_section(doc)
     versions = run.get("versions") or {}
     lines += ["## Environment", "", f"- GPU: {esc(doc.source.gpu)}",
-              f"- CSV: `{doc.source.path}`"]
+              f"- CSV: {code(doc.source.path)}"]
     if versions:
         lines.append("- " + ", ".join(f"{k} {esc(v)}" for k, v in versions.items()
                                       if k in ("driver", "cuda", "torch", "triton")))

@@ -1,4 +1,4 @@
-"""Markdown rendering of `systems/1` documents: GitHub-flavoured tables, escaped names.
+"""Markdown rendering of `systems/2` documents: GitHub-flavoured tables, escaped names.
 
 Numbers carry units: microseconds with one decimal, GB/s without decimals, percentages
 with one. C++ kernel names (`<`, `>`, `|`, `*`, `&`, backticks) are escaped so that they
@@ -21,7 +21,8 @@ from ..documents import (
     entry_pick,
     top_findings,
 )
-from .text import WIDTH, dur, esc, gbps, num, pct, reflow, table, us
+from ..kernel_names import kernel_labels
+from .text import WIDTH, code, dur, esc, gbps, num, pct, reflow, table, us
 
 __all__ = ["WIDTH", "dur", "esc", "gbps", "num", "pct", "reflow", "table", "us"]
 
@@ -187,9 +188,10 @@ def kernels_section(doc: SystemsDoc) -> list[str]:
         lines += [f"### {esc(short(e.name))}", ""] + other_threads_line(e)
         groups = [("own", e.kernels)] + [(str(t.name or t.tid), t.kernels)
                                          for t in e.other_threads]
+        label = kernel_labels([k.name for _, kernels in groups for k in kernels])
         body = []
         for thread, kernels in groups:
-            body += [[esc(short(k.name)), esc(thread), num(k.count), us(k.total_ns),
+            body += [[esc(short(label[k.name])), esc(thread), num(k.count), us(k.total_ns),
                       us(k.avg_ns), us(k.min_ns), us(k.max_ns)]
                      for k in kernels[:KERNELS_EACH]]
             if len(kernels) > KERNELS_EACH:
@@ -223,7 +225,8 @@ def whole_trace_section(doc: SystemsDoc) -> list[str]:
     if not doc.kernel_summary:
         return []
     top = doc.kernel_summary[:TOP_KERNELS]
-    body = [[esc(short(k.name)), pct(k.time_pct), us(k.total_ns), num(k.count), us(k.avg_ns),
+    label = kernel_labels([k.name for k in doc.kernel_summary])
+    body = [[esc(short(label[k.name])), pct(k.time_pct), us(k.total_ns), num(k.count), us(k.avg_ns),
              us(k.min_ns), us(k.max_ns)] for k in top]
     lines = ["## Whole trace", "",
              "Every kernel of the trace, in or out of NVTX ranges (as `nsys stats --report "
@@ -283,14 +286,19 @@ def compile_section(doc: SystemsDoc) -> list[str]:
                      f"{compiled.get('recompiles')} (torch._dynamo.explain and TORCH_LOGS, "
                      "compiled before the measured ranges).")
         for b in compiled.get("graph_breaks") or []:
-            lines.append(f"- graph break at `{b.get('file')}:{b.get('line')}`: "
+            lines.append(f"- graph break at {code(_at(b))}: "
                          f"{esc(b.get('reason'))}")
     if events is not None:
         lines.append(f"TORCH_LOGS events: {len(events)}.")
         for ev in events:
             why = ev.get("said") or ev["reason"]     # "said": systems/2 documents
-            lines.append(f"- {ev['kind']} at `{ev['file']}:{ev['line']}`: {esc(why)}")
+            lines.append(f"- {ev['kind']} at {code(_at(ev))}: {esc(why)}")
     return lines + [""]
+
+
+def _at(event: dict) -> str:
+    """A graph break's or recompile's place, `file:line`."""
+    return f"{event.get('file')}:{event.get('line')}"
 
 
 def environment_section(doc: SystemsDoc) -> list[str]:
@@ -302,7 +310,7 @@ def environment_section(doc: SystemsDoc) -> list[str]:
     lines = ["## Environment", "", f"- GPU: {esc(gpus)}",
              f"- Nsight Systems: {esc(src.nsys_version)}, export schema "
              f"{esc(src.export_schema_version)}",
-             f"- trace: `{src.path}`"]
+             f"- trace: {code(src.path)}"]
     if versions:
         lines.append("- " + ", ".join(f"{k} {esc(v)}" for k, v in versions.items()
                                       if k in ("driver", "cuda", "torch", "triton", "python",
@@ -328,7 +336,7 @@ def findings_section(findings: list[Finding], where: str = "the JSON document") 
                         ""]
     top, more = top_findings(findings)
     for f in top:
-        place = f" `{esc(short(f.range))}`" if f.range else ""
+        place = f" {code(short(f.range))}" if f.range else ""
         lines.append(f"- **{f.severity}** {f.rule}{place} ({impact(f)}): "
                      f"{esc(short(f.message, 300))}  ")
         lines.append(f"  Suggestion: {esc(f.suggestion)}")
@@ -354,7 +362,7 @@ def run_header(run: dict, per_variant: bool = True) -> list[str]:
 
 
 def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str:
-    """The whole systems.md page for one systems/1 document (plots by file name)."""
+    """The whole systems.md page for one systems/2 document (plots by file name)."""
     run = doc.run or {}
     title = run.get("workload") or doc.source.path
     lines = [f"# Nsight Systems report: {esc(title)}", ""]

@@ -1,6 +1,6 @@
 """The page people read first: reports/<workload>/README.md (GitHub shows it).
 
-Merges a systems/1 and, when there is one, a compute/1 document: the verdict on the
+Merges a systems/2 and, when there is one, a compute/1 document: the verdict on the
 first screen (fastest variant, speedup over naive, % of roofline, top findings), then
 the per-variant table, findings with evidence, per-kernel details, environment and the
 exact commands that reproduce it.
@@ -32,6 +32,7 @@ from .markdown import (
     variants_section,
 )
 from .markdown import kernels_section as systems_kernels
+from .text import code, html
 
 TOP_FINDINGS = 5
 
@@ -110,7 +111,7 @@ def where_time_went(doc: SystemsDoc) -> list[str]:
     share = min(100.0 * where.time_ns / total, 100.0)
     said = (f"GPU busy {pct(100.0 * busy / total)} of {dur(total)}: "
             f"{'GPU-bound' if gpu_bound else 'host-bound'}; {pct(share)} of it in "
-            f"`{esc(where.name)}`")
+            f"{code(where.name)}")
     if not gpu_bound:
         parts = {k: getattr(where, k) for k in HOST_SAID}
         top = max(parts, key=parts.get)
@@ -148,7 +149,7 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
            if f.severity != "info"][:TOP_FINDINGS]
     if top:
         lines += ["", "Top findings, largest saving first:"]
-        lines += [f"- {f.rule}" + (f" `{esc(short(f.range))}`" if f.range else "")
+        lines += [f"- {f.rule}" + (f" {code(short(f.range))}" if f.range else "")
                   + f" ({impact(f)}): {esc(short(f.message, 300))}" for f in top]
     elif rows:
         lines += ["", "No warning from any rule."]
@@ -171,7 +172,7 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
     found = ordered(systems.findings + (compute.findings if compute else []))
     lines += findings_section(found, "systems.json and compute.json")
     for f in top_findings(found)[0][:TOP_FINDINGS]:
-        lines += [f"<details><summary>{esc(f.rule)} {esc(short(f.range or ''))} evidence"
+        lines += [f"<details><summary>{html(f.rule)} {html(short(f.range or ''))} evidence"
                   "</summary>", "", *evidence_lines(f.evidence), "",
                   f"Saving model: {esc(f.saving_model)}" if f.saving_model else "",
                   "", "</details>", ""]

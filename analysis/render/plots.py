@@ -1,8 +1,8 @@
 """Plots as PNG (matplotlib, Agg backend: no display needed), drawn from report documents.
 
 roofline_png      compute/1: ceilings and one point per range
-time_bars_png     systems/1: time per iteration per variant, speedup labels
-timeline_png      systems/1: one iteration per variant, kernels as boxes, gaps visible
+time_bars_png     systems/2: time per iteration per variant, speedup labels
+timeline_png      systems/2: one iteration per variant, kernels as boxes, gaps visible
 bench_png         analysis.bench rows: time and memory against trace size, both tools
 """
 

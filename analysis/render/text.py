@@ -3,6 +3,8 @@ with units, GitHub-flavoured tables."""
 
 from __future__ import annotations
 
+import html as _html
+import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -37,6 +39,25 @@ def esc(text: Any) -> str:
     """Text safe inside a markdown table cell: HTML entities, escaped markdown marks,
     newlines as spaces (one pass: str.translate)."""
     return str(text).translate(_ESCAPES)
+
+
+def code(text: Any, cell: bool = False) -> str:
+    """Text as a code span, written as it is (Markdown reads no escape inside one): a
+    fence of one more backtick than the longest run inside, padded where the text begins
+    or ends with one; newlines as spaces; in a table `cell`, `|` as `\\|` (GFM splits
+    cells before it reads spans, and drops that backslash)."""
+    s = str(text).replace("\n", " ")
+    if cell:
+        s = s.replace("|", "\\|")
+    fence = "`" * (max(map(len, re.findall("`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def html(text: Any) -> str:
+    """Text inside raw HTML (a <summary> line): Markdown reads nothing there, so nothing
+    is backslash-escaped; `<`, `>` and `&` as HTML entities, newlines as spaces."""
+    return _html.escape(str(text), quote=False).replace("\n", " ")
 
 
 def us(ns: float | None) -> str:

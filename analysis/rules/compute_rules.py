@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..documents import Finding, KernelLaunch
+from ..kernel_names import kernel_label
 from ..remedies import layer, remedy
 from ..settings import EXCESS_DRAM_X, HIGH_DRAM_PCT, LATENCY_PCT, OCCUPANCY_GAP_PTS, WAVES_MAX
 from .registry import Context, Rule, rule
@@ -42,7 +43,7 @@ def grouped(ctx: Context, hits: list[tuple[int, KernelLaunch]]) -> dict[str, lis
 
 
 def _names(launches: list[tuple[int, KernelLaunch]]) -> str:
-    names = list(dict.fromkeys(k.name[:60] for _, k in launches))
+    names = list(dict.fromkeys(kernel_label(k.name) for _, k in launches))
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
@@ -72,7 +73,8 @@ def _bound(r: Rule, ctx: Context, bound: str) -> list[Finding]:
                       "dram_throughput_pct": [k.dram_throughput_pct for _, k in launches],
                       **({"tensor_pipe_pct": tensor} if bound == "compute" and tensor > 50
                          else {})},
-            message=f"{len(launches)} launch(es) of {name[:60]} in {rng or 'no range'} are "
+            message=f"{len(launches)} launch(es) of {kernel_label(name)} in "
+            f"{rng or 'no range'} are "
             f"{bound}-bound: SM {first.sm_sol_pct:.1f}%, memory {first.mem_sol_pct:.1f}% of "
             f"peak for launch {launches[0][0]} ({why})."))
     return out

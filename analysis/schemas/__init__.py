@@ -53,8 +53,18 @@ def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     fields = dataclasses.fields(cls)
     return {"type": "object", "description": (cls.__doc__ or cls.__name__).strip(),
-            "properties": {f.name: _type(hints[f.name], defs) for f in fields},
+            "properties": {f.name: _described(_type(hints[f.name], defs), f)
+                           for f in fields},
             "required": [f.name for f in fields]}
+
+
+def _described(schema: dict[str, Any], f: dataclasses.Field) -> dict[str, Any]:
+    """A property's schema with its declaration's meaning and unit (analysis/entries.py),
+    where the field has one."""
+    doc, unit = f.metadata.get("doc"), f.metadata.get("unit")
+    if not doc:
+        return schema
+    return {**schema, "description": doc + (f" [{unit}]" if unit else "")}
 
 
 def schema_of(name: str) -> dict[str, Any]:

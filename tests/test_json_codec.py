@@ -10,7 +10,6 @@ import math
 import re
 from pathlib import Path
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -71,49 +70,3 @@ def test_without_orjson_the_standard_library_writes_it(monkeypatch) -> None:
 def test_what_orjson_refuses_falls_back_and_nan_is_null() -> None:
     assert json.loads(to_json({"big": 2**70})) == {"big": 2**70}
     assert json.loads(to_json({"x": math.nan})) == {"x": None}
-
-
-def _doc_with(entries: list[dict]) -> SystemsDoc:
-    """A systems document whose range list is `entries`-long (names with µ and commas)."""
-    from analysis.documents import RangeEntry
-    ranges = [RangeEntry(name=e["name"], domain=None, instances=1, kernel_count=e["n"],
-                         kernel_time_ns=e["n"], gpu_span_ns=0, gpu_idle_ns=0)
-              for e in entries]
-    return SystemsDoc(source=None, ranges=ranges)
-
-
-@given(st.integers(0, 3), st.integers(-1, 1), st.booleans())
-def test_long_lists_written_in_batches_are_the_same_bytes(batches: int, extra: int,
-                                                          non_ascii: bool) -> None:
-    """A document whose range list spans several batches (exactly full, one short, one
-    over) is written as the one-piece dump writes it, escapes included."""
-    n = max(0, batches * 3 + extra)
-    name = "aten::mm, µ = 1" if non_ascii else "aten::mm, seq = 1"
-    doc = _doc_with([{"name": f"{name}/{i}", "n": i} for i in range(n)])
-    whole = (json.dumps(to_dict(doc), indent=2) + "\n").encode("ascii")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jsoncodec, "STREAM_ITEMS", 3)
-        fh = io.BytesIO()
-        dump_json(doc, fh)
-        assert fh.getvalue() == whole == jsoncodec.to_json_bytes(doc)
-
-
-def test_a_value_orjson_refuses_in_a_late_batch_rewrites_the_file(monkeypatch) -> None:
-    """Midway through the batches orjson meets an integer beyond 64 bits: what was
-    written is replaced by the standard library's text (a file that cannot seek: the
-    error is raised)."""
-    monkeypatch.setattr(jsoncodec, "STREAM_ITEMS", 2)
-    doc = _doc_with([{"name": f"r{i}", "n": i} for i in range(7)])
-    doc.ranges[6].kernel_count = 2**70
-    fh = io.BytesIO(b"old")
-    fh.seek(3)
-    dump_json(doc, fh)
-    assert fh.getvalue()[:3] == b"old"
-    assert json.loads(fh.getvalue()[3:])["ranges"][6]["kernel_count"] == 2**70
-
-    class Pipe(io.BytesIO):
-        def seekable(self) -> bool:
-            return False
-
-    with pytest.raises(TypeError):
-        dump_json(doc, Pipe())
