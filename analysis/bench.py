@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 from statistics import median
 
-from .documents import SystemsDoc
-from .io import load_json_doc, unpack_xz, write_atomic, write_png
+from .io import unpack_xz, write_atomic, write_png
 from .nsys_reference import REPORTS, mismatches
 from .render.plots import bench_png
 from .settings import env
+from .systems_files import load_systems
 
 TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME")
@@ -166,7 +166,7 @@ def measure(trace: Path, nsys: str | None, work: Path, repeat: int = 1) -> dict:
         runs[0]["nsys_stats_mib"] = peak_child(theirs)[1]
     row: dict = {"runs": runs, **{k: median(r[k] for r in runs if k in r) for k in runs[0]}}
     if nsys:
-        doc = load_json_doc(work / "out" / "systems.json", SystemsDoc)
+        doc = load_systems(work / "out")
         diffs = mismatches(doc, work / "stats")
         row["same_numbers"] = not diffs
         row["first_differences"] = diffs[:5]

@@ -46,9 +46,17 @@ def _in_unnamed(text: str, i: int) -> bool:
     return text.startswith("<unnamed>", i) or text.startswith("(anonymous namespace)", i)
 
 
+GENERIC = {"Kernel", "Kernel2", "kernel", "device_kernel", "DeviceKernel"}
+"""Base names that say nothing (CUTLASS's `Kernel<Gemm...>`): their first template
+argument names the kernel."""
+
+_FIRST_ARG = re.compile(r"<\s*(?:[\w]+::)*(\w+)")
+
+
 def kernel_label(name: str) -> str:
     """The base name of a kernel (its qualified name's last part) and, for a template
-    whose arguments name an op, that op in parentheses; a plain name as it is."""
+    whose arguments name an op, that op in parentheses (for a generic base name, its
+    first template argument); a plain name as it is."""
     if "<" not in name and "(" not in name:
         return name
     qualified, rest = _split(name)
@@ -57,7 +65,8 @@ def kernel_label(name: str) -> str:
         m = pattern.search(rest)
         if m:
             return f"{base} ({m.group(1).lower()})"
-    return base
+    m = _FIRST_ARG.match(rest) if base in GENERIC else None
+    return f"{base} ({m.group(1)})" if m else base
 
 
 def kernel_labels(names: list[str]) -> dict[str, str]:

@@ -181,3 +181,16 @@ def _as_frame(data: pa.Table) -> pd.DataFrame:
 def has_tables(folder: Path) -> bool:
     """Whether a report folder holds the range tables."""
     return (folder / RANGES).is_file()
+
+
+def columns_markdown(cls: type = RangeEntry) -> list[str]:
+    """Every Parquet table's columns as a markdown table (README's column reference):
+    file, column, Arrow type, unit, meaning, from the fields' declarations."""
+    rows = []
+    for key, shape in _schemas(cls).items():
+        for f in shape:
+            meta = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
+            rows.append(f"| `{file_of(key)}` | `{f.name}` | {f.type} | {meta.get('unit', '')} "
+                        f"| {meta.get('doc', '')} |")
+    return ["| file | column | type | unit | meaning |", "| --- | --- | --- | --- | --- |",
+            *rows]

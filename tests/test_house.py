@@ -110,7 +110,7 @@ def test_imports_at_the_top_except_optional_dependencies():
 def test_render_reads_documents_only():
     graph = _graph()
     render = [m for m in graph if m.startswith("analysis.render")]
-    allowed = {"analysis.documents", "analysis.jsoncodec"}
+    allowed = {"analysis.documents", "analysis.jsoncodec", "analysis.kernel_names"}
     for m in render:
         outside = {n for n in graph[m] if not n.startswith("analysis.render")} - allowed
         assert outside == set(), m
@@ -125,3 +125,15 @@ def test_every_committed_meta_declares_the_role_of_each_variant():
         meta = json.loads(path.read_text())
         assert set(meta["roles"]) == set(meta.get("ranges", {})), path
         assert set(meta["roles"].values()) <= set(ROLES), path
+
+
+def test_readme_layout_names_every_module():
+    """README's Layout section names every module of the tree (a new module is said
+    there, in its place)."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):readme.index("Every step of the analysis")]
+    modules = sorted(p.name for folder in ("analysis", "workflows", "kernels",
+                                           "nsight_workflows")
+                     for p in (ROOT / folder).rglob("*.py")
+                     if not p.name.startswith("__") and "schemas" not in p.parts)
+    assert [m for m in modules if f"`{m}`" not in layout] == []

@@ -21,6 +21,13 @@ def test_committed_schema_is_generated_from_the_types(name: str) -> None:
         "stale: run python -m analysis.schemas"
 
 
+def test_readme_column_reference_follows_the_declarations() -> None:
+    text = schemas.README.read_text()
+    assert schemas.readme_with_columns(text) == text, "stale: run python -m analysis.schemas"
+    assert "| `ranges.parquet` | `wall_ns` | int64 | ns |" in text
+    assert "| `ranges_other_threads_kernels.parquet` | `tid` | int64 |" in text
+
+
 def _validate(doc_path: Path, name: str) -> None:
     schema = json.loads(schemas.path_of(name).read_text())
     jsonschema.Draft202012Validator.check_schema(schema)

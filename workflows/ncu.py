@@ -54,8 +54,7 @@ find_ncu, import_csv_argv = (sibling("analysis.tools").find_ncu,
                              sibling("analysis.tools").import_csv_argv)
 Meta, to_json = sibling("analysis.documents").Meta, sibling("analysis.documents").to_json
 write_atomic = sibling("analysis.io").write_atomic
-picks, load_json_doc = sibling("analysis.picks"), sibling("analysis.io").load_json_doc
-SystemsDoc = sibling("analysis.documents").SystemsDoc
+picks, load_systems = sibling("analysis.picks"), sibling("analysis.systems_files").load_systems
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
             "SpeedOfLight_RooflineChart")
@@ -131,7 +130,7 @@ def _picked(args: argparse.Namespace) -> tuple[list[str], list[str]] | None:
     source = systems_of(args)
     if source is None:
         return None
-    chosen = picks.choose(load_json_doc(source, SystemsDoc), instances=args.instances)
+    chosen = picks.choose(load_systems(source), instances=args.instances)
     if not chosen.kernels:
         return None
     return picks.ncu_filter(chosen), [picks.said(chosen) + f" (from {source})"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..documents import ComputeDoc, KernelLaunch
 from ..kernel_names import kernel_labels
 from .markdown import esc, findings_section, gbps, num, pct, reflow, short, table, us
-from .text import code
+from .text import code, shown_path
 
 NAME_WIDTH = 60
 
@@ -115,7 +115,8 @@ def kernels_section(doc: ComputeDoc, gpu_time: dict[str, int] | None = None) -> 
 def render_compute(doc: ComputeDoc, roofline_png: str | None = None) -> str:
     """The whole compute.md page for one compute/1 document."""
     run = doc.run or {}
-    lines = [f"# Nsight Compute report: {esc(run.get('workload') or doc.source.path)}",
+    lines = [f"# Nsight Compute report: "
+             f"{esc(run.get('workload') or shown_path(doc.source.path))}",
              ""]
     for note in doc.notes:
         lines.append(f"> Note: {esc(note)}")
@@ -135,7 +136,7 @@ def render_compute(doc: ComputeDoc, roofline_png: str | None = None) -> str:
     lines += kernels_section(doc)
     versions = run.get("versions") or {}
     lines += ["## Environment", "", f"- GPU: {esc(doc.source.gpu)}",
-              f"- CSV: {code(doc.source.path)}"]
+              f"- CSV: {code(shown_path(doc.source.path))}"]
     if versions:
         lines.append("- " + ", ".join(f"{k} {esc(v)}" for k, v in versions.items()
                                       if k in ("driver", "cuda", "torch", "triton")))

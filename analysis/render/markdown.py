@@ -22,7 +22,7 @@ from ..documents import (
     top_findings,
 )
 from ..kernel_names import kernel_labels
-from .text import WIDTH, code, dur, esc, gbps, num, pct, reflow, table, us
+from .text import WIDTH, code, dur, esc, gbps, num, pct, reflow, shown_path, table, us
 
 __all__ = ["WIDTH", "dur", "esc", "gbps", "num", "pct", "reflow", "table", "us"]
 
@@ -310,7 +310,7 @@ def environment_section(doc: SystemsDoc) -> list[str]:
     lines = ["## Environment", "", f"- GPU: {esc(gpus)}",
              f"- Nsight Systems: {esc(src.nsys_version)}, export schema "
              f"{esc(src.export_schema_version)}",
-             f"- trace: {code(src.path)}"]
+             f"- trace: {code(shown_path(src.path))}"]
     if versions:
         lines.append("- " + ", ".join(f"{k} {esc(v)}" for k, v in versions.items()
                                       if k in ("driver", "cuda", "torch", "triton", "python",
@@ -364,7 +364,7 @@ def run_header(run: dict, per_variant: bool = True) -> list[str]:
 def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str:
     """The whole systems.md page for one systems/2 document (plots by file name)."""
     run = doc.run or {}
-    title = run.get("workload") or doc.source.path
+    title = run.get("workload") or shown_path(doc.source.path)
     lines = [f"# Nsight Systems report: {esc(title)}", ""]
     lines += run_header(run, per_variant=False)
     for note in doc.notes:

@@ -60,6 +60,21 @@ def html(text: Any) -> str:
     return _html.escape(str(text), quote=False).replace("\n", " ")
 
 
+SHOWN_PARTS = 3
+"""An absolute path on a page keeps its last parts only (the document keeps it whole)."""
+
+
+def shown_path(path: Any) -> str:
+    """A file's path as a page names it: a relative path as given, an absolute one by its
+    last SHOWN_PARTS parts (`…/gelu/trace.sqlite`): a page names no folder of the
+    machine that wrote it."""
+    text = str(path)
+    parts = text.split("/")
+    if not text.startswith("/") or len(parts) <= SHOWN_PARTS + 1:
+        return text
+    return "…/" + "/".join(parts[-SHOWN_PARTS:])
+
+
 def us(ns: float | None) -> str:
     return "–" if ns is None else f"{ns / 1e3:,.1f} µs"
 

@@ -2,9 +2,11 @@
 
     python -m analysis.schemas [--check]
 
-writes meta, systems, compute and ranks .schema.json beside this file
-(`--check`: exit 1 when a committed file differs from what the types give). A test keeps
-the files in step with the types and validates every document the command line writes.
+writes meta, systems, compute and ranks .schema.json beside this file, and README.md's
+Parquet column reference (between its COLUMNS markers) from the range entry's field
+declarations (`--check`: exit 1 when a committed file differs from what the types
+give). A test keeps the files in step with the types and validates every document the
+command line writes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..documents import ComputeDoc, Meta, RanksDoc, SystemsDoc
+from ..tables import columns_markdown
 
 HERE = Path(__file__).parent
 DOCUMENTS = {"meta": Meta, "systems": SystemsDoc, "compute": ComputeDoc, "ranks": RanksDoc}
@@ -88,9 +91,28 @@ def render(name: str) -> str:
     return json.dumps(schema_of(name), indent=2, ensure_ascii=False) + "\n"
 
 
+README = HERE.parents[1] / "README.md"
+COLUMNS = ("<!-- COLUMNS: python -m analysis.schemas -->", "<!-- /COLUMNS -->")
+"""README.md's markers around the Parquet column reference."""
+
+
+def readme_with_columns(text: str) -> str:
+    """README.md's text with its column reference made anew (tables.columns_markdown)."""
+    head, rest = text.split(COLUMNS[0], 1)
+    _, tail = rest.split(COLUMNS[1], 1)
+    return "\n".join([head + COLUMNS[0], *columns_markdown(), COLUMNS[1] + tail])
+
+
 def main(argv: list[str] | None = None) -> int:
     check = "--check" in (sys.argv[1:] if argv is None else argv)
     stale = []
+    if README.is_file() and COLUMNS[0] in (text := README.read_text()):
+        if readme_with_columns(text) != text:
+            if check:
+                stale.append("README.md's column reference")
+            else:
+                README.write_text(readme_with_columns(text))
+                print(f"wrote {README}'s column reference")
     for name in DOCUMENTS:
         text = render(name)
         if check:
