@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import re
 import typing
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,8 +76,8 @@ class RangeTable:
     without a column takes its default) and `items` (long table key -> its frame)."""
 
     n: int
-    columns: dict[str, list | np.ndarray]
-    items: dict[str, pd.DataFrame] = field(default_factory=dict)
+    columns: Mapping[str, list | np.ndarray]
+    items: Mapping[str, pd.DataFrame] = field(default_factory=dict)
 
     def entries(self, rows: slice | Sequence[int] | None = None,
                 cls: type = RangeEntry) -> list[RangeEntry]:

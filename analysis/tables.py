@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -139,43 +140,79 @@ def write_rows(path: Path, items: list[Any]) -> int:
 
 
 def read_range_table(folder: Path, cls: type = RangeEntry) -> RangeTable:
-    """The range table a report folder's Parquet files hold (InputError naming a file
-    that is missing or not one of them)."""
-    main = _read(folder / RANGES, schema(cls))
-    columns: dict[str, Any] = {}
-    for name in main.column_names:
-        col = main.column(name)
-        plain = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-        columns[name] = col.to_numpy() if plain and col.null_count == 0 else col.to_pylist()
-    items = {key: _as_frame(_read(folder / file_of(key), shape))
-             for key, shape in _schemas(cls).items() if key}
-    return RangeTable(main.num_rows, columns, items)
+    """The range table a report folder's Parquet files hold, each column read when first
+    asked for (`page` and `diff` of a 110k-range capture read a few); InputError naming a
+    file that is missing or lacks a column."""
+    shapes = _schemas(cls)
+    rows = _checked(folder / RANGES, shapes[""]).num_rows
+    for key, shape in shapes.items():
+        if key:
+            _checked(folder / file_of(key), shape)
+    items = _Lazy({k: folder / file_of(k) for k in shapes if k}, _read_frames)
+    return RangeTable(rows, _Lazy({n: folder / RANGES for n in shapes[""].names},
+                                  _read_columns), items)
 
 
-def _read(path: Path, shape: pa.Schema) -> pa.Table:
-    """A table written by this module, with every column `shape` names."""
+class _Lazy(Mapping[str, Any]):
+    """Keys whose values are read from files when first asked for, then kept; `read`
+    takes a path and the keys to read from it (all those not read yet, when the mapping
+    is walked whole: one read of the file, not one per column)."""
+
+    def __init__(self, paths: dict[str, Path], read: Any) -> None:
+        self.paths, self.read, self.done = paths, read, {}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.done:
+            self.done.update(self.read(self.paths[key], [key]))
+        return self.done[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def items(self):  # type: ignore[override]
+        for path in dict.fromkeys(self.paths.values()):
+            left = [k for k, p in self.paths.items() if p == path and k not in self.done]
+            if left:
+                self.done.update(self.read(path, left))
+        return {k: self.done[k] for k in self.paths}.items()
+
+
+def _checked(path: Path, shape: pa.Schema) -> pq.FileMetaData:
+    """A table's metadata, once it is known to hold every column `shape` names."""
     try:
-        data = pq.read_table(path)
+        meta = pq.read_metadata(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file (the report's tables are incomplete)"
                          ) from None
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"{path}: not a readable Parquet table ({exc})") from exc
-    lacking = [n for n in shape.names if n not in data.column_names]
+    lacking = [n for n in shape.names if n not in meta.schema.to_arrow_schema().names]
     if lacking:
         raise InputError(f"{path}: lacks the columns {', '.join(lacking)}")
-    return data.select(shape.names)
+    return meta
 
 
-def _as_frame(data: pa.Table) -> pd.DataFrame:
+def _plain(col: pa.ChunkedArray) -> np.ndarray | list:
+    """A column as numpy numbers (no nulls) or a Python list (text, lists, nulls)."""
+    plain = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
+    return col.to_numpy() if plain and col.null_count == 0 else col.to_pylist()
+
+
+def _read_columns(path: Path, names: list[str]) -> dict[str, np.ndarray | list]:
+    data = pq.ParquetFile(path).read(columns=names)
+    return {n: _plain(data.column(n)) for n in names}
+
+
+def _read_frames(path: Path, keys: list[str]) -> dict[str, pd.DataFrame]:
     """A long table as a frame: numbers as numpy, text as Python objects (None kept)."""
-    out = {}
-    for name in data.column_names:
-        col = data.column(name)
-        plain = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-        out[name] = col.to_numpy() if plain and col.null_count == 0 else pd.Series(
-            col.to_pylist(), dtype=object)
-    return pd.DataFrame(out)
+    data = pq.ParquetFile(path).read()
+    frame = pd.DataFrame({name: (v if isinstance(v := _plain(data.column(name)), np.ndarray)
+                                 else pd.Series(v, dtype=object))
+                          for name in data.column_names})
+    return dict.fromkeys(keys, frame)
 
 
 def has_tables(folder: Path) -> bool:

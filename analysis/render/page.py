@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..documents import (
     ComputeDoc,
+    RangeEntry,
     SystemsDoc,
     entry_column,
     entry_pick,
@@ -94,20 +95,22 @@ def where_time_went(doc: SystemsDoc) -> list[str]:
     (wall time, or the span of their GPU work where it ran behind the host) and where the
     largest share of it went (the first finding's range, or the outermost range that took
     the most), with the host part that dominated it when the host was the bound."""
-    names, warm = entry_column(doc.ranges, "name"), entry_column(doc.ranges, "warmup")
-    roots = entry_pick(doc.ranges, [i for i, (name, w) in enumerate(zip(names, warm,
-                                                                        strict=True))
-                                    if "/" not in name and not w])
-    total = sum(e.time_ns for e in roots)
+    col = {f: entry_column(doc.ranges, f) for f in (
+        "name", "warmup", "wall_ns", "gpu_span_ns", "busy_ns", "kernel_time_ns",
+        "other_threads_kernel_time_ns")}
+    roots = [i for i, (name, w) in enumerate(zip(col["name"], col["warmup"], strict=True))
+             if "/" not in name and not w]
+    times = {i: RangeEntry.time_of(col["wall_ns"][i], col["gpu_span_ns"][i]) for i in roots}
+    total = sum(times.values())
     if not total:
         return []
-    busy = min(sum(max(e.busy_ns, e.kernel_time_ns + e.other_threads_kernel_time_ns)
-                   for e in roots), total)
+    busy = min(sum(max(col["busy_ns"][i], col["kernel_time_ns"][i]
+                       + col["other_threads_kernel_time_ns"][i]) for i in roots), total)
     gpu_bound = busy >= 0.8 * total
     first = next((f for f in ordered(doc.findings) if f.range), None)
-    at = {name: i for i, name in enumerate(names)}
-    where = entry_pick(doc.ranges, [at[first.range]])[0] \
-        if first and first.range in at else max(roots, key=lambda e: e.time_ns)
+    at = {name: i for i, name in enumerate(col["name"])}
+    chosen = at[first.range] if first and first.range in at else max(roots, key=times.get)
+    where = entry_pick(doc.ranges, [chosen])[0]
     share = min(100.0 * where.time_ns / total, 100.0)
     said = (f"GPU busy {pct(100.0 * busy / total)} of {dur(total)}: "
             f"{'GPU-bound' if gpu_bound else 'host-bound'}; {pct(share)} of it in "
