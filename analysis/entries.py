@@ -19,6 +19,7 @@ Sources:
     samples   CPU samples and the libraries they fell in (host.hot_frames)
     warmup    why the range is warm-up (range_table.warmup_labels)
     kernels, copies, threads   the range's kernels, copies and other launching threads
+    timeline  the step model of a loop range (analysis/timeline/): one frame by row
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SOURCES = ("table", "summary", "per_key", "devices", "samples", "warmup", "kernels",
-           "copies", "threads")
+           "copies", "threads", "timeline")
 
 
 def declared(doc: str, source: str | None = None, unit: str | None = None,
@@ -175,6 +176,16 @@ class RangeEntry:
                                          "first", "kernels", factory=list)
     row: int = declared("its position in ranges.parquet (range_row of the long tables)",
                         "table", default=0)
+    # a loop range's step model (analysis/timeline/): the modeled steady instances
+    modeled_instances: int = _n("steady instances the step model replayed (every one, or "
+                                "16 around the median wall time)", "timeline")
+    replayed_wall_ns: int = _ns("the wall time the model gives back replayed unchanged "
+                                "(its modeled instances' replayed over measured, times "
+                                "wall_ns)", "timeline")
+    critical_path_ns: dict[str, int] = declared(
+        "the wall time by what held the critical path (gpu, copies, launch, cpu, sync, "
+        "memory, module, other_cuda, os, other_thread), the modeled instances' paths "
+        "scaled to wall_ns", "timeline", unit="ns", factory=dict)
 
     @property
     def time_ns(self) -> int:

@@ -211,7 +211,7 @@ def attribute(export: NsysExport, watch_paths: tuple[str, ...] = (),
               events: list[dict] | None = None) -> Trace:
     """The attribution pass over an export whose operations are in memory (a second one
     when warm-up instances are found: with_warmup_apart)."""
-    ops, calls = _normalized(export.ops), load_host(export.path, export.ranges)
+    ops, calls = _normalized(export.ops), load_host(export.db, export.ranges)
 
     def run(apart: dict[int, str]) -> Trace:
         ctx = context(export, watch_paths, events=events, apart=apart)

@@ -90,14 +90,30 @@ def ours_mem(doc: SystemsDoc) -> pd.DataFrame:
     return out.sort_index()
 
 
-def ours_kern(doc: SystemsDoc) -> pd.DataFrame:
-    rows = [(label(e.domain, e.name), k.name, k.count, k.total_ns, k.min_ns, k.max_ns)
+def _inside_namesake(path: str) -> bool:
+    """Whether a range path's leaf runs inside an enclosing range of the same name
+    (`step/step`): nvtx_kern_sum counts such a kernel once per range name (its `Kern
+    Inst`), but adds its time once per range instance around it (`Total Time`)."""
+    parts = [label(None, p) for p in path.split("/")]
+    return parts[-1] in parts[:-1]
+
+
+def _kern_rows(doc: SystemsDoc, pid: bool) -> pd.DataFrame:
+    """Per range entry and kernel: its label, the kernel, count (0 for an entry inside a
+    namesake: its kernels are counted in the outer one), total, min, max."""
+    rows = [((e.pid,) if pid else ()) + (label(e.domain, e.name), k.name,
+                                         0 if _inside_namesake(e.name) else k.count,
+                                         k.total_ns, k.min_ns, k.max_ns)
             for e in doc.ranges for k in e.kernels]
-    df = pd.DataFrame(rows, columns=["NVTX Range", "Kernel Name", "count", "total_ns",
-                                     "min_ns", "max_ns"])
-    return df.groupby(["NVTX Range", "Kernel Name"]).agg(
+    keys = (["PID"] if pid else []) + ["NVTX Range", "Kernel Name"]
+    df = pd.DataFrame(rows, columns=keys + ["count", "total_ns", "min_ns", "max_ns"])
+    return df.groupby(keys).agg(
         count=("count", "sum"), total_ns=("total_ns", "sum"), min_ns=("min_ns", "min"),
         max_ns=("max_ns", "max")).sort_index()
+
+
+def ours_kern(doc: SystemsDoc) -> pd.DataFrame:
+    return _kern_rows(doc, pid=False)
 
 
 def ours_proj(doc: SystemsDoc) -> pd.DataFrame:
@@ -158,10 +174,4 @@ def kern_sum_by_pid(csv: Path) -> pd.DataFrame:
 
 
 def ours_kern_by_pid(doc: SystemsDoc) -> pd.DataFrame:
-    rows = [(e.pid, label(e.domain, e.name), k.name, k.count, k.total_ns, k.min_ns, k.max_ns)
-            for e in doc.ranges for k in e.kernels]
-    df = pd.DataFrame(rows, columns=["PID", "NVTX Range", "Kernel Name", "count", "total_ns",
-                                     "min_ns", "max_ns"])
-    return df.groupby(["PID", "NVTX Range", "Kernel Name"]).agg(
-        count=("count", "sum"), total_ns=("total_ns", "sum"), min_ns=("min_ns", "min"),
-        max_ns=("max_ns", "max")).sort_index()
+    return _kern_rows(doc, pid=True)

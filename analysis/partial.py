@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from . import host
-from .busy import clipped_union, covered, other_thread_kernels
+from .busy import other_thread_kernels
+from .intervals import clipped_union, covered
 from .load.nsys_sqlite import CALL_COLUMNS, PID_MASK, os_pid
 from .ranges import attribute as attribute_calls
 from .steps import rank_measures

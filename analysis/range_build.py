@@ -63,6 +63,12 @@ def checked(values: pd.Series, name: str, tp: Any) -> np.ndarray | list:
             return values.to_numpy(dtype="int64" if base is int else "float64")
         return [None if m else base(v) for v, m in zip(values.tolist(), missing.tolist(),
                                                         strict=True)]
+    if typing.get_origin(base) is dict:
+        out = values.astype(object).where(~missing, None).tolist()
+        if any(v is not None and not isinstance(v, dict) for v in out):
+            raise ColumnError(f"field {name!r} is declared a map, its source gives "
+                              f"{values.dtype}")
+        return [{} if v is None else v for v in out]
     if base is str:
         out = values.astype(object).where(~missing, None).tolist()
         if any(v is not None and not isinstance(v, str) for v in out):
@@ -162,6 +168,29 @@ def rounded(values: pd.Series) -> np.ndarray:
     """Mean durations to 0.1 ns as Python's round() gives them (numpy's rounds some
     halves the other way: 127170.05 -> 127170.0 against 127170.1)."""
     return np.array([round(v, 1) for v in values.tolist()], dtype="float64")
+
+
+def add_by_row(table: RangeTable, frame: pd.DataFrame, source: str,
+               cls: type = RangeEntry) -> None:
+    """The fields declared with `source` from a frame indexed by table row (a row it lacks
+    takes the field's default): every such field needs its column, every column its
+    declaration."""
+    wanted = {f.name: f for f in dataclasses.fields(cls) if f.metadata.get("source") == source}
+    stray, lacking = set(frame.columns) - set(wanted), set(wanted) - set(frame.columns)
+    if stray or lacking:
+        raise ColumnError(f"{source} columns {sorted(stray)} are not declared and fields "
+                          f"{sorted(lacking)} have no column")
+    types_of = hints(cls)
+    for name, f in wanted.items():
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING \
+            else f.default
+        col = frame[name].reindex(range(table.n))
+        if isinstance(default, dict):
+            col = pd.Series([v if isinstance(v, dict) else {} for v in col.tolist()],
+                            dtype=object)
+        elif len(frame) < table.n:
+            col = col.fillna(default).astype(frame[name].dtype)
+        table.columns[name] = checked(col, name, types_of[name])
 
 
 def _item(cls: type, name: str) -> type:

@@ -58,6 +58,7 @@ PAGE = "README.md"
 KINDS: dict[str, tuple[str, ...]] = {
     "systems": ("systems.json", "systems.md", *tables.files(), tables.OPS, "ranges.csv",
                 "kernel_summary.csv", "ops.csv", "time_per_iter.png", "timeline.png",
+                "critical_path.png",
                 "ranks.json", "ranks.md"),
     "compute": ("compute.json", "compute.md", "roofline.png", "launches.csv"),
     "page": (PAGE,)}
@@ -179,7 +180,8 @@ def _systems_files(out: Path, doc: SystemsDoc, csv: bool = False) -> None:
     write_systems(out, doc, csv)
     images = {k: name for k, name, draw in (
         ("time", "time_per_iter.png", plots.time_bars_png),
-        ("timeline", "timeline.png", plots.timeline_png))
+        ("timeline", "timeline.png", plots.timeline_png),
+        ("critical", "critical_path.png", plots.critical_path_png))
         if write_png(out, name, lambda p, d=draw: d(doc, p))}
     write_atomic(out / "systems.md", render_systems(doc, images))
 
@@ -211,6 +213,7 @@ def page_report(folder: Path, workload: str | None = None) -> Path:
     compdoc = load_json_doc(comp, ComputeDoc) if comp.exists() else None
     images = {kind: name for kind, name in (("time", "time_per_iter.png"),
                                             ("timeline", "timeline.png"),
+                                            ("critical", "critical_path.png"),
                                             ("roofline", "roofline.png"))
               if (folder / name).exists()}
     name = workload or (sysdoc.run or {}).get("workload") or folder.name

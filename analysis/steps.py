@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .busy import clipped_union, covered, union
+from .intervals import clipped_union, covered, union
 
 NCCL = re.compile(r"^nccl", re.I)
 

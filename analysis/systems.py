@@ -38,9 +38,10 @@ from .load.nsys_samples import load_samples
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
 from .paths import relative_compiled, relative_events
-from .range_build import range_table
+from .range_build import add_by_row, range_table
 from .range_table import RangeEntries
 from .ranks import compare, export_ranks, rank_row
+from .timeline.loops import model_columns, model_loops
 
 RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
               "cost_model", "ceilings", "versions", "compiled", "correctness", "started",
@@ -183,8 +184,13 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     table = range_table(per_range, trace.kernels,
                         [extra, host.per_key(trace)],
                         (threads, thread_kernels), trace.key_devices, host.copy_table(trace),
-                        host.hot_frames(trace, load_samples(export.path)),
+                        host.hot_frames(trace, load_samples(export.db)),
                         (events or [], trace.warmup))
+    models = model_loops(trace, export.db, per_range["key"].to_numpy(),
+                         {c: table.column(c) for c in ("name", "wall_instances", "warmup",
+                                                       "domain", "wall_ns")},
+                         rules.registry.is_op_path)
+    add_by_row(table, model_columns(models, table.column("wall_ns")), "timeline")
     source = SystemsSource(path=str(export.path),
                            export_schema_version=export.export_schema_version,
                            nsys_version=export.product_version,

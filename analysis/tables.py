@@ -56,6 +56,8 @@ def arrow_type(tp: Any) -> pa.DataType:
     base, _ = _base(tp)
     if typing.get_origin(base) is list:
         return pa.list_(arrow_type(typing.get_args(base)[0]))
+    if typing.get_origin(base) is dict:
+        return pa.map_(*map(arrow_type, typing.get_args(base)))
     if base in _ARROW:
         return _ARROW[base]
     raise TypeError(f"no Parquet column type for {tp!r}")
@@ -196,9 +198,15 @@ def _checked(path: Path, shape: pa.Schema) -> pq.FileMetaData:
 
 
 def _plain(col: pa.ChunkedArray) -> np.ndarray | list:
-    """A column as numpy numbers (no nulls) or a Python list (text, lists, nulls)."""
+    """A column as numpy numbers (no nulls) or a Python list (text, lists, maps as dicts,
+    nulls)."""
     plain = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-    return col.to_numpy() if plain and col.null_count == 0 else col.to_pylist()
+    if plain and col.null_count == 0:
+        return col.to_numpy()
+    values = col.to_pylist()
+    if pa.types.is_map(col.type):
+        return [None if v is None else dict(v) for v in values]
+    return values
 
 
 def _read_columns(path: Path, names: list[str]) -> dict[str, np.ndarray | list]:

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis import busy, systems
+from analysis import intervals as blocks
+from analysis import systems
 from analysis.load import nsys_sqlite
 from tests.conftest import DATA
 
@@ -96,13 +97,13 @@ windows = st.lists(st.tuples(st.integers(-50, 1300), st.integers(0, 600)), min_s
 def test_union_and_coverage_match_brute_force(ivs, wins) -> None:
     s = np.array([a for a, _ in ivs], dtype="int64")
     e = np.array([a + d for a, d in ivs], dtype="int64")
-    bs, be = busy.union(s, e)
+    bs, be = blocks.union(s, e)
     assert np.all(bs[1:] > be[:-1]) and np.all(be >= bs)        # disjoint, sorted
     points = {t for a, d in ivs for t in range(a, a + d)}
     assert int((be - bs).sum()) == len(points)
     lo = np.array([a for a, _ in wins], dtype="int64")
     hi = lo + np.array([d for _, d in wins], dtype="int64")
-    got = busy.covered(bs, be, lo, hi)
+    got = blocks.covered(bs, be, lo, hi)
     assert got.tolist() == [len([t for t in points if a <= t < b]) for a, b in zip(lo, hi, strict=True)]
 
 

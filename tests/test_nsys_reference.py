@@ -31,7 +31,9 @@ EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default
                f"battery/{p}_{twin}/trace" for p in (
                    "input_starved", "pageable_copy", "item_sync", "launch_bound",
                    "dynamic_shapes", "fp32_gemm", "compile_warmup") for twin in (
-                   "planted", "fixed")] + ["battery/dynamic_shapes_sampled/trace"]
+                   "planted", "fixed")] + ["battery/dynamic_shapes_sampled/trace"] + sorted(
+                   f"twins/{p.parent.name}/trace" for p in (DATA / "twins").glob(
+                       "*/trace.sqlite.xz"))
 VERSIONS = ["2023.4", "2025.3"]
 
 

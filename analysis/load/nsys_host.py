@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from ..busy import union
 from ..errors import InputError
+from ..intervals import union
 from .nsys_meta import table_columns
 from .nsys_sqlite import PUSHPOP, STARTEND, connect
 from .rows import Db, fetch, first_rowid

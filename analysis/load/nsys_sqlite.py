@@ -91,6 +91,13 @@ class NsysExport:
     thread_names: dict[int, str] = field(default_factory=dict)
     session_start_utc_ns: int | None = None   # wall clock (UTC) of timestamp 0
     working_dir: str | None = None            # the profiled program's working directory
+    sqlite: Path | None = None                # the SQLite file read (path: what the user
+                                              # named, a .nsys-rep exported to it)
+
+    @property
+    def db(self) -> Path:
+        """The SQLite file to read more rows from."""
+        return self.sqlite or self.path
 
 
 def os_pid(global_ids: np.ndarray) -> np.ndarray:
@@ -368,7 +375,7 @@ def load(path: str | Path, ops: bool = True) -> NsysExport:
             launches = load_graph_launches(conn, path)
         notes = [] if len(ranges) else ["the export holds no NVTX ranges "
                                         "(trace with --trace=nvtx and annotate the code)"]
-        return NsysExport(path=path, ranges=ranges, ops=frame, graph_launches=launches,
+        return NsysExport(path=path, sqlite=path, ranges=ranges, ops=frame, graph_launches=launches,
                           gpus=load_gpus(db),
                           export_schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
                           product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes,

@@ -22,9 +22,25 @@ from ..documents import (
     top_findings,
 )
 from ..kernel_names import kernel_labels
-from .text import WIDTH, code, dur, esc, gbps, num, pct, reflow, shown_path, table, us
+from .text import (
+    NAME_WIDTH,
+    WIDTH,
+    code,
+    dur,
+    esc,
+    gbps,
+    num,
+    pct,
+    reflow,
+    short,
+    shown_path,
+    table,
+    us,
+)
+from .timeline_md import critical_path_section
 
-__all__ = ["WIDTH", "dur", "esc", "gbps", "num", "pct", "reflow", "table", "us"]
+__all__ = ["NAME_WIDTH", "WIDTH", "dur", "esc", "gbps", "num", "pct", "reflow", "short",
+           "table", "us"]
 
 
 def _kernels_per_iter(r: VariantRow) -> str:
@@ -211,12 +227,6 @@ def kernels_section(doc: SystemsDoc) -> list[str]:
 
 
 TOP_KERNELS = 15
-NAME_WIDTH = 80
-
-
-def short(name: str, width: int = NAME_WIDTH) -> str:
-    """A long kernel or op name cut to `width` characters (the JSON keeps it whole)."""
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def whole_trace_section(doc: SystemsDoc) -> list[str]:
@@ -378,6 +388,7 @@ def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration")):
         if kind in (images or {}):
             lines += [f"![{title}]({images[kind]})", ""]
+    lines += critical_path_section(doc, (images or {}).get("critical"))
     for section in (ops_section, ranges_section, compile_section, kernels_section,
                     environment_section):
         lines += section(doc)

@@ -34,6 +34,7 @@ from .markdown import (
 )
 from .markdown import kernels_section as systems_kernels
 from .text import code, html
+from .timeline_md import loop_entries, sentence
 
 TOP_FINDINGS = 5
 
@@ -159,6 +160,21 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
     return lines + [""]
 
 
+PAGE_LOOPS = 3
+
+
+def loops_lines(doc: SystemsDoc, images: dict[str, str]) -> list[str]:
+    """The loops' critical paths in a sentence each (systems.md has the table)."""
+    loops = loop_entries(doc)[:PAGE_LOOPS]
+    if not loops:
+        return []
+    lines = ["What held each step of the loops (the replayed step model; systems.md has "
+             "them all):", ""] + [f"- {sentence(e)}." for e in loops] + [""]
+    if "critical" in images:
+        lines += [f"![critical path per loop]({images['critical']})", ""]
+    return lines
+
+
 def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
                 images: dict[str, str], workload: str) -> str:
     """README.md for one workload; `images` maps plot kind -> file name beside it."""
@@ -166,7 +182,8 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
     compute, warnings = joinable(systems, compute)
     lines = [f"# {esc(workload)}", ""]
     lines += run_header(run)
-    lines += verdict(systems, compute, warnings) + runs_line(systems, compute)
+    lines += verdict(systems, compute, warnings) + loops_lines(systems, images)
+    lines += runs_line(systems, compute)
     lines += variants_section(systems)
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration"),
                         ("roofline", "roofline")):

@@ -18,6 +18,15 @@ WIDTH = 100
 rows and code lines are left whole."""
 
 
+NAME_WIDTH = 80
+"""Range and op names on a page are cut to this many characters."""
+
+
+def short(name: str, width: int = NAME_WIDTH) -> str:
+    """A long range or op name cut to `width` characters (the documents keep it whole)."""
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
 def reflow(lines: list[str], width: int = WIDTH) -> list[str]:
     """Wrap long prose lines, keeping list items, suggestions and quotes in their block."""
     out: list[str] = []

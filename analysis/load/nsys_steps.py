@@ -1,0 +1,172 @@
+"""What one step of a loop holds, for the timeline model (analysis/timeline/): every CUDA
+call and OS runtime call of the step's process in the step's time window, on any thread,
+the GPU operations running in it, and the synchronization records of its blocking calls.
+
+`read_steps(path, windows) -> [StepRows]`, one per window (global pid, lo, hi): a handful
+of windows per loop (analysis/timeline/loops.py picks them), each read by rowid ranges
+found by binary search (the tables are in start order, as Nsight Systems writes them;
+a read whose rows leave its bounds is done again by start time, a full scan).
+
+Frames (times in ns, on the trace's clock):
+    calls  tid, start_ns, end_ns, corr, name, part (index into nsys_host.HOST_PARTS)
+    ops    kind (0 kernel, 1 copy, 2 set), start_ns, end_ns, corr, device, stream
+    syncs  corr, stream, event, type (CUPTI's sync type: 1 event, 2 stream wait or
+           stream, 3 stream, 4 context), start_ns, end_ns
+    osrt   tid, start_ns, end_ns, name (the outermost OS calls running in the window)
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import sqlite_utils
+
+from ..errors import InputError
+from .nsys_host import api_part
+from .nsys_meta import table_columns
+from .nsys_sqlite import OP_TABLES, PID_MASK, connect
+from .rows import Db, fetch, first_rowid
+
+API = "CUPTI_ACTIVITY_KIND_RUNTIME"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+OSRT = "OSRT_API"
+LOOKBACK_NS = 50_000_000
+"""GPU operations that started up to this long before a window and still run in it are
+read too (a sync at the step's start waits for them)."""
+
+
+@dataclass
+class StepRows:
+    """One window's rows (see the module doc)."""
+
+    pid: int
+    lo: int
+    hi: int
+    calls: pd.DataFrame
+    ops: pd.DataFrame
+    syncs: pd.DataFrame
+    osrt: pd.DataFrame
+
+
+def _rows(db: Db, table: str, select: str, lo: int, hi: int, ncols: int,
+          where: str = "", params: tuple = ()) -> np.ndarray:
+    """Rows of `table` (aliased t; its start selected first) that start in [lo, hi) and
+    meet `where`, by rowid range; by start time when the rows read leave the bounds."""
+    cond = f" AND {where}" if where else ""
+    r0, r1 = first_rowid(db, table, lo), first_rowid(db, table, hi)
+    rows = fetch(db.conn, f"{select} WHERE t.rowid >= ? AND t.rowid < ?{cond}",
+                 (r0, r1, *params), ncols)
+    s = rows[:, 0]
+    if len(s) and not ((s >= lo) & (s < hi)).all():
+        rows = fetch(db.conn, f"{select} WHERE t.start >= ? AND t.start < ?{cond}",
+                     (lo, hi, *params), ncols)
+    return rows
+
+
+def _names(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
+    uniq = np.unique(ids).tolist()
+    if not uniq:
+        return {}
+    return dict(conn.execute(f"SELECT id, value FROM StringIds WHERE id IN "
+                             f"({','.join(map(str, uniq))})").fetchall())
+
+
+def _calls(db: Db, pid: int, lo: int, hi: int) -> pd.DataFrame:
+    rows = _rows(db, API, f"SELECT t.start, t.end, t.globalTid, t.correlationId, t.nameId "
+                 f"FROM {API} t", lo, hi, 5, "(t.globalTid & ?) = ?", (int(PID_MASK), pid))
+    names = _names(db.conn, rows[:, 4])
+    name = [names.get(i, "") for i in rows[:, 4].tolist()]
+    return pd.DataFrame({"tid": rows[:, 2], "start_ns": rows[:, 0], "end_ns": rows[:, 1],
+                         "corr": rows[:, 3], "name": pd.Series(name, dtype=object),
+                         "part": np.array([api_part(n) for n in name], dtype="int64")})
+
+
+def _ops(db: Db, tables: set[str], pid: int, lo: int, hi: int) -> pd.DataFrame:
+    parts = []
+    for kind, table in enumerate(OP_TABLES):
+        if table not in tables:
+            continue
+        rows = _rows(db, table, f"SELECT t.start, t.end, t.correlationId, t.deviceId, "
+                     f"t.streamId FROM {table} t", lo - LOOKBACK_NS, hi, 5,
+                     "t.globalPid = ? AND t.end > ?", (pid, lo))
+        parts.append(np.column_stack([np.full(len(rows), kind), rows]))
+    raw = np.concatenate(parts) if parts else np.empty((0, 6), dtype=np.int64)
+    raw = raw[np.lexsort((raw[:, 1], raw[:, 2]))] if len(raw) else raw
+    return pd.DataFrame(raw, columns=["kind", "start_ns", "end_ns", "corr", "device",
+                                      "stream"])
+
+
+def _syncs(db: Db, cols: set[str], pid: int, lo: int, hi: int) -> pd.DataFrame:
+    names = ["corr", "stream", "event", "type", "start_ns", "end_ns"]
+    if not {"correlationId", "streamId", "syncType", "globalPid"} <= cols:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in names})
+    event = "t.eventId" if "eventId" in cols else "-1"
+    rows = _rows(db, SYNC, f"SELECT t.start, t.end, t.correlationId, t.streamId, "
+                 f"ifnull({event}, -1), ifnull(t.syncType, 0) FROM {SYNC} t", lo, hi, 6,
+                 "t.globalPid = ?", (pid,))
+    return pd.DataFrame({"corr": rows[:, 2], "stream": rows[:, 3], "event": rows[:, 4],
+                         "type": rows[:, 5], "start_ns": rows[:, 0], "end_ns": rows[:, 1]})
+
+
+OSRT_NAMES = ["tid", "start_ns", "end_ns", "name"]
+
+
+def _osrt_all(db: Db, cols: set[str], windows: list[tuple[int, int, int]]) -> pd.DataFrame:
+    """The outermost OS calls of the windows' processes that run in any window, read in
+    one pass by start time (Nsight Systems appends calls still running when the capture
+    ended, out of start order: no rowid range holds them), sorted by start."""
+    if not windows or not {"start", "end", "globalTid", "nameId"} <= cols:
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "int64")
+                             for c in [*OSRT_NAMES, "pid"]})
+    level = " AND t.nestingLevel = 0" if "nestingLevel" in cols else ""
+    pids = sorted({w[0] for w in windows})
+    lo = min(w[1] - _lookback(w) for w in windows)
+    hi = max(w[2] for w in windows)
+    rows = fetch(db.conn, f"SELECT t.start, t.end, t.globalTid, t.nameId FROM {OSRT} t "
+                 f"WHERE t.start < ? AND t.end > ?{level} AND (t.globalTid & ?) IN "
+                 f"({','.join(map(str, pids))})", (hi, lo, int(PID_MASK)), 4)
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    ids = _names(db.conn, rows[:, 3])
+    return pd.DataFrame({"tid": rows[:, 2], "start_ns": rows[:, 0], "end_ns": rows[:, 1],
+                         "name": pd.Series([ids.get(i, "") for i in rows[:, 3].tolist()],
+                                           dtype=object),
+                         "pid": rows[:, 2] & PID_MASK})
+
+
+def _lookback(window: tuple[int, int, int]) -> int:
+    """How long before a window an OS call running in it may have started (a thread that
+    waited since the step before)."""
+    return 2 * (window[2] - window[1]) + LOOKBACK_NS
+
+
+def _osrt(every: pd.DataFrame, pid: int, lo: int, hi: int) -> pd.DataFrame:
+    """The OS calls of a process running in [lo, hi) (from _osrt_all)."""
+    start = every["start_ns"].to_numpy()
+    a, b = np.searchsorted(start, [lo - _lookback((pid, lo, hi)), hi])
+    part = every.iloc[a:b]
+    keep = (part["pid"].to_numpy() == pid) & (part["end_ns"].to_numpy() > lo)
+    return part[keep][OSRT_NAMES].reset_index(drop=True)
+
+
+def read_steps(path: Path, windows: list[tuple[int, int, int]]) -> list[StepRows]:
+    """The rows of each window (global pid, lo, hi) of an export."""
+    conn = connect(path)
+    try:
+        meta = sqlite_utils.Database(conn)
+        tables = {t for t in (*OP_TABLES, API, SYNC, OSRT) if table_columns(meta, t)}
+        if API not in tables:
+            return []
+        sync_cols, osrt_cols = table_columns(meta, SYNC), table_columns(meta, OSRT)
+        db = Db(conn)
+        every = _osrt_all(db, osrt_cols, windows)
+        return [StepRows(pid, lo, hi, _calls(db, pid, lo, hi), _ops(db, tables, pid, lo, hi),
+                         _syncs(db, sync_cols, pid, lo, hi), _osrt(every, pid, lo, hi))
+                for pid, lo, hi in windows]
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{path}: cannot read export ({exc})") from exc
+    finally:
+        conn.close()

@@ -1,0 +1,69 @@
+"""The loops' critical paths on a page: one sentence per loop range and a table of what
+held each step (the step model, analysis/timeline/)."""
+
+from __future__ import annotations
+
+from ..documents import RangeEntry, SystemsDoc, entry_column, entry_pick
+from .text import code, dur, esc, pct, short, table
+
+CATEGORY_SAID = {"gpu": "GPU work", "copies": "copies", "launch": "launch calls",
+                 "cpu": "CPU between calls", "sync": "sync waiting",
+                 "memory": "memory management", "module": "module loads",
+                 "other_cuda": "other CUDA calls", "os": "OS calls",
+                 "other_thread": "another thread"}
+"""What each critical-path category is called on a page (timeline.replay.CATEGORIES)."""
+SAID_MIN_PCT = 5.0
+"""A category is named in a loop's sentence from this share of its wall time."""
+ERROR_PCT = 5.0
+"""A replay further than this from the measured wall time is said on the page."""
+MAX_LOOPS = 12
+
+
+def loop_entries(doc: SystemsDoc) -> list[RangeEntry]:
+    """The modeled loop ranges, most wall time first."""
+    n = entry_column(doc.ranges, "modeled_instances")
+    walls = entry_column(doc.ranges, "wall_ns")
+    rows = sorted((i for i, k in enumerate(n) if k), key=lambda i: -walls[i])
+    return entry_pick(doc.ranges, rows[:MAX_LOOPS])
+
+
+def shares(e: RangeEntry) -> list[tuple[str, float]]:
+    """(category, % of the loop's wall time), largest first."""
+    return sorted(((c, 100.0 * ns / e.wall_ns) for c, ns in e.critical_path_ns.items()
+                   if ns > 0 and e.wall_ns), key=lambda kv: -kv[1])
+
+
+def sentence(e: RangeEntry) -> str:
+    """`step: 55% GPU work, 44% CPU between calls on the critical path`."""
+    named = [(c, s) for c, s in shares(e) if s >= SAID_MIN_PCT][:4] or shares(e)[:1]
+    said = ", ".join(f"{s:.0f}% {CATEGORY_SAID.get(c, c)}" for c, s in named)
+    return f"{code(short(e.name))}: {said} on the critical path"
+
+
+def replay_error_pct(e: RangeEntry) -> float:
+    return 100.0 * (e.replayed_wall_ns - e.wall_ns) / e.wall_ns if e.wall_ns else 0.0
+
+
+def critical_path_section(doc: SystemsDoc, image: str | None = None) -> list[str]:
+    """The loops' critical paths: a sentence each, the plot, and the table."""
+    loops = loop_entries(doc)
+    if not loops:
+        return []
+    lines = ["## Loops: what held each step", "",
+             "Each loop range's steady steps built into a dependency graph from the trace's "
+             "own edges (launches, stream order, sync records, waits between threads), "
+             "replayed, and walked back from the step's end: the share of the wall time "
+             "each kind of work held the critical path.", ""]
+    lines += [f"- {sentence(e)}." for e in loops] + [""]
+    if image:
+        lines += [f"![critical path per loop]({image})", ""]
+    body = []
+    for e in loops:
+        err = replay_error_pct(e)
+        top = ", ".join(f"{esc(CATEGORY_SAID.get(c, c))} {pct(s)}" for c, s in shares(e)[:4])
+        body.append([code(short(e.name), cell=True), f"{e.modeled_instances} of "
+                     f"{e.wall_instances}", dur(e.wall_ns / max(e.wall_instances, 1)),
+                     f"{err:+.1f}%" + (" **over 5%**" if abs(err) > ERROR_PCT else ""), top])
+    lines += table(["loop", "steps modeled", "wall / step", "replay error", "critical path"],
+                   body, "lrrrl")
+    return lines + [""]

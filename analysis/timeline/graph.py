@@ -1,0 +1,342 @@
+"""One step as a dependency graph, built from the edges the export holds.
+
+Every node is an interval with two points, its start (2i) and its end (2i + 1): each CUDA
+call of the step's process (any thread), each OS runtime call outside CUDA calls, each GPU
+operation running in the step, and the step's end on its range's thread. An edge says a
+point happens no earlier than another point plus an offset:
+
+    OWN       a node's start -> its end (its duration; for a call released by what it
+              waited for, only its return)
+    PROGRAM   the previous node's end on a thread -> the next start (the CPU time between)
+    LAUNCH    a call's start -> the GPU operation it launched (correlation id)
+    STREAM    the previous operation's end on a stream -> the next start
+    EVENT     work recorded on other streams -> the first operation a stream waits with
+    RELEASE   the operation a blocking call waited for (stream, device or event
+              synchronize, a blocking copy or set, a free) ends -> the call ends
+    THREAD    another thread's last call before a wait ends -> the wait (pthread_cond_wait,
+              futex, poll ...) ends: the main thread waiting for the autograd thread
+    STEP      the range thread's last node -> the step's end
+
+Each edge keeps its measured gap. Replayed unchanged (replay.py), the binding edge of each
+point (the one whose source came last) carries its measured gap and every other edge the
+smallest gap its kind shows in the step, so the replay gives back the measured times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..load.nsys_host import HOST_PARTS
+from ..load.nsys_steps import StepRows
+
+OWN, PROGRAM, LAUNCH, STREAM, EVENT, RELEASE, THREAD, STEP = range(8)
+EDGES = ("own", "program", "launch", "stream", "event", "release", "thread", "step")
+CALL, OP, OS, END = range(4)
+WAITS = ("pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait",
+         "futex", "poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6",
+         "sem_wait", "sem_timedwait", "sem_clockwait", "pthread_join",
+         "pthread_mutex_lock", "pthread_mutex_timedlock", "pthread_rwlock_rdlock",
+         "pthread_rwlock_wrlock", "pthread_barrier_wait")
+"""OS calls in which a thread waits for another thread of its process."""
+BLOCKING_PARTS = (HOST_PARTS.index("sync"), HOST_PARTS.index("memory"))
+
+
+@dataclass
+class Graph:
+    """A step's nodes and edges (see the module doc). Points: 2i start, 2i + 1 end."""
+
+    lo: int                                  # the step's start (the range instance's)
+    hi: int                                  # its end
+    tid: int                                 # the range's thread
+    kind: np.ndarray                         # CALL, OP, OS, END per node
+    start: np.ndarray
+    end: np.ndarray
+    thread: np.ndarray                       # tid of calls and OS calls; -1 for the rest
+    label: list[str]                         # host part, "gpu", "copies", "os", "end"
+    calls: pd.DataFrame                      # the step's calls (nodes 0..), as read
+    ops: pd.DataFrame                        # its GPU operations (the next nodes)
+    osrt: pd.DataFrame                       # its OS calls outside CUDA calls
+    syncs: pd.DataFrame                      # the sync records of its blocking calls
+    corr_of: dict[int, int] = field(default_factory=dict)   # correlation id -> call node
+    parts: list[tuple[np.ndarray, np.ndarray, int]] = field(default_factory=list)
+    _joined: tuple | None = field(default=None, repr=False)
+
+    @property
+    def n(self) -> int:
+        return len(self.kind)
+
+    @property
+    def points(self) -> np.ndarray:
+        """Every point's measured time (2i: node i's start, 2i + 1: its end)."""
+        return np.column_stack([self.start, self.end]).ravel()
+
+    def time(self, point: int) -> int:
+        """A point's measured time."""
+        i = point // 2
+        return int(self.start[i] if point % 2 == 0 else self.end[i])
+
+    def add(self, src: int, dst: int, edge: int) -> None:
+        """An edge from point `src` to point `dst`."""
+        self.add_many(np.array([src]), np.array([dst]), edge)
+
+    def add_many(self, src: np.ndarray, dst: np.ndarray, edge: int) -> None:
+        """Edges of one kind from points `src` to points `dst`."""
+        if len(src):
+            self.parts.append((np.asarray(src, dtype=np.int64),
+                               np.asarray(dst, dtype=np.int64), edge))
+
+    def _edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(src, dst, kind) of every edge, joined once after the last was added."""
+        if self._joined is None or self._joined[0] != len(self.parts):
+            if self.parts:
+                src = np.concatenate([p[0] for p in self.parts])
+                dst = np.concatenate([p[1] for p in self.parts])
+                kind = np.concatenate([np.full(len(p[0]), p[2], dtype=np.int64)
+                                       for p in self.parts])
+            else:
+                src = dst = kind = np.zeros(0, dtype=np.int64)
+            self._joined = (len(self.parts), (src, dst, kind))
+        return self._joined[1]
+
+    @property
+    def src(self) -> np.ndarray:
+        return self._edges()[0]
+
+    @property
+    def dst(self) -> np.ndarray:
+        return self._edges()[1]
+
+    @property
+    def edge(self) -> np.ndarray:
+        return self._edges()[2]
+
+    @property
+    def gap(self) -> np.ndarray:
+        """Each edge's measured gap: its destination's time less its source's."""
+        pt = self.points
+        return pt[self.dst] - pt[self.src]
+
+    @property
+    def end_point(self) -> int:
+        return 2 * (self.n - 1) + 1
+
+
+def _inside(inner: pd.DataFrame, outer: pd.DataFrame) -> np.ndarray:
+    """For each row of `inner`, the row of `outer` on its thread that holds it (the latest
+    to start before it, when it also ends after it), else -1."""
+    at = np.full(len(inner), -1, dtype=np.int64)
+    if not len(inner):
+        return at
+    for tid in np.unique(inner["tid"].to_numpy()).tolist():
+        pos = np.flatnonzero(inner["tid"].to_numpy() == tid)
+        rows = np.flatnonzero(outer["tid"].to_numpy() == tid)
+        if not len(rows):
+            continue
+        rows = rows[np.argsort(outer["start_ns"].to_numpy()[rows], kind="stable")]
+        cs, ce = outer["start_ns"].to_numpy()[rows], outer["end_ns"].to_numpy()[rows]
+        k = np.searchsorted(cs, inner["start_ns"].to_numpy()[pos], side="right") - 1
+        ok = (k >= 0) & (inner["end_ns"].to_numpy()[pos] <= ce[np.maximum(k, 0)])
+        at[pos[ok]] = rows[k[ok]]
+    return at
+
+
+def _outermost(calls: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, int]]:
+    """The calls no other call of their thread holds (a driver call made inside a runtime
+    call is part of it), and each correlation id -> its outermost call's row."""
+    calls = calls.sort_values(["tid", "start_ns", "end_ns"], ascending=[True, True, False],
+                              kind="stable").reset_index(drop=True)
+    holder = np.arange(len(calls))
+    ends, tids = calls["end_ns"].to_numpy(), calls["tid"].to_numpy()
+    for i in range(1, len(calls)):        # a call inside the one holding its predecessor
+        h = holder[i - 1]
+        if tids[h] == tids[i] and ends[i] <= ends[h]:
+            holder[i] = h
+    keep = holder == np.arange(len(calls))
+    row_of = np.cumsum(keep) - 1
+    corr = dict(zip(calls["corr"].tolist(), row_of[holder].tolist(), strict=True))
+    return calls[keep].reset_index(drop=True), corr
+
+
+def nodes(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
+    """The step's nodes: the outermost calls that start in [lo, hi), the OS calls outside
+    them and the GPU operations running in it, and the step's end (last)."""
+    calls, corr_of = _outermost(rows.calls[(rows.calls["start_ns"] >= lo)
+                                           & (rows.calls["start_ns"] < hi)])
+    osrt = rows.osrt[(rows.osrt["end_ns"] > lo)
+                     & (rows.osrt["start_ns"] < hi)].reset_index(drop=True)
+    osrt = osrt[_inside(osrt, calls) < 0].reset_index(drop=True)
+    ops = rows.ops[(rows.ops["end_ns"] > lo)
+                   & (rows.ops["start_ns"] < hi)].reset_index(drop=True)
+    n_o, n_s = len(ops), len(osrt)
+    kind = np.r_[np.full(len(calls), CALL), np.full(n_o, OP), np.full(n_s, OS), [END]]
+    start = np.r_[calls["start_ns"].to_numpy(), ops["start_ns"].to_numpy(),
+                  osrt["start_ns"].to_numpy(), [hi]].astype("int64")
+    end = np.r_[calls["end_ns"].to_numpy(), ops["end_ns"].to_numpy(),
+                osrt["end_ns"].to_numpy(), [hi]].astype("int64")
+    thread = np.r_[calls["tid"].to_numpy(), np.full(n_o, -1), osrt["tid"].to_numpy(),
+                   [tid]].astype("int64")
+    label = [HOST_PARTS[p] for p in calls["part"].tolist()] + \
+        ["gpu" if k == 0 else "copies" for k in ops["kind"].tolist()] + ["os"] * n_s + ["end"]
+    return Graph(lo, hi, tid, kind, start, end, thread, label, calls, ops, osrt, rows.syncs,
+                 corr_of)
+
+
+def build(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
+    """The step's graph: its nodes and every edge of the module doc."""
+    g = nodes(rows, tid, lo, hi)
+    ops0 = len(g.calls)
+    _own(g)
+    _program(g)
+    _launch(g, ops0)
+    _stream(g, ops0)
+    _release(g, ops0)
+    _thread(g)
+    _kicked(g)
+    return g
+
+
+def _own(g: Graph) -> None:
+    """Each node's start -> its end (the step's end node: no time)."""
+    g.add_many(2 * np.arange(g.n), 2 * np.arange(g.n) + 1, OWN)
+
+
+def _program(g: Graph) -> None:
+    """Program order on each thread (calls and OS calls by start), and the step's end
+    after the range thread's last node."""
+    cpu = np.flatnonzero((g.kind == CALL) | (g.kind == OS))
+    order = cpu[np.lexsort((g.start[cpu], g.thread[cpu]))]
+    same = g.thread[order[1:]] == g.thread[order[:-1]]
+    g.add_many(2 * order[:-1][same] + 1, 2 * order[1:][same], PROGRAM)
+    mine = order[g.thread[order] == g.tid]
+    if len(mine):
+        g.add(2 * int(mine[-1]) + 1, g.end_point - 1, STEP)
+
+
+def _launch(g: Graph, ops0: int) -> None:
+    """Each operation after the call that launched it (same correlation id; a call made
+    inside another launches as the outer one)."""
+    call = np.array([g.corr_of.get(c, -1) for c in g.ops["corr"].tolist()], dtype=np.int64)
+    op = ops0 + np.arange(len(call))
+    ok = (call >= 0) & (g.start[np.maximum(call, 0)] <= g.start[op])
+    g.add_many(2 * call[ok], 2 * op[ok], LAUNCH)
+
+
+def _stream(g: Graph, ops0: int) -> None:
+    """Stream order: each operation after the previous one on its device and stream; the
+    first one launched after a stream wait (cudaStreamWaitEvent) after the work other
+    streams finished before it."""
+    ops = g.ops
+    order = np.lexsort((ops["start_ns"].to_numpy(), ops["stream"].to_numpy(),
+                        ops["device"].to_numpy()))
+    key = ops["device"].to_numpy() * (1 << 32) + ops["stream"].to_numpy()
+    same = key[order[1:]] == key[order[:-1]]
+    g.add_many(2 * (ops0 + order[:-1][same]) + 1, 2 * (ops0 + order[1:][same]), STREAM)
+    _event_waits(g, ops0, key)
+
+
+def _event_waits(g: Graph, ops0: int, key: np.ndarray) -> None:
+    """After a stream wait (cudaStreamWaitEvent), the first operation launched on the
+    waiting stream (its sync record's, else the next launched) starts after the work
+    launched on other streams before the wait."""
+    ops = g.ops
+    launched = np.array([g.start[g.corr_of[c]] if c in g.corr_of else -1
+                         for c in ops["corr"].tolist()], dtype=np.int64)
+    stream_of = dict(zip(g.syncs["corr"].tolist(), g.syncs["stream"].tolist(), strict=True))
+    waits = np.flatnonzero(g.calls["name"].str.startswith(
+        ("cudaStreamWaitEvent", "cuStreamWaitEvent")).to_numpy())
+    for w in waits.tolist():
+        t = int(g.start[w])
+        later = np.flatnonzero(launched > t)
+        stream = stream_of.get(int(g.calls["corr"].iat[w]), -1)
+        if stream >= 0:
+            later = later[ops["stream"].to_numpy()[later] == stream]
+        if not len(later):
+            continue
+        first = int(later[np.argmin(launched[later])])
+        other = np.flatnonzero((key != key[first]) & (launched >= 0) & (launched < t)
+                               & (ops["end_ns"].to_numpy() <= g.start[ops0 + first]))
+        if len(other):
+            done = int(other[np.argmax(ops["end_ns"].to_numpy()[other])])
+            g.add(2 * (ops0 + done) + 1, 2 * (ops0 + first), EVENT)
+
+
+def _release(g: Graph, ops0: int) -> None:
+    """A blocking call ends after the operation it waited for: the one (of its stream,
+    when its sync record names one) that ended last inside the call."""
+    calls, ops = g.calls, g.ops
+    part = calls["part"].to_numpy()
+    name = calls["name"]
+    blocking = np.isin(part, BLOCKING_PARTS) | name.str.contains("Memcpy|Memset|Free",
+                                                                 regex=True).to_numpy()
+    stream_of = dict(zip(g.syncs["corr"].tolist(), g.syncs["stream"].tolist(), strict=True)) \
+        if len(g.syncs) else {}
+    event_of = dict(zip(g.syncs["corr"].tolist(), g.syncs["event"].tolist(), strict=True)) \
+        if len(g.syncs) else {}
+    o_end, o_stream = ops["end_ns"].to_numpy(), ops["stream"].to_numpy()
+    for i in np.flatnonzero(blocking).tolist():
+        s, e, corr = int(g.start[i]), int(g.end[i]), int(calls["corr"].iat[i])
+        inside = (o_end >= s) & (o_end <= e)
+        stream = stream_of.get(corr, -1)
+        if stream >= 0 and event_of.get(corr, -1) in (-1, 4294967295):
+            inside &= o_stream == stream
+        hit = np.flatnonzero(inside)
+        if len(hit):
+            j = int(hit[np.argmax(o_end[hit])])
+            g.add(2 * (ops0 + j) + 1, 2 * i + 1, RELEASE)
+
+
+def _thread(g: Graph) -> None:
+    """A thread resumes after the other thread's work it waited for: a wait (WAITS) ends
+    after the CUDA call of another thread that ended last inside it; and, where no OS
+    call was traced, the range's thread resumes after a gap (between two of its nodes) no
+    earlier than the last call another thread ended in that gap."""
+    calls = np.flatnonzero(g.kind == CALL)
+    os0 = len(g.calls) + len(g.ops)
+    for k, nm in enumerate(g.osrt["name"].tolist()):
+        if nm in WAITS:
+            _released(g, calls, os0 + k, int(g.start[os0 + k]), 2 * (os0 + k) + 1)
+    cpu = np.flatnonzero(((g.kind == CALL) | (g.kind == OS) | (g.kind == END))
+                         & (g.thread == g.tid))
+    cpu = cpu[np.argsort(g.start[cpu], kind="stable")]
+    a, b = cpu[:-1], cpu[1:]
+    names = g.osrt["name"].to_numpy()
+    waited = np.array([g.kind[i] == OS and names[i - os0] in WAITS for i in a.tolist()],
+                      dtype=bool)
+    a, b = a[~waited], b[~waited]
+    other = calls[g.thread[calls] != g.tid]
+    if not len(other) or not len(b):
+        return
+    ends = np.sort(g.end[other])
+    last = np.searchsorted(ends, g.start[b], side="right") - 1
+    ok = (last >= 0) & (ends[np.maximum(last, 0)] >= g.end[a])
+    if ok.any():
+        by_end = other[np.argsort(g.end[other], kind="stable")]
+        g.add_many(2 * by_end[last[ok]] + 1, 2 * b[ok], THREAD)
+
+
+def _kicked(g: Graph) -> None:
+    """A node of another thread that nothing in the step comes before (no wait of its
+    thread traced) starts after the range thread's call that ended last before it: the
+    work that thread does in the step is work the step gave it."""
+    fed = np.zeros(2 * g.n, dtype=bool)
+    fed[np.asarray(g.dst, dtype=np.int64)] = True
+    cpu = np.flatnonzero((g.kind == CALL) | (g.kind == OS))
+    mine = cpu[g.thread[cpu] == g.tid]
+    for i in cpu[(g.thread[cpu] != g.tid) & ~fed[2 * cpu] & (g.start[cpu] >= g.lo)].tolist():
+        before = mine[g.end[mine] <= g.start[i]]
+        if len(before):
+            g.add(2 * int(before[np.argmax(g.end[before])]) + 1, 2 * i, THREAD)
+
+
+def _released(g: Graph, calls: np.ndarray, i: int, since: int, point: int) -> None:
+    """An edge to `point` (of node i) from the other thread's call that ended last in
+    [since, point's time]."""
+    until = g.time(point)
+    other = calls[(g.thread[calls] != g.thread[i]) & (g.end[calls] >= since)
+                  & (g.end[calls] <= until)]
+    if len(other):
+        j = int(other[np.argmax(g.end[other])])
+        g.add(2 * j + 1, point, THREAD)

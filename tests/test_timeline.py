@@ -1,0 +1,152 @@
+"""The step as a timeline model: synthetic steps whose critical paths are known by hand,
+and every loop of every committed capture replayed back to its measured wall time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import systems
+from analysis.load import nsys_sqlite
+from analysis.load.nsys_host import HOST_PARTS, api_part
+from analysis.load.nsys_steps import StepRows
+from analysis.timeline.graph import EDGES, build
+from analysis.timeline.replay import CATEGORIES, critical_path, offsets, replay
+from tests.conftest import DATA
+
+MAIN, AUTOGRAD = 1 << 24 | 1, 1 << 24 | 2
+
+
+def _step(calls: list[tuple], ops: list[tuple] = (), osrt: list[tuple] = (),
+          syncs: list[tuple] = ()) -> StepRows:
+    """A step from (tid, start, end, corr, name) calls, (kind, start, end, corr, stream)
+    operations, (tid, start, end, name) OS calls, (corr, stream) sync records."""
+    c = pd.DataFrame(calls, columns=["tid", "start_ns", "end_ns", "corr", "name"])
+    c["part"] = [api_part(n) for n in c["name"]]
+    o = pd.DataFrame(list(ops), columns=["kind", "start_ns", "end_ns", "corr", "stream"])
+    o.insert(4, "device", 0)
+    s = pd.DataFrame([(corr, st, -1, 3, 0, 0) for corr, st in syncs],
+                     columns=["corr", "stream", "event", "type", "start_ns", "end_ns"])
+    os_ = pd.DataFrame(list(osrt), columns=["tid", "start_ns", "end_ns", "name"])
+    for f in (o, s, os_):
+        for col in f.columns:
+            if col != "name":
+                f[col] = f[col].astype("int64")
+    return StepRows(1 << 24, 0, 0, c, o, s, os_)
+
+
+def _path(rows: StepRows, hi: int, lo: int = 0) -> dict[str, int]:
+    g = build(rows, MAIN, lo, hi)
+    r = replay(g)
+    assert r.wall(g) == hi - lo                       # unchanged, the measured step
+    path = critical_path(g, r)
+    assert sum(path.values()) == hi - lo
+    return {k: v for k, v in path.items() if v}
+
+
+def test_a_sync_mid_step_puts_the_gpu_work_it_waited_for_on_the_path() -> None:
+    rows = _step([(MAIN, 0, 5, 1, "cudaLaunchKernel_v7000"),
+                  (MAIN, 6, 102, 2, "cudaStreamSynchronize_v3020"),
+                  (MAIN, 110, 115, 3, "cudaLaunchKernel_v7000")],
+                 [(0, 10, 100, 1, 7), (0, 120, 150, 3, 7)], syncs=[(2, 7)])
+    assert _path(rows, 160) == {"launch": 10 + 5, "gpu": 90, "sync": 2, "cpu": 8 + 45}
+
+
+def test_a_step_the_host_holds_is_cpu_and_launches() -> None:
+    rows = _step([(MAIN, 0, 5, 1, "cudaLaunchKernel_v7000"),
+                  (MAIN, 50, 55, 2, "cudaLaunchKernel_v7000")],
+                 [(0, 8, 12, 1, 7), (0, 58, 60, 2, 7)])
+    assert _path(rows, 100) == {"launch": 10, "cpu": 45 + 45}
+
+
+def test_two_streams_joined_by_an_event_wait() -> None:
+    """Work on stream 8 waits (cudaStreamWaitEvent) for stream 7's kernel: the path runs
+    through both kernels, then the sync on stream 8."""
+    rows = _step([(MAIN, 0, 5, 1, "cudaLaunchKernel_v7000"),
+                  (MAIN, 6, 8, 2, "cudaEventRecord_v3020"),
+                  (MAIN, 9, 11, 3, "cudaStreamWaitEvent_v3020"),
+                  (MAIN, 12, 15, 4, "cudaLaunchKernel_v7000"),
+                  (MAIN, 16, 205, 5, "cudaStreamSynchronize_v3020")],
+                 [(0, 10, 100, 1, 7), (0, 101, 200, 4, 8)], syncs=[(5, 8)])
+    g = build(rows, MAIN, 0, 210)
+    assert "event" in {EDGES[e] for e in g.edge}
+    assert _path(rows, 210) == {"launch": 10, "gpu": 90 + 1 + 99, "sync": 5, "cpu": 5}
+
+
+def test_the_main_thread_waits_for_the_backward_thread() -> None:
+    """The main thread sits in pthread_cond_wait while the autograd thread (woken by the
+    main thread's last call) launches the backward; it resumes after that thread's last
+    call, copies the loss and syncs: the path runs through the other thread's launches,
+    then the copy and the sync."""
+    rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
+                  (AUTOGRAD, 20, 25, 2, "cudaLaunchKernel_v7000"),
+                  (AUTOGRAD, 60, 65, 3, "cudaLaunchKernel_v7000"),
+                  (MAIN, 80, 84, 4, "cudaMemcpyAsync_v3020"),
+                  (MAIN, 89, 97, 5, "cudaStreamSynchronize_v3020")],
+                 [(0, 6, 8, 1, 7), (0, 27, 29, 2, 7), (0, 67, 69, 3, 7),
+                  (1, 86, 95, 4, 7)],
+                 osrt=[(MAIN, 10, 75, "pthread_cond_wait"),
+                       (AUTOGRAD, -50, 18, "pthread_cond_wait")], syncs=[(5, 7)])
+    assert _path(rows, 100) == {"cpu": 3 + 5, "sync": 2, "copies": 9, "launch": 6 + 4,
+                                "other_thread": 10 + 5 + 35 + 5 + 2 + 14}
+
+
+def test_a_blocking_copy_ends_after_its_copy() -> None:
+    rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
+                  (MAIN, 5, 130, 2, "cudaMemcpy_v3020")],
+                 [(0, 8, 100, 1, 7), (1, 101, 128, 2, 7)])
+    assert _path(rows, 140) == {"launch": 8, "gpu": 92 + 1, "copies": 27, "sync": 2,
+                                "cpu": 10}
+
+
+def test_cuda_free_in_the_loop_waits_for_the_gpu() -> None:
+    rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
+                  (MAIN, 5, 103, 2, "cudaFree_v3020")],
+                 [(0, 8, 100, 1, 7)])
+    assert HOST_PARTS[api_part("cudaFree_v3020")] == "memory"
+    assert _path(rows, 110) == {"launch": 8, "gpu": 92, "sync": 3, "cpu": 7}
+
+
+def test_a_removed_sync_replays_shorter() -> None:
+    """The what-if the next stage prices: without the release edge, the sync costs its
+    own return and the host goes on."""
+    rows = _step([(MAIN, 0, 5, 1, "cudaLaunchKernel_v7000"),
+                  (MAIN, 6, 102, 2, "cudaStreamSynchronize_v3020"),
+                  (MAIN, 110, 115, 3, "cudaLaunchKernel_v7000")],
+                 [(0, 10, 100, 1, 7), (0, 120, 150, 3, 7)], syncs=[(2, 7)])
+    g = build(rows, MAIN, 0, 160)
+    off, _ = offsets(g)
+    keep = np.array([EDGES[e] != "release" for e in g.edge])
+    assert replay(g, off, keep).wall(g) == 160 - (102 - 6 - 2)
+
+
+CAPTURES = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*.sqlite.xz")
+                  if "reference" not in p.parts)
+CAPTURES = [c.removesuffix(".sqlite") for c in CAPTURES]
+WITH_LOOPS = {"battery/item_sync_planted/trace", "battery/input_starved_planted/trace",
+              "train_step/trace", "emit_nvtx_200/trace", "twins/item_autograd/trace",
+              "twins/sync_timing/trace", "twins/foreach_adam/trace"}
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_every_loop_replays_to_its_wall_time(capture: str) -> None:
+    """Every loop range of every committed capture carries its critical path, summing to
+    its wall time within 2%, and its replayed wall time within 5% of it."""
+    doc = systems.build(nsys_sqlite.load(DATA / f"{capture}.sqlite"))
+    loops = [e for e in doc.ranges if e.modeled_instances]
+    assert loops or capture not in WITH_LOOPS
+    for e in loops:
+        assert set(e.critical_path_ns) <= set(CATEGORIES)
+        assert abs(sum(e.critical_path_ns.values()) - e.wall_ns) <= 0.02 * e.wall_ns, e.name
+        assert abs(e.replayed_wall_ns - e.wall_ns) <= 0.05 * e.wall_ns, e.name
+        assert e.modeled_instances <= min(e.wall_instances, 16)
+
+
+def test_the_item_sync_loop_runs_through_the_backward_thread_and_the_sync() -> None:
+    doc = systems.build(nsys_sqlite.load(DATA / "battery/item_sync_planted/trace.sqlite"))
+    step = {e.name: e for e in doc.ranges}
+    assert step["step/train"].critical_path_ns["other_thread"] > \
+        0.3 * step["step/train"].wall_ns                     # the backward's launches
+    log = step["step/log"].critical_path_ns                  # .item(): the GPU work waited for
+    assert log["gpu"] > 0.9 * step["step/log"].wall_ns and log.get("sync", 0) > 0
