@@ -57,15 +57,17 @@ def _window_busy(parts: list[Partial], gpids: np.ndarray, n: int) -> dict[int, n
 
 def instances(parts: list[Partial], ranges: pd.DataFrame, gap_ns: int
               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per range instance: range, gpu_span_ns, gpu_idle_ns; per key: the idle gaps at
-    least gap_ns long, window-internal ones and those across window edges)."""
+    """(per range instance: range, gpu_span_ns, gpu_idle_ns, last_ns (the end of its last
+    GPU operation); per key: the idle gaps at least gap_ns long, window-internal ones and
+    those across window edges)."""
     inst = _cat(parts, "instances").sort_values(["range", "window"], kind="stable")
     rng = inst["range"].to_numpy(dtype="int64")
     g = inst.groupby("range", sort=True)
     out = pd.DataFrame({"gpu_span_ns": g["last_ns"].max() - g["first_ns"].min(),
-                        "covered": g["covered"].sum()})
+                        "covered": g["covered"].sum(), "last_ns": g["last_ns"].max()})
     out["gpu_idle_ns"] = out["gpu_span_ns"] - out["covered"]
-    out = out.reset_index()[["range", "gpu_span_ns", "gpu_idle_ns"]].astype("int64")
+    out = out.reset_index()[["range", "gpu_span_ns", "gpu_idle_ns", "last_ns"]].astype(
+        "int64")
     run = inst["run_end"].to_numpy(dtype="int64")
     prev_max = pd.Series(run).groupby(rng).cummax().groupby(rng).shift(1).to_numpy()
     head = inst["head_ns"].to_numpy(dtype="int64")

@@ -68,13 +68,21 @@ INPUT_BUSY_PCT = 50.0
 SYNC_INSTANCES_PCT = 80.0
 """sync_in_loop: a synchronize call in at least this % of a loop's iterations ..."""
 SYNC_MIN_PCT = 2.0
-"""... waiting at least this % of their wall time."""
+"""... waiting at least this % of their wall time, or (where a step model holds the loop)
+costing at least FINDING_MIN_PCT of it replayed without the wait: what a sync costs is
+more than its wait where the GPU idles after it."""
 PAGEABLE_INSTANCES_PCT = 80.0
 """pageable_copy: copies from or to pageable memory in at least this % of iterations."""
 PINNED_BPS = 55e9
 """Host-to-device bytes/s from pinned memory when the trace has no pinned copy to measure
 it: 55 GB/s, measured on the H200 test machine (tests/data/battery/pageable_copy_fixed:
 20 x 256 MiB in 96.8 ms)."""
+ALLOC_MIN_PCT = 5.0
+"""alloc_in_loop: memory management calls hold at least this % of a loop's wall time."""
+READBACK_MIN_BYTES = 1 << 20
+"""readback_in_loop: device-to-host copies of at least this many bytes per iteration ..."""
+READBACK_INSTANCES_PCT = 80.0
+"""... in at least this % of a loop's iterations."""
 LOADS_INSTANCES_PCT = 50.0
 """kernel_loads_per_call: module or library loads in at least this % of iterations."""
 HOST_IDLE_PCT = 50.0

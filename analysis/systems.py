@@ -11,6 +11,7 @@ trace cannot show, e.g. untraced CUDA graph kernels).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ import pandas as pd
 
 from . import busy, compile_events, guards, host, model, rules, summary
 from . import ranges as rng
+from .apart import APART_TAGS, apart_prefix
 from .documents import (
     Gpu,
     GpuOp,
@@ -41,7 +43,8 @@ from .paths import relative_compiled, relative_events
 from .range_build import add_by_row, range_table
 from .range_table import RangeEntries
 from .ranks import compare, export_ranks, rank_row
-from .timeline.loops import model_columns, model_loops
+from .timeline.loops import StepModels, model_columns, model_loops
+from .timeline.pricing import Pricer
 
 RUN_FIELDS = ("workload", "description", "size", "shapes", "dtype", "iterations",
               "cost_model", "ceilings", "versions", "compiled", "correctness", "started",
@@ -161,6 +164,7 @@ class Measured:
     meta: Meta | None
     events: list[dict[str, Any]] | None
     trace: model.Trace
+    steps: StepModels | None = None      # the step models the findings are priced on
 
 
 def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
@@ -186,7 +190,8 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                         (threads, thread_kernels), trace.key_devices, host.copy_table(trace),
                         host.hot_frames(trace, load_samples(export.db)),
                         (events or [], trace.warmup))
-    models = model_loops(trace, export.db, per_range["key"].to_numpy(),
+    steps = StepModels(trace, export.db)
+    models = model_loops(steps, per_range["key"].to_numpy(),
                          {c: table.column(c) for c in ("name", "wall_instances", "warmup",
                                                        "domain", "wall_ns")},
                          rules.registry.is_op_path)
@@ -210,14 +215,15 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
         gpu_busy=summary.gpu_busy(trace.devices),
         copies=host.copy_summary(trace.copy_names))
-    return Measured(doc, meta, events, trace)
+    return Measured(doc, meta, events, trace, steps)
 
 
 def judge(measured: Measured) -> SystemsDoc:
     """The measured document with its findings and each variant's biggest lever."""
     doc, meta = measured.doc, measured.meta
     if len(measured.trace.ranges):
-        doc.findings = run_rules(doc, meta, measured.events or [], measured.trace)
+        doc.findings = run_rules(doc, meta, measured.events or [], measured.trace,
+                                 measured.steps)
         ranked = [rank_row(measured.trace, r, pid)
                   for pid, r in export_ranks(measured.trace)]
         if ranked:                    # every rank's process in this one export
@@ -236,21 +242,49 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
 
 
 def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],
-              trace: model.Trace) -> list:
+              trace: model.Trace, steps: StepModels | None = None) -> list:
     """The systems rules, once per process (ranges of different processes never meet in
-    a rule); with several processes each finding says which one."""
+    a rule); with several processes each finding says which one. Findings are priced on
+    the step models (`steps`), where they hold their ranges."""
+    pricer = None
+    if steps is not None and steps.readable:
+        modeled = entry_column(doc.ranges, "modeled_instances")
+        pricer = Pricer(steps, {n for n, k in zip(entry_column(doc.ranges, "name"), modeled,
+                                                  strict=True) if k})
     pids = sorted({p for p in entry_column(doc.ranges, "pid") if p is not None})
     if len(pids) <= 1:
-        return rules.run("systems", rules.Context(meta=meta, events=events, systems=doc,
-                                                  trace=trace))
+        return once(rules.run("systems", rules.Context(
+            meta=meta, events=events, systems=doc, trace=trace,
+            price=functools.partial(pricer.price, pid=None) if pricer else None,
+            syncs=functools.partial(pricer.syncs, pid=None) if pricer else None)))
     found = []
     for pid in pids:
-        ctx = rules.Context(meta=meta, events=events, systems=doc, trace=trace, pid=pid)
+        ctx = rules.Context(meta=meta, events=events, systems=doc, trace=trace, pid=pid,
+                            price=functools.partial(pricer.price, pid=pid) if pricer
+                            else None,
+                            syncs=functools.partial(pricer.syncs, pid=pid) if pricer
+                            else None)
         for f in rules.run("systems", ctx):
             f.message = f"[pid {pid}] {f.message}"
             f.evidence = {**f.evidence, "pid": pid}
             found.append(f)
-    return sorted(found, key=rules.sort_key)
+    return once(sorted(found, key=rules.sort_key))
+
+
+def once(found: list) -> list:
+    """A cause found on a range and on its warm-up copy (`step [warm-up]`, set apart) is
+    one finding: the steady range's."""
+    steady = {(f.rule, f.range) for f in found}
+    return [f for f in found if not (f.range and apart_prefix(f.range)
+                                     and f.rule != "first_calls"
+                                     and (f.rule, _steady(f.range)) in steady)]
+
+
+def _steady(path: str) -> str:
+    """A set-apart range's path with its tag taken out."""
+    for tag in APART_TAGS:
+        path = path.replace(tag, "")
+    return path
 
 
 def _run_info(meta: Meta | None, events: list[dict[str, Any]] | None) -> dict[str, Any] | None:

@@ -9,7 +9,9 @@ a read whose rows leave its bounds is done again by start time, a full scan).
 
 Frames (times in ns, on the trace's clock):
     calls  tid, start_ns, end_ns, corr, name, part (index into nsys_host.HOST_PARTS)
-    ops    kind (0 kernel, 1 copy, 2 set), start_ns, end_ns, corr, device, stream
+    ops    kind (0 kernel, 1 copy, 2 set), start_ns, end_ns, corr, device, stream, bytes,
+           copy_kind (CUDA_MEMCPY_KIND: 1 host to device, 2 device to host, ...),
+           pageable (from or to pageable host memory), name (kernels)
     syncs  corr, stream, event, type (CUPTI's sync type: 1 event, 2 stream wait or
            stream, 3 stream, 4 context), start_ns, end_ns
     osrt   tid, start_ns, end_ns, name (the outermost OS calls running in the window)
@@ -85,19 +87,39 @@ def _calls(db: Db, pid: int, lo: int, hi: int) -> pd.DataFrame:
                          "part": np.array([api_part(n) for n in name], dtype="int64")})
 
 
-def _ops(db: Db, tables: set[str], pid: int, lo: int, hi: int) -> pd.DataFrame:
+OP_COLUMNS = ["kind", "start_ns", "end_ns", "corr", "device", "stream", "bytes", "copy_kind",
+              "pageable", "name_id"]
+
+
+def _op_select(kind: int, cols: set[str]) -> str:
+    """The columns of one operation table, in OP_COLUMNS order after `kind` (bytes, copy
+    kind, pageable, name id: -1 where the table has none)."""
+    size = "ifnull(t.bytes, 0)" if "bytes" in cols else "0"
+    copy = "ifnull(t.copyKind, 0)" if "copyKind" in cols else "0"
+    pageable = ("(ifnull(t.srcKind, 7) = 0 OR ifnull(t.dstKind, 7) = 0)"
+                if {"srcKind", "dstKind"} <= cols else "0")
+    name = ("ifnull(t.shortName, -1)" if "shortName" in cols else
+            "ifnull(t.demangledName, -1)" if "demangledName" in cols else "-1")
+    return (f"SELECT t.start, t.end, t.correlationId, t.deviceId, t.streamId, {size}, {copy}, "
+            f"{pageable}, {name} FROM {OP_TABLES[kind]} t")
+
+
+def _ops(db: Db, tables: dict[str, set[str]], pid: int, lo: int, hi: int) -> pd.DataFrame:
     parts = []
     for kind, table in enumerate(OP_TABLES):
         if table not in tables:
             continue
-        rows = _rows(db, table, f"SELECT t.start, t.end, t.correlationId, t.deviceId, "
-                     f"t.streamId FROM {table} t", lo - LOOKBACK_NS, hi, 5,
+        rows = _rows(db, table, _op_select(kind, tables[table]), lo - LOOKBACK_NS, hi, 9,
                      "t.globalPid = ? AND t.end > ?", (pid, lo))
         parts.append(np.column_stack([np.full(len(rows), kind), rows]))
-    raw = np.concatenate(parts) if parts else np.empty((0, 6), dtype=np.int64)
+    raw = np.concatenate(parts) if parts else np.empty((0, len(OP_COLUMNS)), dtype=np.int64)
     raw = raw[np.lexsort((raw[:, 1], raw[:, 2]))] if len(raw) else raw
-    return pd.DataFrame(raw, columns=["kind", "start_ns", "end_ns", "corr", "device",
-                                      "stream"])
+    frame = pd.DataFrame(raw, columns=OP_COLUMNS)
+    names = _names(db.conn, raw[:, -1][raw[:, 0] == 0])
+    frame["name"] = pd.Series([names.get(i, "") if k == 0 else "" for k, i in
+                               zip(raw[:, 0].tolist(), raw[:, -1].tolist(), strict=True)],
+                              dtype=object)
+    return frame.drop(columns="name_id")
 
 
 def _syncs(db: Db, cols: set[str], pid: int, lo: int, hi: int) -> pd.DataFrame:
@@ -152,20 +174,26 @@ def _osrt(every: pd.DataFrame, pid: int, lo: int, hi: int) -> pd.DataFrame:
     return part[keep][OSRT_NAMES].reset_index(drop=True)
 
 
-def read_steps(path: Path, windows: list[tuple[int, int, int]]) -> list[StepRows]:
-    """The rows of each window (global pid, lo, hi) of an export."""
+def read_steps(path: Path, windows: list[tuple[int, int, int]],
+               ops_until: list[int] | None = None) -> list[StepRows]:
+    """The rows of each window (global pid, lo, hi) of an export; `ops_until`: per window,
+    how late the GPU operations it launched may start (a step queued ahead of the GPU:
+    its own work runs after its end), else its end."""
+    ops_until = ops_until or [w[2] for w in windows]
     conn = connect(path)
     try:
         meta = sqlite_utils.Database(conn)
-        tables = {t for t in (*OP_TABLES, API, SYNC, OSRT) if table_columns(meta, t)}
+        tables = {t: cols for t in (*OP_TABLES, API, SYNC, OSRT)
+                  if (cols := table_columns(meta, t))}
         if API not in tables:
             return []
-        sync_cols, osrt_cols = table_columns(meta, SYNC), table_columns(meta, OSRT)
+        sync_cols, osrt_cols = tables.get(SYNC, set()), tables.get(OSRT, set())
         db = Db(conn)
         every = _osrt_all(db, osrt_cols, windows)
-        return [StepRows(pid, lo, hi, _calls(db, pid, lo, hi), _ops(db, tables, pid, lo, hi),
+        return [StepRows(pid, lo, hi, _calls(db, pid, lo, hi),
+                         _ops(db, tables, pid, lo, max(hi, until)),
                          _syncs(db, sync_cols, pid, lo, hi), _osrt(every, pid, lo, hi))
-                for pid, lo, hi in windows]
+                for (pid, lo, hi), until in zip(windows, ops_until, strict=True)]
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
     finally:

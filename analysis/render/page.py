@@ -163,16 +163,13 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
 PAGE_LOOPS = 3
 
 
-def loops_lines(doc: SystemsDoc, images: dict[str, str]) -> list[str]:
+def loops_lines(doc: SystemsDoc) -> list[str]:
     """The loops' critical paths in a sentence each (systems.md has the table)."""
     loops = loop_entries(doc)[:PAGE_LOOPS]
     if not loops:
         return []
-    lines = ["What held each step of the loops (the replayed step model; systems.md has "
-             "them all):", ""] + [f"- {sentence(e)}." for e in loops] + [""]
-    if "critical" in images:
-        lines += [f"![critical path per loop]({images['critical']})", ""]
-    return lines
+    return ["What held each loop's steps (the replayed step model; all of them in "
+            "systems.md):", *[f"- {sentence(e)}." for e in loops], ""]
 
 
 def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
@@ -182,7 +179,7 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
     compute, warnings = joinable(systems, compute)
     lines = [f"# {esc(workload)}", ""]
     lines += run_header(run)
-    lines += verdict(systems, compute, warnings) + loops_lines(systems, images)
+    lines += verdict(systems, compute, warnings) + loops_lines(systems)
     lines += runs_line(systems, compute)
     lines += variants_section(systems)
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration"),

@@ -92,7 +92,7 @@ def critical_path_png(doc: SystemsDoc, path: Path) -> Path | None:
     if not loops:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(loops) + 1.6), dpi=120)
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(loops) + 1.8), dpi=120)
     names = [e.name if len(e.name) <= 40 else e.name[:39] + "…" for e in loops][::-1]
     left = np.zeros(len(loops))
     for cat, color in PATH_COLORS.items():
@@ -102,7 +102,7 @@ def critical_path_png(doc: SystemsDoc, path: Path) -> Path | None:
             left += width
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of the loop's wall time on the critical path")
-    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.25 if
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.25 if
               len(loops) < 4 else -0.12))
     ax.set_title("What held each step (replayed step model)", fontsize=10)
     return _save(fig, path)

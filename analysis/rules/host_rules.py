@@ -16,6 +16,7 @@ from ..apart import APART_TAGS, apart_prefix
 from ..documents import Finding, RangeEntry
 from ..roofline import datasheet
 from ..settings import (
+    FINDING_MIN_PCT,
     FP32_GEMM_PCT,
     HOST_IDLE_PCT,
     HOST_OUTSIDE_PCT,
@@ -26,9 +27,11 @@ from ..settings import (
     LOOP_MIN_INSTANCES,
     PAGEABLE_INSTANCES_PCT,
     PINNED_BPS,
+    READBACK_MIN_BYTES,
     SYNC_INSTANCES_PCT,
     SYNC_MIN_PCT,
 )
+from ..timeline.pricing import SYNC_SAID
 from .registry import Context, Rule, rule
 
 FP32_GEMM = re.compile(r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm", re.I)
@@ -146,7 +149,7 @@ def _nested(inner: list[str]) -> dict[str, Any]:
       "of a loop's iterations: new kernels are built every call",
       {"instances_pct": LOADS_INSTANCES_PCT}, saving="the iteration's wall time beyond its "
       "GPU busy time and its launch calls: what building kernels (the loads and the CPU "
-      "work around them, e.g. NVRTC) adds")
+      "work around them, e.g. NVRTC) adds", change="no_building")
 def kernel_loads_per_call(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for path, inner in kernel_loads(ctx).items():
@@ -179,7 +182,8 @@ def kernel_loads_per_call(r: Rule, ctx: Context) -> list[Finding]:
       "wall time while the GPU is busy under `busy_pct` of it",
       {"share_pct": INPUT_SHARE_PCT, "busy_pct": INPUT_BUSY_PCT},
       saving="the range's wall time less its GPU busy time: with batches prepared ahead "
-      "(workers, prefetch) and copied from pinned memory the loop no longer waits for them")
+      "(workers, prefetch) and copied from pinned memory the loop no longer waits for them",
+      change="host_ahead")
 def input_starved(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for path, parent in starved(ctx).items():
@@ -207,57 +211,105 @@ def input_starved(r: Rule, ctx: Context) -> list[Finding]:
       "in at least `instances_pct` of a loop's iterations, waiting at least `wait_pct` of "
       "their wall time", {"instances_pct": SYNC_INSTANCES_PCT, "wait_pct": SYNC_MIN_PCT},
       saving="without the wait the iteration takes the longer of its GPU busy time and its "
-      "host time outside the wait")
+      "host time outside the wait", change="no_sync")
 def sync_in_loop(r: Rule, ctx: Context) -> list[Finding]:
     out = []
-    for path, inner in _found(ctx, _syncs).items():
+    for path, inner in _found(ctx, _synced).items():
         e = ctx.entries[path]
-        wait = e.host_sync_ns - e.blocking_copy_ns
-        calls = e.sync_calls - e.blocking_copy_calls
-        after = max(e.busy_ns, e.wall_ns - wait)
-        out.append(r.finding(
-            range=path, iterations=e.wall_instances,
-            saving_per_instance_ns=per(e, max(e.wall_ns - after, 0)),
-            message=f"{path} waits for the GPU in {e.sync_instances} of its "
-            f"{e.wall_instances} iterations: {per(e, calls):g} synchronize call(s) and "
-            f"{per(e, wait) / 1e6:,.2f} ms waiting per iteration, while the GPU was busy "
-            f"{per(e, e.busy_ns) / 1e6:,.2f} ms of its {per(e, e.wall_ns) / 1e6:,.2f} ms.",
-            evidence={"sync_calls": calls, "sync_ns": wait, "iterations": e.wall_instances,
-                      "busy_ns": e.busy_ns, "wall_ns": e.wall_ns, **_nested(inner)},
-            suggestion="keep values on the GPU inside the loop (accumulate losses as tensors, "
-            "read them with .item() every N steps or after the loop; no print(tensor), "
-            ".cpu() or torch.cuda.synchronize() per step)"))
+        kinds = ctx.syncs(path) if ctx.syncs is not None else {}
+        top = max(kinds, key=kinds.get) if kinds else "item"
+        if top == "cpu" and _readback(e) >= READBACK_MIN_BYTES * e.wall_instances:
+            continue                   # a large readback: readback_in_loop names it
+        f = _sync_finding(r, e, inner, kinds)
+        priced = ctx.price(f) if ctx.price is not None else None
+        if _syncs(e) or (priced or 0) * 100 >= FINDING_MIN_PCT * e.wall_ns:
+            out.append(f)
     return out
 
 
+def _synced(e: RangeEntry) -> bool:
+    return e.sync_instances * 100 >= SYNC_INSTANCES_PCT * e.wall_instances
+
+
+def _readback(e: RangeEntry) -> int:
+    return sum(c.bytes for c in e.copies if "Device-to-Host" in c.name)
+
+
+def _sync_finding(r: Rule, e: RangeEntry, inner: list[str], kinds: dict[str, int]) -> Finding:
+    wait = e.host_sync_ns - e.blocking_copy_ns
+    calls = e.sync_calls - e.blocking_copy_calls
+    after = max(e.busy_ns, e.wall_ns - wait)
+    said = ", ".join(f"{SYNC_SAID[k]} ({n})" for k, n in sorted(
+        kinds.items(), key=lambda kv: -kv[1])) or "synchronize calls"
+    top = max(kinds, key=kinds.get) if kinds else "item"
+    return r.finding(
+        range=e.name, iterations=e.wall_instances, change="no_sync",
+        saving_per_instance_ns=per(e, max(e.wall_ns - after, 0)),
+        message=f"{e.name} waits for the GPU in {e.sync_instances} of its "
+        f"{e.wall_instances} iterations: {per(e, calls):g} synchronize call(s) and "
+        f"{per(e, wait) / 1e6:,.2f} ms waiting per iteration, while the GPU was busy "
+        f"{per(e, e.busy_ns) / 1e6:,.2f} ms of its {per(e, e.wall_ns) / 1e6:,.2f} ms; "
+        f"in the modeled steps: {said}.",
+        evidence={"sync_calls": calls, "sync_ns": wait, "iterations": e.wall_instances,
+                  "busy_ns": e.busy_ns, "wall_ns": e.wall_ns, "syncs": dict(kinds),
+                  **_nested(inner)},
+        suggestion=SYNC_REMEDY.get(top, SYNC_REMEDY["item"]))
+
+
+SYNC_REMEDY = {
+    "item": "keep values on the GPU inside the loop: accumulate losses and metrics as "
+            "tensors, read them with .item() every N steps or after the loop",
+    "cpu": "keep the statistic on the device and read it after the loop, or copy into a "
+           "pinned buffer with non_blocking=True and read it steps later",
+    "nonzero": "replace boolean-mask indexing (x[mask], nonzero, masked_select) with a "
+               "fixed-shape torch.where / masked reduction: the output size needs no "
+               "readback",
+    "synchronize": "time the steps with CUDA events (torch.cuda.Event(enable_timing=True): "
+                   "record around the step, read elapsed_time after the loop) instead of "
+                   "torch.cuda.synchronize() per step",
+    "event": "wait for the event on the GPU (stream.wait_event) or only where the host "
+             "needs the result",
+    "other": "find the call that synchronizes (CUDA API row in the step) and move it out "
+             "of the loop"}
+"""The remedy of each kind of sync (pricing.SYNC_SAID), in torch's layer."""
+
+
 @rule("pageable_copy", "systems", "warning",
-      "host-device copies from or to pageable memory in at least `instances_pct` of a "
+      "host-to-device copies from pageable memory in at least `instances_pct` of a "
       "loop's iterations (each blocks the calling thread)",
       {"instances_pct": PAGEABLE_INSTANCES_PCT, "pinned_bps": PINNED_BPS},
       saving="the time the copies blocked the thread less the same bytes at the pinned "
-      "rate (the trace's own pinned copies, else `pinned_bps`)")
+      "rate (the trace's own pinned copies, else `pinned_bps`)", change="pinned_async")
 def pageable_copy(r: Rule, ctx: Context) -> list[Finding]:
     rate = _pinned_rate(ctx)
     out = []
-    for path, inner in _found(ctx, lambda e: e.pageable_copy_count * 100
+    for path, inner in _found(ctx, lambda e: _from_pageable(e)[0] * 100
                               >= PAGEABLE_INSTANCES_PCT * e.wall_instances).items():
         e = ctx.entries[path]
-        blocked = max(e.blocking_copy_ns, e.pageable_copy_ns)
+        count, size, ns = _from_pageable(e)
+        blocked = max(e.blocking_copy_ns, ns)
         out.append(r.finding(
             range=path, iterations=e.wall_instances,
-            saving_per_instance_ns=per(e, max(blocked - e.pageable_copy_bytes / rate * 1e9,
-                                              0)),
-            message=f"{path} copies {per(e, e.pageable_copy_bytes) / 2**20:,.1f} MiB per "
-            f"iteration from or to pageable host memory in {per(e, e.pageable_copy_count):g}"
-            f" copies ({per(e, e.pageable_copy_ns) / 1e6:,.2f} ms of copy time, the thread "
-            f"blocked {per(e, blocked) / 1e6:,.2f} ms).",
-            evidence={"pageable_bytes": e.pageable_copy_bytes, "pageable_copies":
-                      e.pageable_copy_count, "pageable_copy_ns": e.pageable_copy_ns,
-                      "blocking_copy_ns": e.blocking_copy_ns, "pinned_bps": rate,
+            saving_per_instance_ns=per(e, max(blocked - size / rate * 1e9, 0)),
+            message=f"{path} copies {per(e, size) / 2**20:,.1f} MiB per iteration from "
+            f"pageable host memory to the GPU in {per(e, count):g} copies "
+            f"({per(e, ns) / 1e6:,.2f} ms of copy time, the thread blocked "
+            f"{per(e, blocked) / 1e6:,.2f} ms).",
+            evidence={"pageable_bytes": size, "pageable_copies": count,
+                      "pageable_copy_ns": ns, "blocking_copy_ns": e.blocking_copy_ns,
+                      "pinned_bps": rate,
                       **_nested(inner)},
             suggestion="copy from pinned memory: tensor.pin_memory() once (or DataLoader("
             "pin_memory=True)), then .to(device, non_blocking=True)"))
     return out
+
+
+def _from_pageable(e: RangeEntry) -> tuple[int, int, int]:
+    """(copies, bytes, ns) of the range's copies from pageable host memory (a readback
+    to the host is readback_in_loop's)."""
+    mine = [c for c in e.copies if c.memory.startswith("Pageable")]
+    return (sum(c.count for c in mine), sum(c.bytes for c in mine),
+            sum(c.total_ns for c in mine))
 
 
 def _pinned_rate(ctx: Context) -> float:
@@ -272,7 +324,8 @@ def _pinned_rate(ctx: Context) -> float:
       "the GPU idles at least `idle_pct` of a loop's wall time while its thread spends at "
       "least `outside_pct` of it outside CUDA calls (and no other host rule explains it)",
       {"idle_pct": HOST_IDLE_PCT, "outside_pct": HOST_OUTSIDE_PCT},
-      saving="the CPU and OS time outside CUDA calls, at most the GPU's idle time")
+      saving="the CPU and OS time outside CUDA calls, at most the GPU's idle time",
+      change="host_ahead")
 def host_bound(r: Rule, ctx: Context) -> list[Finding]:
     def hit(e: RangeEntry) -> bool:
         idle, outside = e.wall_ns - e.busy_ns, e.host_cpu_ns + e.host_os_ns
@@ -305,7 +358,7 @@ def host_bound(r: Rule, ctx: Context) -> list[Finding]:
       "fp32 GEMMs on the CUDA cores (cuBLAS `sgemm` / `*_f32f32_*_ffma_*` kernels) hold at "
       "least `kernel_pct` of a loop's kernel time", {"kernel_pct": FP32_GEMM_PCT},
       saving="those GEMMs' time less the same work at the GPU's TF32 tensor-core rate "
-      "(datasheet fp32 / tf32 peaks)")
+      "(datasheet fp32 / tf32 peaks)", change="faster_kernels")
 def fp32_gemm(r: Rule, ctx: Context) -> list[Finding]:
     gpu = ctx.systems.source.gpus[0].name if ctx.systems and ctx.systems.source.gpus else None
     fp32, tf32 = datasheet(gpu, "float32")[0], datasheet(gpu, "tfloat32")[0]

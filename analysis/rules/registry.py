@@ -29,6 +29,7 @@ from ..model import Trace
 from ..ops import WRAPPER
 from ..ranges import leaf_paths
 from ..settings import FINDING_MIN_PCT
+from ..timeline.whatif import CHANGES as CHANGE_SAID
 
 
 @dataclass
@@ -43,6 +44,10 @@ class Context:
     ranks: list[RankRow] = field(default_factory=list)    # one per rank, rank rules
     pid: int | None = None                 # systems rules look at one process at a time
     cache: dict[str, Any] = field(default_factory=dict)   # facts several rules share
+    price: Callable[[Finding], float | None] | None = None   # a finding's saving (ns, the
+    # whole trace) replayed on the step model with its rule's change; None: not modeled
+    syncs: Callable[[str], Any] | None = None   # a range's blocking calls by kind (Counter
+    # of pricing.SYNC_SAID's keys), read off its step model
 
     def analyzed_ns(self) -> float:
         """The time savings are weighed against: the wall time of the outermost NVTX
@@ -218,6 +223,7 @@ class Rule:
     thresholds: dict[str, float]
     fn: Callable[[Rule, Context], list[Finding]]
     saving_model: str = ""          # one sentence: how its findings' savings are estimated
+    change: str = ""                # the step model's change that prices them (whatif.py)
 
     def finding(self, **fields: Any) -> Finding:
         """A Finding of this rule (keyword fields; severity defaults to the rule's)."""
@@ -233,13 +239,16 @@ SHARE_OF = {"systems": "wall time", "ranks": "step time",
 
 
 def rule(id: str, source: str, severity: Severity, doc: str,
-         thresholds: dict[str, float] | None = None, saving: str = "") -> Callable:
+         thresholds: dict[str, float] | None = None, saving: str = "",
+         change: str = "") -> Callable:
     """Register the decorated function as the rule `id` (ids are unique); `saving` says
-    in one sentence how its findings' savings are estimated."""
+    in one sentence how its findings' savings are estimated where the step model cannot
+    price them, `change` which change of the step model prices them (whatif.CHANGES)."""
     def register(fn: Callable[[Rule, Context], list[Finding]]) -> Callable:
         if id in REGISTRY:
             raise ValueError(f"rule {id!r} registered twice")
-        REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn, saving)
+        REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn, saving,
+                            change)
         return fn
     return register
 
@@ -257,7 +266,7 @@ def run(source: str, ctx: Context) -> list[Finding]:
     found = [f for r in REGISTRY.values() if r.source == source for f in r.fn(r, ctx)]
     total = ctx.analyzed_ns()
     for f in found:
-        f.saving_model = f.saving_model or REGISTRY[f.rule].saving_model
+        _priced(f, REGISTRY[f.rule], ctx)
         f.saving_ns = float(f.saving_per_instance_ns * f.iterations)
         wall = ctx.wall_of(f.range)
         if wall is not None:
@@ -267,6 +276,18 @@ def run(source: str, ctx: Context) -> list[Finding]:
     return sorted(found, key=sort_key)
 
 
+def _priced(f: Finding, r: Rule, ctx: Context) -> None:
+    """The finding's saving replayed on the step model with its rule's change, where
+    the model has its range; else the rule's own estimate, said as such."""
+    f.change = f.change or r.change or None
+    total = ctx.price(f) if f.change and ctx.price is not None else None
+    if total is None:
+        f.saving_model = f.saving_model or r.saving_model
+        return
+    f.saving_per_instance_ns = total / max(f.iterations, 1)
+    f.saving_model = CHANGE_SAID.get(f.change, f.change)
+
+
 def markdown_table() -> list[str]:
     """README's rules table, generated from the registry: systems, ranks, then compute
     rules, each source in registration order; with how each estimates its saving."""
@@ -274,6 +295,7 @@ def markdown_table() -> list[str]:
            "| --- | --- | --- | --- | --- | --- |"]
     for r in sorted(REGISTRY.values(), key=lambda r: list(SHARE_OF).index(r.source)):
         th = ", ".join(f"`{k}` = {v:g}" for k, v in r.thresholds.items()) or "–"
-        out.append(f"| `{r.id}` | {r.source} | {r.severity} | {r.doc} | {th} | "
-                   f"{r.saving_model or '–'} |")
+        saving = (f"`{r.change}`: {CHANGE_SAID[r.change]} (without a step model: "
+                  f"{r.saving_model or '–'})" if r.change else r.saving_model or "–")
+        out.append(f"| `{r.id}` | {r.source} | {r.severity} | {r.doc} | {th} | {saving} |")
     return out

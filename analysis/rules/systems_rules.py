@@ -16,6 +16,7 @@ from ..settings import (
     LAUNCH_HOST_PCT,
     LAUNCH_IDLE_PCT,
     LAUNCH_KERNEL_NS,
+    SYNC_INSTANCES_PCT,
 )
 from .host_rules import explained
 from .registry import Context, Rule, rule
@@ -117,7 +118,26 @@ def compiled_range(ctx: Context) -> tuple[str | None, str]:
     found = [p for p in ctx.kernel_leaves if p in inductor] if inductor else []
     if len(found) == 1:
         return found[0], "the only range that ran Inductor kernels"
+    synced = broken_ranges(ctx, found)
+    if len(synced) == 1:
+        return synced[0], BROKEN_BY_READBACK
     return None, "no single range ran Inductor kernels, so no range is named"
+
+
+def broken_ranges(ctx: Context, found: list[str] | None = None) -> list[str]:
+    """The leaf ranges that ran Inductor kernels with a host readback between them in
+    most iterations (`found`: the leaves that ran Inductor kernels)."""
+    if found is None:
+        seq = ctx.seq_names
+        inductor = set(seq["path"][_matches(seq["name"], INDUCTOR_KERNEL)])
+        found = [p for p in ctx.kernel_leaves if p in inductor]
+    return [p for p in found if (e := ctx.entries.get(p)) is not None
+            and e.sync_instances * 100 >= SYNC_INSTANCES_PCT * e.wall_instances]
+
+
+BROKEN_BY_READBACK = ("the range whose Inductor kernels are split by a host readback in "
+                      "every iteration: a graph broken on a value the host needs runs as "
+                      "two graphs with a sync between them")
 
 
 def _breaks(ctx: Context) -> list[dict[str, Any]]:
@@ -133,24 +153,43 @@ def _breaks(ctx: Context) -> list[dict[str, Any]]:
 
 @rule("graph_break", "systems", "warning",
       "each break from meta.json (`torch._dynamo.explain`) or TORCH_LOGS, on the compiled "
-      "range (without meta: the only range that ran Inductor kernels, else none); eager "
-      "`at::native` kernels inside a compiled range")
+      "range (without meta: the only range that ran Inductor kernels, else those whose "
+      "Inductor kernels a host readback splits in most iterations); eager `at::native` "
+      "kernels inside a compiled range")
 def graph_break(r: Rule, ctx: Context) -> list[Finding]:
     where, how = compiled_range(ctx)
-    e = ctx.entries.get(where) if where else None
-    n = iterations(ctx, e) if e else 1
+    places = [where] if where or ctx.meta else broken_ranges(ctx)
     out = []
     for b in _breaks(ctx):
-        place, idle, said = _placed(ctx, b, where, how, e, n)
-        out.append(r.finding(
-            range=place, iterations=1 if b.get("range") else n, saving_per_instance_ns=idle,
-            message=f"torch.compile broke the graph at {b.get('file')}:{b.get('line')}: "
-            f"{b.get('reason') or 'reason not logged'} ({said}).",
-            evidence={"file": b.get("file"), "line": b.get("line"), "reason": b.get("reason"),
-                      "at_ns": b.get("at_ns")},
-            suggestion="remove the data-dependent Python control flow or side effect at that "
-            "line (torch.where / torch.cond instead of `if tensor`, no print in the compiled "
-            "function), or compile only the part without it"))
+        for at in places or [None]:
+            out.append(_break_finding(r, ctx, b, at, how if at == where else
+                                      BROKEN_BY_READBACK))
+    return out + _eager_in_compiled(r, ctx, where)
+
+
+def _break_finding(r: Rule, ctx: Context, b: dict[str, Any], where: str | None,
+                   how: str) -> Finding:
+    """One graph break, placed on `where` (or the range open when it was logged)."""
+    e = ctx.entries.get(where) if where else None
+    n = iterations(ctx, e) if e else 1
+    place, idle, said = _placed(ctx, b, where, how, e, n)
+    return r.finding(
+        range=place, iterations=1 if b.get("range") else n, saving_per_instance_ns=idle,
+        change="no_break" if how == BROKEN_BY_READBACK and not b.get("range") else None,
+        message=f"torch.compile broke the graph at {b.get('file')}:{b.get('line')}: "
+        f"{b.get('reason') or 'reason not logged'} ({said}).",
+        evidence={"file": b.get("file"), "line": b.get("line"), "reason": b.get("reason"),
+                  "at_ns": b.get("at_ns")},
+        suggestion="remove the data-dependent Python control flow or side effect at that "
+        "line (torch.where / torch.cond instead of `if tensor`, no print in the compiled "
+        "function), or compile only the part without it")
+
+
+def _eager_in_compiled(r: Rule, ctx: Context, where: str | None) -> list[Finding]:
+    """Eager ATen kernels inside the compiled range: part of it ran outside the graph."""
+    e = ctx.entries.get(where) if where else None
+    n = iterations(ctx, e) if e else 1
+    out: list[Finding] = []
     seq = ctx.seq_names
     in_range = seq[seq["path"] == where] if where else seq.iloc[:0]
     aten = sorted(set(in_range["name"][in_range["aten"].astype(bool)].astype(str)))
@@ -264,7 +303,7 @@ def _is_launch_bound(ev: dict[str, Any], e: Any) -> bool:
       {"idle_pct": LAUNCH_IDLE_PCT, "median_kernel_ns": LAUNCH_KERNEL_NS,
        "min_gap_ns": GAP_NS, "launch_pct": LAUNCH_HOST_PCT},
       saving="the range's wall time less its GPU busy time (at least its idle gaps): "
-      "replayed as one CUDA graph, the sequence would take about its GPU time")
+      "replayed as one CUDA graph, the sequence would take about its GPU time", change="one_graph")
 def launch_bound(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for e, gaps, med in idle_facts(ctx):

@@ -63,6 +63,7 @@ class Graph:
     corr_of: dict[int, int] = field(default_factory=dict)   # correlation id -> call node
     parts: list[tuple[np.ndarray, np.ndarray, int]] = field(default_factory=list)
     _joined: tuple | None = field(default=None, repr=False)
+    replayed: object = field(default=None, repr=False)   # replay.Replayed, unchanged
 
     @property
     def n(self) -> int:
@@ -119,6 +120,12 @@ class Graph:
         pt = self.points
         return pt[self.dst] - pt[self.src]
 
+    def own_ops(self) -> np.ndarray:
+        """The nodes of the GPU operations launched by the step's own calls."""
+        ops0 = len(self.calls)
+        mine = np.array([c in self.corr_of for c in self.ops["corr"].tolist()], dtype=bool)
+        return ops0 + np.flatnonzero(mine)
+
     @property
     def end_point(self) -> int:
         return 2 * (self.n - 1) + 1
@@ -162,14 +169,16 @@ def _outermost(calls: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, int]]:
 
 def nodes(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
     """The step's nodes: the outermost calls that start in [lo, hi), the OS calls outside
-    them and the GPU operations running in it, and the step's end (last)."""
+    them, the GPU operations running in it and those its calls launched (a step queued
+    ahead of the GPU: they run after it), and the step's end (last)."""
     calls, corr_of = _outermost(rows.calls[(rows.calls["start_ns"] >= lo)
                                            & (rows.calls["start_ns"] < hi)])
     osrt = rows.osrt[(rows.osrt["end_ns"] > lo)
                      & (rows.osrt["start_ns"] < hi)].reset_index(drop=True)
     osrt = osrt[_inside(osrt, calls) < 0].reset_index(drop=True)
-    ops = rows.ops[(rows.ops["end_ns"] > lo)
-                   & (rows.ops["start_ns"] < hi)].reset_index(drop=True)
+    launched = rows.ops["corr"].isin(list(corr_of)).to_numpy()
+    ops = rows.ops[(rows.ops["end_ns"] > lo) & ((rows.ops["start_ns"] < hi) | launched)
+                   ].reset_index(drop=True)
     n_o, n_s = len(ops), len(osrt)
     kind = np.r_[np.full(len(calls), CALL), np.full(n_o, OP), np.full(n_s, OS), [END]]
     start = np.r_[calls["start_ns"].to_numpy(), ops["start_ns"].to_numpy(),

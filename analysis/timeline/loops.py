@@ -3,9 +3,10 @@
 A loop range is a user range (not an emit_nvtx op range, not a library's domain, not
 warm-up) repeated at least LOOP_MIN_INSTANCES times in its process; its steady instances
 are those not set apart and not first calls (apart.first_calls). All of them are
-modeled, or, where a loop has more, the SAMPLE_INSTANCES around its median wall time
+modeled, or, where a range has more, the SAMPLE_INSTANCES around its median wall time
 (said in `modeled_instances`). Each instance is one window of the export read once
-(load/nsys_steps.py), built into a graph (graph.py), replayed unchanged and walked back
+(load/nsys_steps.py) and built into a graph (graph.py), kept for the what-ifs that price
+the findings (pricing.py); each loop's graphs are replayed unchanged and walked back
 (replay.py).
 
 Per loop: `critical_path_ns` (category -> ns: the modeled instances' paths, scaled by the
@@ -27,14 +28,97 @@ from ..apart import first_calls
 from ..load.nsys_sqlite import PID_MASK
 from ..load.nsys_steps import read_steps
 from ..settings import LOOP_MIN_INSTANCES
-from .graph import build
+from .graph import Graph, build
 from .replay import CATEGORIES, CycleError, critical_path, replay
 
 SAMPLE_INSTANCES = 16
-"""Steady instances modeled per loop at most (those around its median wall time)."""
+"""Steady instances modeled per range at most (those around its median wall time)."""
 MAX_LOOPS = 32
 """Loop ranges modeled per export at most (those with most wall time)."""
 LIBRARY_DOMAINS = ("NCCL", "CCCL")
+
+
+class StepModels:
+    """The graphs of one export's range instances, built on demand (all the ranges asked
+    for at once read in one pass) and kept: the loops' critical paths and every
+    finding's what-if read the same graphs."""
+
+    def __init__(self, trace, db: Path) -> None:
+        self.trace, self.db = trace, Path(db)
+        self.built: dict[int, list[Graph]] = {}
+        self.skipped: dict[int, int] = {}
+        self._first: set[int] | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.db.is_file()
+
+    def key_of(self, path: str, pid: int | None = None) -> int | None:
+        """The range key of a path (in process `pid`, when given)."""
+        keys = self.trace.keys
+        hit = keys.index[(keys["path"] == path).to_numpy()
+                         & ((keys["pid"] == pid).to_numpy() if pid is not None else True)]
+        return int(hit[0]) if len(hit) else None
+
+    def steady(self, key: int) -> np.ndarray:
+        """Rows of trace.ranges of the key's steady instances (first calls left out)."""
+        if self._first is None:
+            self._first = set(first_calls(self.trace))
+        rows = np.flatnonzero(self.trace.ranges["key"].to_numpy() == key)
+        return np.array([i for i in rows.tolist() if i not in self._first], dtype=np.int64)
+
+    def steady_count(self, key: int) -> int:
+        return len(self.steady(key))
+
+    def sample(self, key: int) -> np.ndarray:
+        """The steady instances modeled: all, or SAMPLE_INSTANCES around the median."""
+        at = self.steady(key)
+        if len(at) <= SAMPLE_INSTANCES:
+            return at
+        r = self.trace.ranges
+        wall = r["end_ns"].to_numpy()[at] - r["start_ns"].to_numpy()[at]
+        order = np.argsort(wall, kind="stable")
+        mid = len(at) // 2 - SAMPLE_INSTANCES // 2
+        return np.sort(at[order[mid:mid + SAMPLE_INSTANCES]])
+
+    def prefetch(self, keys: list[int]) -> None:
+        """Build the graphs of these keys' sampled instances, in one read of the export."""
+        keys = [k for k in keys if k not in self.built]
+        if not keys or not self.readable:
+            return
+        r = self.trace.ranges
+        tid = r["global_tid"].to_numpy(dtype="int64")
+        lo, hi = r["start_ns"].to_numpy(dtype="int64"), r["end_ns"].to_numpy(dtype="int64")
+        windows = [(k, int(i)) for k in keys for i in self.sample(k)]
+        inst = self.trace.instances
+        last = dict(zip(inst["range"].tolist(), inst["last_ns"].tolist(), strict=True)) \
+            if "last_ns" in inst else {}
+        read = read_steps(self.db, [(int(tid[i] & PID_MASK), int(lo[i]), int(hi[i]))
+                                    for _, i in windows],
+                          [max(int(hi[i]), int(last.get(i, 0))) for _, i in windows])
+        for k in keys:
+            self.built[k], self.skipped[k] = [], 0
+        for (k, i), step in zip(windows, read, strict=False):
+            try:
+                g = build(step, int(tid[i]), int(lo[i]), int(hi[i]))
+                g.replayed = replay(g)
+            except CycleError:
+                self.skipped[k] += 1
+                continue
+            self.built[k].append(g)
+
+    def graphs(self, key: int) -> list[Graph]:
+        self.prefetch([key])
+        return self.built.get(key, [])
+
+    def windows(self, path: str, pid: int | None = None) -> tuple[tuple[int, int], ...]:
+        """Every instance of a range path (of process `pid`) as (start, end)."""
+        r = self.trace.ranges
+        mine = (r["path"] == path).to_numpy()
+        if pid is not None:
+            mine &= (r["pid"] == pid).to_numpy()
+        return tuple(zip(r["start_ns"].to_numpy()[mine].tolist(),
+                         r["end_ns"].to_numpy()[mine].tolist(), strict=True))
 
 
 @dataclass
@@ -46,7 +130,6 @@ class LoopModel:
     walls: list[int] = field(default_factory=list)
     replayed: list[int] = field(default_factory=list)
     paths: list[Counter[str]] = field(default_factory=list)
-    skipped: int = 0                   # instances not modeled (a dependency cycle)
 
     def scaled(self, wall_ns: int) -> tuple[dict[str, int], int]:
         """(critical_path_ns, replayed_wall_ns) for a loop of `wall_ns` in all."""
@@ -70,50 +153,24 @@ def loop_rows(table_cols: dict[str, list], is_op: object) -> list[int]:
     return sorted(rows, key=lambda i: -walls[i])[:MAX_LOOPS]
 
 
-def steady_instances(trace, keys: np.ndarray, rows: list[int]) -> dict[int, np.ndarray]:
-    """Per loop row, the trace.ranges rows of its steady instances to model."""
-    r = trace.ranges
-    key_of_row = {int(keys[i]): i for i in rows}
-    first = set(first_calls(trace))
-    inst = r[r["key"].isin(list(key_of_row)).to_numpy()]
-    out = {}
-    for key, grp in inst.groupby("key").groups.items():
-        at = np.array([i for i in grp if i not in first], dtype=np.int64)
-        wall = (r["end_ns"].to_numpy()[at] - r["start_ns"].to_numpy()[at])
-        if len(at) > SAMPLE_INSTANCES:
-            order = np.argsort(wall, kind="stable")
-            mid = len(at) // 2 - SAMPLE_INSTANCES // 2
-            at = np.sort(at[order[mid:mid + SAMPLE_INSTANCES]])
-        out[key_of_row[int(key)]] = at
-    return out
-
-
-def model_loops(trace, path: Path, keys: np.ndarray, table_cols: dict[str, list],
+def model_loops(models: StepModels, keys: np.ndarray, table_cols: dict[str, list],
                 is_op: object) -> list[LoopModel]:
-    """Each loop's model (see the module doc); none where the export has no CUDA calls."""
+    """Each loop's model (see the module doc); none where the export has no CUDA calls or
+    no file to read its steps from (an export built in memory)."""
     rows = loop_rows(table_cols, is_op)
-    if not rows:
+    if not rows or not models.readable:
         return []
-    picked = steady_instances(trace, keys, rows)
-    r = trace.ranges
-    tid = r["global_tid"].to_numpy(dtype="int64")
-    lo, hi = r["start_ns"].to_numpy(dtype="int64"), r["end_ns"].to_numpy(dtype="int64")
-    windows = [(row, int(i)) for row in rows for i in picked.get(row, [])]
-    read = read_steps(path, [(int(tid[i] & PID_MASK), int(lo[i]), int(hi[i]))
-                             for _, i in windows])
-    models = {row: LoopModel(row) for row in rows}
-    for (row, i), step in zip(windows, read, strict=False):
-        m = models[row]
-        try:
-            g = build(step, int(tid[i]), int(lo[i]), int(hi[i]))
-            rep = replay(g)
-        except CycleError:
-            m.skipped += 1
-            continue
-        m.walls.append(int(hi[i] - lo[i]))
-        m.replayed.append(rep.wall(g))
-        m.paths.append(critical_path(g, rep))
-    return [m for m in models.values() if m.walls]
+    models.prefetch([int(keys[row]) for row in rows])
+    out = []
+    for row in rows:
+        m = LoopModel(row)
+        for g in models.graphs(int(keys[row])):
+            m.walls.append(g.hi - g.lo)
+            m.replayed.append(g.replayed.wall(g))
+            m.paths.append(critical_path(g, g.replayed))
+        if m.walls:
+            out.append(m)
+    return out
 
 
 def model_columns(models: list[LoopModel], wall_ns: list[int]) -> pd.DataFrame:

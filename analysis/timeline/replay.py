@@ -61,7 +61,16 @@ class Replayed:
     via: np.ndarray
 
     def wall(self, g: Graph) -> int:
+        """The replayed step's wall time: its start to its end on the range's thread."""
         return int(self.times[g.end_point]) - g.lo
+
+    def time(self, g: Graph) -> int:
+        """The replayed step's time: to its end, or to the end of the GPU work it launched
+        where that runs longer (a step whose host no longer waits is not done before its
+        work is)."""
+        own = g.own_ops()
+        last = int(self.times[2 * own + 1].max()) if len(own) else g.lo
+        return max(int(self.times[g.end_point]), last) - g.lo
 
 
 def offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,6 @@ loop (TF32 tensor cores).
 from __future__ import annotations
 
 import torch
-
 from twins import arguments, run
 
 

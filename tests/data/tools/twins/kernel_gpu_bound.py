@@ -8,7 +8,6 @@ faster kernels shorten the step.
 from __future__ import annotations
 
 import torch
-
 from twins import arguments, run
 
 

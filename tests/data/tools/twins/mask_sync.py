@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import torch
-
 from twins import arguments, run
 
 

@@ -10,7 +10,6 @@ import time
 
 import numpy as np
 import torch
-
 from twins import arguments, run
 
 

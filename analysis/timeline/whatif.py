@@ -1,0 +1,304 @@
+"""Causes as changes of a step's graph: each finding's saving is the replay's difference.
+
+A change takes a step's graph and its edges' offsets (replay.offsets) and returns the
+offsets and the edges kept with the cause removed; `saving(g, change)` replays the step
+both ways. The changes, each said in one sentence (CHANGES, the findings' saving_model):
+
+    no_sync        the host no longer waits: synchronize calls and blocking copies end
+                   after their own return, not after the GPU work they waited for; a
+                   scalar read back (`.item()`, `nonzero`'s count) loses its dispatch too
+    no_break       a compiled function no longer broken on a value the host reads: no_sync,
+                   and the host work between its two graphs gone
+    no_memory      the allocator reuses its blocks: memory calls take no time, and a free
+                   no longer waits for the GPU
+    host_ahead     the range's host work is prepared ahead (workers, prefetch): the CPU
+                   time between calls in its windows is gone, its copies are asynchronous
+    one_graph      the launches are replayed as one CUDA graph: the launch calls and the
+                   CPU time between them are gone, kernels start back to back
+    pinned_async   pageable copies made pinned and asynchronous: the calling thread no
+                   longer waits for them, and they run at the pinned rate
+    readback_on_device  a device-to-host readback kept on the device: the copy, its wait
+                   and the host work on the copy after it are gone
+    no_building    kernels not built every call: in a step that loads modules, its
+                   module loads, other CUDA calls and CPU time between calls are gone
+    faster_kernels the named kernels run at the speed given (their roofline, or the
+                   tensor-core rate)
+
+Windows (host_ahead) and kernel speeds (faster_kernels) come as arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .graph import CALL, LAUNCH, OP, OWN, PROGRAM, RELEASE, STEP, Graph
+from .replay import offsets, replay
+
+Windows = list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of the graph: its name, what it says, and its parameters."""
+
+    name: str
+    windows: tuple[tuple[int, int], ...] = ()        # host_ahead: [start, end) on the clock
+    kernels: tuple[tuple[str, float], ...] = ()      # faster_kernels: (name regex, factor)
+    pinned_bps: float = 0.0                           # pinned_async: the pinned copy rate
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def said(self) -> str:
+        return CHANGES[self.name]
+
+
+CHANGES = {
+    "no_sync": "the step replayed without the wait: its synchronize calls and blocking "
+               "copies end after their own return, not after the GPU work they waited for",
+    "no_break": "the step replayed as one compiled graph: no read back between its two "
+                "graphs, no sync, no host work resuming the second",
+    "no_memory": "the step replayed with the allocator reusing its blocks: memory calls "
+                 "take no time and a free no longer waits for the GPU",
+    "host_ahead": "the step replayed with its host work prepared ahead: the CPU time "
+                  "between calls in the range's windows gone, its copies asynchronous",
+    "one_graph": "the step replayed as one CUDA graph launch: the launch calls and the CPU "
+                 "time between them gone, kernels back to back",
+    "pinned_async": "the step replayed with its pageable copies pinned and asynchronous: "
+                    "the thread no longer waits for them, and they run at the pinned rate",
+    "readback_on_device": "the step replayed with its device-to-host readbacks kept on the "
+                          "device: the copy, its wait and the host work on the copy gone",
+    "no_building": "the step replayed without building kernels every call: its module "
+                   "loads, plan-building CUDA calls and CPU time between calls gone",
+    "faster_kernels": "the step replayed with the named kernels at the speed they can "
+                      "reach: what of their time reaches the step's wall",
+}
+
+
+def _edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return g.src, g.dst, g.edge
+
+
+def _calls(g: Graph, pattern: str) -> np.ndarray:
+    """Call nodes whose name matches `pattern`."""
+    return np.flatnonzero(g.calls["name"].str.contains(pattern, regex=True).to_numpy())
+
+
+def _on_thread(g: Graph, nodes: np.ndarray) -> np.ndarray:
+    return nodes[g.thread[nodes] == g.tid]
+
+
+UNBLOCKED_NS = 5_000
+"""What a copy or synchronize call that no longer waits still takes: about an
+asynchronous cudaMemcpyAsync's or an idle cudaStreamSynchronize's return (5 us)."""
+
+
+def _free(g: Graph, off: np.ndarray, keep: np.ndarray, nodes: np.ndarray) -> None:
+    """The calls at `nodes` no longer wait: their release edges dropped, and their own
+    time at most UNBLOCKED_NS (a blocking copy's call held the thread for the copy)."""
+    src, dst, kind = _edges(g)
+    ends = 2 * nodes + 1
+    keep &= ~((kind == RELEASE) & np.isin(dst, ends))
+    own = (kind == OWN) & np.isin(src, 2 * nodes)
+    off[own] = np.minimum(off[own], UNBLOCKED_NS)
+
+
+def _gone(g: Graph, off: np.ndarray, nodes: np.ndarray) -> None:
+    """The nodes take no time (their OWN edges' offsets 0)."""
+    src, dst, kind = _edges(g)
+    off[(kind == OWN) & np.isin(src, 2 * nodes)] = 0
+
+
+def _gaps_gone(g: Graph, off: np.ndarray, before: np.ndarray) -> None:
+    """The CPU time between calls just before the nodes `before` gone (PROGRAM edges into
+    their starts)."""
+    src, dst, kind = _edges(g)
+    off[(kind == PROGRAM) & np.isin(dst, 2 * before)] = 0
+
+
+SYNCS = r"Synchronize|^cu(?:da)?Memcpy(?!.*Async)|^cu(?:da)?Memset(?!.*Async)|^cudaMemcpyAsync"
+MEMORY = r"Malloc|Free|MemAlloc|MemFree|HostAlloc|MemPool|MemCreate|MemMap|MemUnmap|MemRelease"
+MODULES = r"ModuleLoad|LibraryLoad"
+
+
+def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """`change` applied to the offsets and the kept edges (in place)."""
+    APPLY[change.name](g, change, off, keep)
+
+
+def _no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """No wait; and a scalar read back (`.item()`, a count behind `nonzero`) takes its own
+    dispatch with it: the CPU time just before its copy."""
+    _free(g, off, keep, _on_thread(g, _calls(g, SYNCS)))
+    src, dst, kind = _edges(g)
+    for copy, _ in _scalar_reads(g):
+        off[(kind == PROGRAM) & (dst == 2 * copy)] = 0
+
+
+SCALAR_BYTES = 64 * 1024
+"""A device-to-host copy of at most this many bytes, then a sync: a scalar read back."""
+
+
+def _no_break(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """A graph that no longer breaks on a value the host reads: no sync, no dispatch of
+    the read, and no host work between the two graphs (the resume into the second)."""
+    _no_sync(g, change, off, keep)
+    src, dst, kind = _edges(g)
+    for _, sync in _scalar_reads(g):
+        off[np.isin(kind, (PROGRAM, STEP)) & (src == 2 * sync + 1)] = 0
+
+
+def _scalar_reads(g: Graph) -> list[tuple[int, int]]:
+    """(copy call, sync call) of each scalar read back on the range's thread."""
+    if "copy_kind" not in g.ops or not len(g.ops):
+        return []
+    ops0 = len(g.calls)
+    small = (g.ops["copy_kind"].to_numpy() == 2) & (g.ops["bytes"].to_numpy() <= SCALAR_BYTES)
+    copies = set(_launcher(g, ops0 + np.flatnonzero(small)).tolist())
+    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
+    mine = mine[np.argsort(g.start[mine], kind="stable")].tolist()
+    return [(a, b) for a, b in zip(mine[:-1], mine[1:], strict=True)
+            if a in copies and g.label[b] == "sync"]
+
+
+def _no_memory(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    nodes = _on_thread(g, _calls(g, MEMORY))
+    _free(g, off, keep, nodes)
+    _gone(g, off, nodes)
+
+
+def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    src, dst, kind = _edges(g)
+    inside = np.zeros(len(src), dtype=bool)
+    at = g.points[dst]
+    for lo, hi in change.windows:
+        inside |= (at >= lo) & (at <= hi)
+    mine = g.thread[dst // 2] == g.tid
+    off[(kind == PROGRAM) & inside & mine] = 0
+    copies = _on_thread(g, _calls(g, r"Memcpy|Memset"))
+    copies = copies[np.array([any(lo <= g.start[i] <= hi for lo, hi in change.windows)
+                              for i in copies.tolist()], dtype=bool)] if len(copies) else copies
+    _free(g, off, keep, copies)
+
+
+def _one_graph(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    launches = _on_thread(g, np.flatnonzero(np.array([lb == "launch" for lb in g.label])))
+    if len(launches) < 2:
+        return
+    first, last = g.start[launches].min(), g.end[launches].max()
+    src, dst, kind = _edges(g)
+    span = (g.points[dst] > first) & (g.points[dst] <= last) & (g.thread[dst // 2] == g.tid)
+    off[span & np.isin(kind, (PROGRAM, OWN)) & (g.kind[dst // 2] == CALL)] = 0
+    off[kind == LAUNCH] = 0
+
+
+def _copy_ops(g: Graph, pageable: bool) -> np.ndarray:
+    ops0 = len(g.calls)
+    ops = g.ops
+    is_copy = (ops["kind"].to_numpy() == 1)
+    if pageable and "pageable" in ops:
+        is_copy &= ops["pageable"].to_numpy().astype(bool)
+    return ops0 + np.flatnonzero(is_copy)
+
+
+def _launcher(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
+    ops0 = len(g.calls)
+    corr = g.ops["corr"].to_numpy()[op_nodes - ops0]
+    calls = np.array([g.corr_of.get(int(c), -1) for c in corr.tolist()], dtype=np.int64)
+    return calls[calls >= 0]
+
+
+def _pinned_async(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    ops = _copy_ops(g, pageable=True)
+    if not len(ops):
+        return
+    _free(g, off, keep, _on_thread(g, _launcher(g, ops)))
+    if change.pinned_bps and "bytes" in g.ops:
+        src, dst, kind = _edges(g)
+        ops0 = len(g.calls)
+        size = g.ops["bytes"].to_numpy()[ops - ops0]
+        for node, b in zip(ops.tolist(), size.tolist(), strict=True):
+            sel = (kind == OWN) & (src == 2 * node)
+            off[sel] = np.minimum(off[sel], int(b / change.pinned_bps * 1e9))
+
+
+def _readback_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    ops0 = len(g.calls)
+    d2h = ops0 + np.flatnonzero((g.ops["kind"].to_numpy() == 1)
+                                & (g.ops["copy_kind"].to_numpy() == 2)
+                                if "copy_kind" in g.ops else np.zeros(len(g.ops), dtype=bool))
+    calls = _on_thread(g, _launcher(g, d2h))
+    if not len(calls):
+        return
+    _free(g, off, keep, calls)
+    _gone(g, off, calls)
+    _gone(g, off, d2h)
+    src, dst, kind = _edges(g)
+    after = _then_syncs(g, calls)          # the copy's own wait, then the host work on it
+    off[np.isin(kind, (PROGRAM, STEP)) & np.isin(src, 2 * after + 1)] = 0
+    _free(g, off, keep, after)
+
+
+def _then_syncs(g: Graph, calls: np.ndarray) -> np.ndarray:
+    """The calls, each with the synchronize calls that follow it on its thread."""
+    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
+    mine = mine[np.argsort(g.start[mine], kind="stable")]
+    pos = {int(c): k for k, c in enumerate(mine.tolist())}
+    out = set()
+    for c in calls.tolist():
+        k = pos.get(int(c))
+        while k is not None and k < len(mine):
+            out.add(int(mine[k]))
+            k += 1
+            if k >= len(mine) or g.label[mine[k]] != "sync":
+                break
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def _no_building(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """In a step that loads modules, the host's work beside its launches and syncs is
+    building kernels (runtime compilation, plans, attributes): gone."""
+    if not len(_on_thread(g, _calls(g, MODULES))):
+        return
+    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
+    building = mine[np.isin(np.array(g.label, dtype=object)[mine],
+                            ("module", "other_cuda"))]
+    _gone(g, off, building)
+    src, dst, kind = _edges(g)
+    off[(kind == PROGRAM) & (g.thread[dst // 2] == g.tid)] = 0
+
+
+def _faster_kernels(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    ops0 = len(g.calls)
+    names = g.ops["name"].astype(str) if "name" in g.ops else None
+    if names is None:
+        return
+    src, dst, kind = _edges(g)
+    for pattern, factor in change.kernels:
+        hit = ops0 + np.flatnonzero(names.str.contains(pattern, regex=True,
+                                                       flags=re.I).to_numpy())
+        sel = (kind == OWN) & np.isin(src, 2 * hit)
+        off[sel] = (off[sel] * factor).astype(np.int64)
+
+
+APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
+    "no_sync": _no_sync, "no_break": _no_break, "no_memory": _no_memory, "host_ahead": _host_ahead,
+    "one_graph": _one_graph, "pinned_async": _pinned_async,
+    "readback_on_device": _readback_on_device, "no_building": _no_building,
+    "faster_kernels": _faster_kernels}
+
+
+def saving(g: Graph, change: Change) -> int:
+    """The step's wall time replayed unchanged less replayed with `change` (ns, >= 0)."""
+    off, _ = offsets(g)
+    keep = np.ones(len(off), dtype=bool)
+    before = replay(g, off).time(g)
+    changed = off.copy()
+    apply(g, change, changed, keep)
+    return max(before - replay(g, changed, keep).time(g), 0)
+
+
+__all__ = ["CHANGES", "Change", "OP", "apply", "saving"]
