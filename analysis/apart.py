@@ -8,6 +8,7 @@ range names, is compared with the set-apart entries added up (nsys_reference.lab
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,14 @@ WARMUP_TAG = " [warm-up]"
 other instances (autotuning benchmarks its candidates there, first calls initialise):
 set apart and labelled warm-up the same way (warmup_instances)."""
 APART_TAGS = (COMPILE_TAG, WARMUP_TAG)
+WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
+"""A range whose path says warm-up (`warmup`, `warm-up`, `Warm_Up`) is warm-up by name."""
+
+
+def named_warmup(path: str) -> bool:
+    """Whether a range path says warm-up (WARMUP_NAME): it is labelled so, and nothing in
+    it is set apart (it is warm-up already)."""
+    return "warm" in path.lower() and WARMUP_NAME.search(path) is not None
 
 
 def apart_prefix(path: str) -> str:
@@ -73,7 +82,7 @@ def warmup_instances(trace: Trace) -> dict[int, str]:
     instance's kernels and WARMUP_EXTRA more: what autotuning leaves (Inductor's
     max-autotune and `@triton.autotune` benchmark every candidate, with an L2-flush
     fill between runs, inside the first call's range), and first calls that initialise.
-    Row -> why. Rows already set apart are not candidates."""
+    Row -> why. Rows already set apart, or named as warm-up, are not candidates."""
     r, ik = trace.ranges, trace.instance_kernels
     n = np.zeros(len(r), dtype="int64")
     n[ik["range"].to_numpy(dtype="int64")] = ik["kernel_count"].to_numpy(dtype="int64")
@@ -87,7 +96,7 @@ def warmup_instances(trace: Trace) -> dict[int, str]:
            if not apart_prefix(paths[i])}
     for i, why in first_calls(trace).items():
         out.setdefault(i, why)
-    return out
+    return {i: why for i, why in out.items() if not named_warmup(paths[i])}
 
 
 def first_calls(trace: Trace) -> dict[int, str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,10 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .apart import APART_TAGS, apart_prefix
+from .apart import APART_TAGS, WARMUP_NAME, apart_prefix
 from .entries import RangeEntry
 
-WARMUP_NAME = re.compile(r"warm[-_ ]?up", re.I)
 ROW = "range_row"
 """The column of every long table that names its entry's position."""
 

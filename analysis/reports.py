@@ -4,9 +4,9 @@ both call these functions (neither runs the other's `main`).
 A report folder holds one analysis. Each kind of report owns a set of files:
 
     systems  systems.json, systems.md, ranges.parquet and ranges_*.parquet, ops.parquet,
-             time_per_iter.png, timeline.png (ranges.csv, kernel_summary.csv, ops.csv with
-             --csv); with several ranks ranks.json, ranks.md and one rank<k>/ folder per
-             rank
+             time_per_iter.png, timeline.png, critical_path.svg (ranges.csv,
+             kernel_summary.csv, ops.csv with --csv); with several ranks ranks.json,
+             ranks.md and one rank<k>/ folder per rank
     compute  compute.json, compute.md, roofline.png, launches.csv
     page     README.md (drawn from the documents: any new document makes it stale)
 
@@ -52,13 +52,14 @@ from .render.compute_md import render_compute
 from .render.markdown import render_systems
 from .render.page import render_page
 from .render.ranks_md import render_ranks
+from .render.svg import critical_path_svg
 from .systems_files import load_systems, write_csv, write_systems
 
 PAGE = "README.md"
 KINDS: dict[str, tuple[str, ...]] = {
     "systems": ("systems.json", "systems.md", *tables.files(), tables.OPS, "ranges.csv",
                 "kernel_summary.csv", "ops.csv", "time_per_iter.png", "timeline.png",
-                "critical_path.png",
+                "critical_path.svg", "critical_path.png",
                 "ranks.json", "ranks.md"),
     "compute": ("compute.json", "compute.md", "roofline.png", "launches.csv"),
     "page": (PAGE,)}
@@ -180,9 +181,12 @@ def _systems_files(out: Path, doc: SystemsDoc, csv: bool = False) -> None:
     write_systems(out, doc, csv)
     images = {k: name for k, name, draw in (
         ("time", "time_per_iter.png", plots.time_bars_png),
-        ("timeline", "timeline.png", plots.timeline_png),
-        ("critical", "critical_path.png", plots.critical_path_png))
+        ("timeline", "timeline.png", plots.timeline_png))
         if write_png(out, name, lambda p, d=draw: d(doc, p))}
+    critical = critical_path_svg(doc)
+    if critical is not None:
+        write_atomic(out / "critical_path.svg", critical)
+        images["critical"] = "critical_path.svg"
     write_atomic(out / "systems.md", render_systems(doc, images))
 
 
@@ -213,7 +217,7 @@ def page_report(folder: Path, workload: str | None = None) -> Path:
     compdoc = load_json_doc(comp, ComputeDoc) if comp.exists() else None
     images = {kind: name for kind, name in (("time", "time_per_iter.png"),
                                             ("timeline", "timeline.png"),
-                                            ("critical", "critical_path.png"),
+                                            ("critical", "critical_path.svg"),
                                             ("roofline", "roofline.png"))
               if (folder / name).exists()}
     name = workload or (sysdoc.run or {}).get("workload") or folder.name

@@ -31,6 +31,10 @@ def env(name: str, environ: Mapping[str, str] | None = None) -> str | None:
 FINDING_MIN_PCT = 1.0
 """A finding that would save less than this % of the analyzed time is listed after the
 others and left off the pages."""
+OFF_PATH_PCT = 1.0
+"""A cause whose removal the step model replays to a saving under this % of its range's
+wall time is off the critical path (a faster kernel in a loop the host holds, idle gaps
+the host does not wait on): its finding says so, as information."""
 
 # --- reading ----------------------------------------------------------------------------
 CHUNK_ROWS = 250_000

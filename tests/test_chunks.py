@@ -17,6 +17,7 @@ from analysis.documents import to_json
 from analysis.io import load_meta
 from analysis.load import nsys_sqlite, torch_logs
 from analysis.load.nsys_chunks import plan
+from analysis.timeline.loops import StepModels
 
 DATA = Path(__file__).parent / "data"
 EXPORTS = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*.sqlite.xz"))
@@ -62,8 +63,23 @@ def _inputs(name: str) -> tuple[Path, object, object]:
     return path, meta, torch_logs.load(logs) if own and logs.exists() else None
 
 
+@pytest.fixture
+def models_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step models read the export by range instance, whatever the windows: the
+    documents of one export share them (built by the first), so that each window layout
+    costs its attribution only; the traces they come from are compared in full."""
+    shared: dict[str, tuple[dict, dict]] = {}
+
+    class Shared(StepModels):
+        def __init__(self, trace, db) -> None:
+            super().__init__(trace, db)
+            self.built, self.skipped = shared.setdefault(str(db), ({}, {}))
+
+    monkeypatch.setattr(systems, "StepModels", Shared)
+
+
 @pytest.mark.parametrize("name", EXPORTS)
-def test_small_windows_give_the_same_document(name: str) -> None:
+def test_small_windows_give_the_same_document(name: str, models_once: None) -> None:
     path, meta, events = _inputs(name)
     whole = _doc(path, 10**9, meta=meta, events=events)
     rows = plan(path, 10**9).total_rows

@@ -150,3 +150,70 @@ def test_the_item_sync_loop_runs_through_the_backward_thread_and_the_sync() -> N
         0.3 * step["step/train"].wall_ns                     # the backward's launches
     log = step["step/log"].critical_path_ns                  # .item(): the GPU work waited for
     assert log["gpu"] > 0.9 * step["step/log"].wall_ns and log.get("sync", 0) > 0
+
+
+def test_a_graph_out_of_measured_order_replays_in_dependency_order() -> None:
+    """An edge that goes back in measured time (two clocks a few ns apart) sends the
+    replay through a topological order; the measured times still come back."""
+    rows = _step([(MAIN, 0, 5, 1, "cudaLaunchKernel_v7000"),
+                  (MAIN, 6, 50, 2, "cudaStreamSynchronize_v3020")],
+                 [(0, 10, 40, 1, 7)], syncs=[(2, 7)])
+    g = build(rows, MAIN, 0, 60)
+    g.add(2 * 2 + 1, 2 * 0 + 1, EDGES.index("thread"))     # the op's end -> the call's end
+    r = replay(g)
+    off = offsets(g)[0]
+    for p in range(2 * g.n):                                 # each point: its latest arrival
+        into = np.flatnonzero(g.dst == p)
+        if len(into):
+            assert r.times[p] == max(r.times[g.src[e]] + off[e] for e in into)
+            assert r.times[g.src[r.via[p]]] + off[r.via[p]] == r.times[p]
+    assert r.times[1] == 40 and r.wall(g) == 61              # the late edge moved the rest
+
+
+def test_nested_loops_are_sampled_inside_the_enclosing_loops_sample() -> None:
+    """The step's forward, backward and optimizer are modeled in the steps the step's
+    own sample holds, and every window inside another is cut from its rows, equal to a
+    read of its own."""
+    from analysis import model
+    from analysis.load.nsys_steps import read_steps
+    from analysis.timeline.loops import StepModels
+
+    path = DATA / "emit_nvtx_200/trace.sqlite"
+    trace = model.attribute(nsys_sqlite.load(path))
+    steps = StepModels(trace, path)
+    keys = {steps.trace.keys.at[k, "path"]: k for k in steps.trace.keys.index}
+    loop = [keys[f"train_emit_nvtx/step{s}"] for s in ("", "/fwd", "/bwd", "/opt")]
+    picked = steps.samples(loop)
+    outer = picked[loop[0]]
+    assert len(outer) == 16
+    r = trace.ranges
+    lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+    for k in loop[1:]:
+        assert len(picked[k]) == 16
+        assert all(((lo[outer] <= lo[i]) & (hi[i] <= hi[outer])).any() for i in picked[k])
+    rows = [int(i) for k in loop for i in picked[k][:3]]
+    windows = [(int(r["pid"].iat[i]), int(lo[i]), int(hi[i])) for i in rows]
+    together = read_steps(path, windows)
+    for w, got in zip(windows, together, strict=True):
+        alone = read_steps(path, [w])[0]
+        for f in ("calls", "ops", "syncs", "osrt"):
+            pd.testing.assert_frame_equal(getattr(alone, f), getattr(got, f),
+                                          check_dtype=False)
+
+
+def test_the_critical_path_plot_draws_each_loops_shares() -> None:
+    """critical_path.svg: one bar per loop, its segments as wide as its shares."""
+    import xml.etree.ElementTree as ET
+
+    from analysis.render.svg import BAR_W, critical_path_svg
+    from analysis.render.timeline_md import loop_entries, shares
+
+    doc = systems.build(nsys_sqlite.load(DATA / "train_step/trace.sqlite"))
+    svg = ET.fromstring(critical_path_svg(doc))
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [el for el in svg.iter(f"{ns}rect") if el.find(f"{ns}title") is not None]
+    for e in loop_entries(doc):
+        mine = [float(el.get("width")) for el in bars
+                if el.find(f"{ns}title").text.startswith(f"{e.name}: ")]
+        assert len(mine) == len(shares(e))
+        assert sum(mine) == pytest.approx(BAR_W * sum(s for _, s in shares(e)) / 100, abs=1)

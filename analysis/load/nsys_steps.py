@@ -178,7 +178,8 @@ def read_steps(path: Path, windows: list[tuple[int, int, int]],
                ops_until: list[int] | None = None) -> list[StepRows]:
     """The rows of each window (global pid, lo, hi) of an export; `ops_until`: per window,
     how late the GPU operations it launched may start (a step queued ahead of the GPU:
-    its own work runs after its end), else its end."""
+    its own work runs after its end), else its end. A window inside another (a step's
+    forward inside the step) is cut from the other's rows, not read again."""
     ops_until = ops_until or [w[2] for w in windows]
     conn = connect(path)
     try:
@@ -190,11 +191,51 @@ def read_steps(path: Path, windows: list[tuple[int, int, int]],
         sync_cols, osrt_cols = tables.get(SYNC, set()), tables.get(OSRT, set())
         db = Db(conn)
         every = _osrt_all(db, osrt_cols, windows)
-        return [StepRows(pid, lo, hi, _calls(db, pid, lo, hi),
-                         _ops(db, tables, pid, lo, max(hi, until)),
-                         _syncs(db, sync_cols, pid, lo, hi), _osrt(every, pid, lo, hi))
-                for (pid, lo, hi), until in zip(windows, ops_until, strict=True)]
+        out: list[StepRows | None] = [None] * len(windows)
+        for i, host in _hosts(windows, ops_until):
+            pid, lo, hi = windows[i]
+            until = max(hi, ops_until[i])
+            if host is None:
+                out[i] = StepRows(pid, lo, hi, _calls(db, pid, lo, hi),
+                                  _ops(db, tables, pid, lo, until),
+                                  _syncs(db, sync_cols, pid, lo, hi), _osrt(every, pid, lo, hi))
+            else:
+                out[i] = _cut(out[host], lo, hi, until, _osrt(every, pid, lo, hi))
+        return out
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
     finally:
         conn.close()
+
+
+def _hosts(windows: list[tuple[int, int, int]], ops_until: list[int]
+           ) -> list[tuple[int, int | None]]:
+    """Each window with the earlier-read window that holds all it reads (same process,
+    its time span and GPU operations' reach inside), or None: outer windows first."""
+    reach = [max(w[2], u) for w, u in zip(windows, ops_until, strict=True)]
+    order = sorted(range(len(windows)), key=lambda i: (windows[i][0], windows[i][1],
+                                                       -windows[i][2]))
+    out: list[tuple[int, int | None]] = []
+    host: int | None = None
+    for i in order:
+        pid, lo, hi = windows[i]
+        h = host
+        fits = h is not None and windows[h][0] == pid and hi <= windows[h][2] \
+            and reach[i] <= reach[h]
+        out.append((i, h if fits else None))
+        if not fits:
+            host = i
+    return out
+
+
+def _cut(rows: StepRows, lo: int, hi: int, until: int, osrt: pd.DataFrame) -> StepRows:
+    """The rows of window [lo, hi) (operations starting before `until`) from a window
+    that holds it, as read_steps would read them."""
+    def starting(frame: pd.DataFrame, a: int, b: int) -> pd.DataFrame:
+        t = frame["start_ns"].to_numpy()
+        return frame[(t >= a) & (t < b)].reset_index(drop=True)
+
+    ops = starting(rows.ops, lo - LOOKBACK_NS, until)
+    return StepRows(rows.pid, lo, hi, starting(rows.calls, lo, hi),
+                    ops[ops["end_ns"].to_numpy() > lo].reset_index(drop=True),
+                    starting(rows.syncs, lo, hi), osrt)

@@ -85,6 +85,7 @@ def variants_section(doc: SystemsDoc) -> list[str]:
 
 
 MAX_RANGES = 25
+KERNEL_RANGES = 5
 """Range rows a page shows at most: a trace with more (PyTorch's emit_nvtx puts one range
 around every op) shows the ranges that hold the most kernel time and says how many more
 are in systems.json."""
@@ -104,11 +105,11 @@ def shown_rows(doc: SystemsDoc) -> list[int]:
     return sorted(_most(doc.ranges, "wall_ns", "kernel_time_ns")[:MAX_RANGES])
 
 
-def kernel_rows(doc: SystemsDoc) -> list[int]:
-    """Positions of the ranges whose kernels the page lists (most kernel time, own and
+def kernel_rows(doc: SystemsDoc, n: int = KERNEL_RANGES) -> list[int]:
+    """Positions of the `n` ranges whose kernels the page lists (most kernel time, own and
     other threads')."""
     return sorted(_most(doc.ranges, ("kernel_time_ns", "other_threads_kernel_time_ns")
-                        )[:KERNEL_RANGES])
+                        )[:n])
 
 
 def page_rows(doc: SystemsDoc) -> list[int]:
@@ -189,16 +190,15 @@ def other_threads_line(e: RangeEntry) -> list[str]:
             f"({us(e.other_threads_kernel_time_ns)}) while it was open: {who}{more}.", ""]
 
 
-KERNEL_RANGES = 5
 KERNELS_EACH = 8
 
 
-def kernels_section(doc: SystemsDoc) -> list[str]:
-    """The kernels of the ranges that hold the most kernel time, their own thread's and
-    (tagged with the thread) those other threads launched while they were open; the
+def kernels_section(doc: SystemsDoc, n: int = KERNEL_RANGES) -> list[str]:
+    """The kernels of the `n` ranges that hold the most kernel time, their own thread's
+    and (tagged with the thread) those other threads launched while they were open; the
     rest: systems.json."""
     lines = ["## Kernels per range", ""]
-    shown = entry_pick(doc.ranges, kernel_rows(doc))
+    shown = entry_pick(doc.ranges, kernel_rows(doc, n))
     left_out = len(doc.ranges) - len(shown)
     for e in shown:
         lines += [f"### {esc(short(e.name))}", ""] + other_threads_line(e)

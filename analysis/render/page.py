@@ -37,6 +37,9 @@ from .text import code, html
 from .timeline_md import loop_entries, sentence
 
 TOP_FINDINGS = 5
+PAGE_KERNEL_RANGES = 4
+"""Ranges whose kernels the page lists (systems.md lists more): with the verdict, the
+loops' sentences and the top findings' evidence, a page stays under 300 lines."""
 
 
 def _roofline_pct(compute: ComputeDoc | None, rng: str) -> float | None:
@@ -194,7 +197,8 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
                   f"Saving model: {esc(f.saving_model)}" if f.saving_model else "",
                   "", "</details>", ""]
     gpu_time = {k.name: k.total_ns for k in systems.kernel_summary}
-    lines += compute_kernels(compute, gpu_time) if compute else systems_kernels(systems)
+    lines += (compute_kernels(compute, gpu_time) if compute
+              else systems_kernels(systems, PAGE_KERNEL_RANGES))
     lines += environment_section(systems)
     lines += ["## Reproduce", "", "On a GPU machine with Nsight Systems and Nsight Compute:", "",
               f"    make systems WORKLOAD={workload}", f"    make compute KERNEL={workload}",

@@ -3,7 +3,6 @@
 roofline_png      compute/1: ceilings and one point per range
 time_bars_png     systems/2: time per iteration per variant, speedup labels
 timeline_png      systems/2: one iteration per variant, kernels as boxes, gaps visible
-critical_path_png systems/2: per loop range, what held its critical path (stacked shares)
 bench_png         analysis.bench rows: time and memory against trace size, both tools
 """
 
@@ -15,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from ..documents import ComputeDoc, SystemsDoc
-from .timeline_md import CATEGORY_SAID, loop_entries, shares
 
 
 def _pyplot():
@@ -77,34 +75,6 @@ def timeline_png(doc: SystemsDoc, path: Path) -> Path | None:
     axes[-1, 0].set_xlabel("µs from the iteration's first GPU operation")
     fig.suptitle("One iteration per variant: blue kernels, orange copies, green sets; "
                  "space between boxes = GPU idle", fontsize=9)
-    return _save(fig, path)
-
-
-PATH_COLORS = {"gpu": "#4c72b0", "copies": "#dd8452", "launch": "#c44e52", "cpu": "#8c8c8c",
-               "sync": "#937860", "memory": "#da8bc3", "module": "#ccb974",
-               "other_cuda": "#64b5cd", "os": "#bcbd22", "other_thread": "#55a868"}
-
-
-def critical_path_png(doc: SystemsDoc, path: Path) -> Path | None:
-    """One bar per loop range: the shares of its wall time each kind of work held its
-    critical path (the step model)."""
-    loops = loop_entries(doc)
-    if not loops:
-        return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(loops) + 1.8), dpi=120)
-    names = [e.name if len(e.name) <= 40 else e.name[:39] + "…" for e in loops][::-1]
-    left = np.zeros(len(loops))
-    for cat, color in PATH_COLORS.items():
-        width = np.array([dict(shares(e)).get(cat, 0.0) for e in loops][::-1])
-        if width.any():
-            ax.barh(names, width, left=left, color=color, label=CATEGORY_SAID[cat])
-            left += width
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("% of the loop's wall time on the critical path")
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.25 if
-              len(loops) < 4 else -0.12))
-    ax.set_title("What held each step (replayed step model)", fontsize=10)
     return _save(fig, path)
 
 

@@ -28,7 +28,7 @@ from ..documents import (
 from ..model import Trace
 from ..ops import WRAPPER
 from ..ranges import leaf_paths
-from ..settings import FINDING_MIN_PCT
+from ..settings import FINDING_MIN_PCT, OFF_PATH_PCT
 from ..timeline.whatif import CHANGES as CHANGE_SAID
 
 
@@ -286,6 +286,12 @@ def _priced(f: Finding, r: Rule, ctx: Context) -> None:
         return
     f.saving_per_instance_ns = total / max(f.iterations, 1)
     f.saving_model = CHANGE_SAID.get(f.change, f.change)
+    wall = ctx.wall_of(f.range)
+    if wall and total < OFF_PATH_PCT / 100 * wall and f.severity == "warning":
+        f.severity = "info"
+        f.message += (f" Off the critical path: the step model replays the fix to a saving "
+                      f"under {OFF_PATH_PCT:g}% of the range's wall time, so it waits on "
+                      "something else.")
 
 
 def markdown_table() -> list[str]:

@@ -327,7 +327,8 @@ def launch_bound(r: Rule, ctx: Context) -> list[Finding]:
       "more than `idle_pct` of it (and it is not launch-bound); each gap is \"host wait\" "
       "when the next launch call began after the GPU went idle; not where a host-side rule "
       "names the cause", {"idle_pct": IDLE_WARN_PCT, "min_gap_ns": GAP_NS},
-      saving="the idle gaps' total: the most the range could shrink if the GPU never waited")
+      saving="the idle gaps' total: the most the range could shrink if the GPU never waited",
+      change="gpu_fed")
 def gpu_idle_gaps(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for e, gaps, med in idle_facts(ctx):

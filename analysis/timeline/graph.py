@@ -64,6 +64,7 @@ class Graph:
     parts: list[tuple[np.ndarray, np.ndarray, int]] = field(default_factory=list)
     _joined: tuple | None = field(default=None, repr=False)
     replayed: object = field(default=None, repr=False)   # replay.Replayed, unchanged
+    cache: dict = field(default_factory=dict, repr=False)  # replay's offsets and plan
 
     @property
     def n(self) -> int:
@@ -86,6 +87,7 @@ class Graph:
     def add_many(self, src: np.ndarray, dst: np.ndarray, edge: int) -> None:
         """Edges of one kind from points `src` to points `dst`."""
         if len(src):
+            self.cache.clear()
             self.parts.append((np.asarray(src, dtype=np.int64),
                                np.asarray(dst, dtype=np.int64), edge))
 

@@ -4,9 +4,11 @@ A loop range is a user range (not an emit_nvtx op range, not a library's domain,
 warm-up) repeated at least LOOP_MIN_INSTANCES times in its process; its steady instances
 are those not set apart and not first calls (apart.first_calls). All of them are
 modeled, or, where a range has more, the SAMPLE_INSTANCES around its median wall time
-(said in `modeled_instances`). Each instance is one window of the export read once
-(load/nsys_steps.py) and built into a graph (graph.py), kept for the what-ifs that price
-the findings (pricing.py); each loop's graphs are replayed unchanged and walked back
+(said in `modeled_instances`); a loop nested in another (a step's forward in the step) is
+sampled inside the enclosing loop's sampled instances, so the levels model the same steps.
+Each instance is one window of the export (load/nsys_steps.py; a window inside another is
+cut from its rows) built into a graph (graph.py), kept for the what-ifs that price the
+findings (pricing.py); each loop's graphs are replayed unchanged and walked back
 (replay.py).
 
 Per loop: `critical_path_ns` (category -> ns: the modeled instances' paths, scaled by the
@@ -29,7 +31,7 @@ from ..load.nsys_sqlite import PID_MASK
 from ..load.nsys_steps import read_steps
 from ..settings import LOOP_MIN_INSTANCES
 from .graph import Graph, build
-from .replay import CATEGORIES, CycleError, critical_path, replay
+from .replay import CATEGORIES, CycleError, critical_path, unchanged
 
 SAMPLE_INSTANCES = 16
 """Steady instances modeled per range at most (those around its median wall time)."""
@@ -70,9 +72,13 @@ class StepModels:
     def steady_count(self, key: int) -> int:
         return len(self.steady(key))
 
-    def sample(self, key: int) -> np.ndarray:
-        """The steady instances modeled: all, or SAMPLE_INSTANCES around the median."""
+    def sample(self, key: int, within: np.ndarray | None = None) -> np.ndarray:
+        """The steady instances modeled: all, or SAMPLE_INSTANCES around the median; those
+        inside `within` (rows of an enclosing loop's sample) where any are."""
         at = self.steady(key)
+        if within is not None and len(within):
+            inside = self._inside(at, within)
+            at = inside if len(inside) else at
         if len(at) <= SAMPLE_INSTANCES:
             return at
         r = self.trace.ranges
@@ -80,6 +86,30 @@ class StepModels:
         order = np.argsort(wall, kind="stable")
         mid = len(at) // 2 - SAMPLE_INSTANCES // 2
         return np.sort(at[order[mid:mid + SAMPLE_INSTANCES]])
+
+    def _inside(self, rows: np.ndarray, outer: np.ndarray) -> np.ndarray:
+        """The rows that lie inside one of the `outer` rows (same thread)."""
+        r = self.trace.ranges
+        lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+        tid = r["global_tid"].to_numpy()
+        outer = outer[np.argsort(lo[outer], kind="stable")]
+        k = np.searchsorted(lo[outer], lo[rows], side="right") - 1
+        j = outer[np.maximum(k, 0)]
+        return rows[(k >= 0) & (hi[rows] <= hi[j]) & (tid[rows] == tid[j])]
+
+    def samples(self, keys: list[int]) -> dict[int, np.ndarray]:
+        """Each key's sample; a loop nested in another of `keys` (its path under the
+        other's, same process) sampled inside the enclosing loop's sampled instances, so
+        that the levels model the same steps and the export is read once for them."""
+        info = self.trace.keys
+        out: dict[int, np.ndarray] = {}
+        for k in sorted(keys, key=lambda k: info.at[k, "path"].count("/")):
+            path, pid = info.at[k, "path"], info.at[k, "pid"]
+            outer = [o for o in out if info.at[o, "pid"] == pid
+                     and path.startswith(info.at[o, "path"] + "/")]
+            near = max(outer, key=lambda o: len(info.at[o, "path"]), default=None)
+            out[k] = self.sample(k, out[near] if near is not None else None)
+        return out
 
     def prefetch(self, keys: list[int]) -> None:
         """Build the graphs of these keys' sampled instances, in one read of the export."""
@@ -89,7 +119,8 @@ class StepModels:
         r = self.trace.ranges
         tid = r["global_tid"].to_numpy(dtype="int64")
         lo, hi = r["start_ns"].to_numpy(dtype="int64"), r["end_ns"].to_numpy(dtype="int64")
-        windows = [(k, int(i)) for k in keys for i in self.sample(k)]
+        picked = self.samples(keys)
+        windows = [(k, int(i)) for k in keys for i in picked[k]]
         inst = self.trace.instances
         last = dict(zip(inst["range"].tolist(), inst["last_ns"].tolist(), strict=True)) \
             if "last_ns" in inst else {}
@@ -101,7 +132,7 @@ class StepModels:
         for (k, i), step in zip(windows, read, strict=False):
             try:
                 g = build(step, int(tid[i]), int(lo[i]), int(hi[i]))
-                g.replayed = replay(g)
+                unchanged(g)
             except CycleError:
                 self.skipped[k] += 1
                 continue
@@ -167,7 +198,9 @@ def model_loops(models: StepModels, keys: np.ndarray, table_cols: dict[str, list
         for g in models.graphs(int(keys[row])):
             m.walls.append(g.hi - g.lo)
             m.replayed.append(g.replayed.wall(g))
-            m.paths.append(critical_path(g, g.replayed))
+            if "path" not in g.cache:
+                g.cache["path"] = critical_path(g, g.replayed)
+            m.paths.append(g.cache["path"])
         if m.walls:
             out.append(m)
     return out

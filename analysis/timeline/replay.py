@@ -74,14 +74,20 @@ class Replayed:
 
 
 def offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
-    """(each edge's offset, whether it binds its point at measurement time)."""
+    """(each edge's offset, whether it binds its point at measurement time); computed
+    once per graph (the graph is complete when it is first replayed)."""
+    if g.cache.get("offsets") is None:
+        g.cache["offsets"] = _offsets(g)
+    return g.cache["offsets"]
+
+
+def _offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
     src, dst = np.asarray(g.src, dtype=np.int64), np.asarray(g.dst, dtype=np.int64)
     gap = np.maximum(np.asarray(g.gap, dtype=np.int64), 0)
     kind = np.asarray(g.edge, dtype=np.int64)
     if not len(src):
         return gap, np.zeros(0, dtype=bool)
-    t_src = g.points[src]
-    order = np.lexsort((t_src, dst))
+    order = np.lexsort((g.points[src], dst))
     last = np.r_[dst[order][1:] != dst[order][:-1], True]
     binds = np.zeros(len(src), dtype=bool)
     binds[order[last]] = True
@@ -90,100 +96,146 @@ def offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
         seen = gap[binds & (kind == k)]
         floor[kind == k] = np.minimum(gap[kind == k], int(np.median(seen)) if len(seen) else 0)
     floor[kind == EVENT] = 0
-    own = kind == OWN
-    woken = {int(d): int(x) for d, x in zip(dst[(kind == RELEASE) | (kind == THREAD)],
-                                            gap[(kind == RELEASE) | (kind == THREAD)],
-                                            strict=True)}
-    for e in np.flatnonzero(own & ~binds).tolist():
-        floor[e] = min(int(gap[e]), woken.get(int(dst[e]), int(gap[e])))
+    woke = (kind == RELEASE) | (kind == THREAD)
+    woken = np.full(2 * g.n, np.iinfo(np.int64).max, dtype=np.int64)
+    woken[dst[woke]] = gap[woke]                # the last such edge into a point counts
+    own = np.flatnonzero((kind == OWN) & ~binds)
+    floor[own] = np.minimum(gap[own], woken[dst[own]])
     return np.where(binds, gap, floor), binds
+
+
+def unchanged(g: Graph) -> Replayed:
+    """The graph replayed with its own offsets (kept: every what-if compares with it)."""
+    if g.replayed is None:
+        g.replayed = replay(g)
+    return g.replayed
+
+
+def _plan(g: Graph) -> list[tuple[int, int, object]]:
+    """The points that have edges into them, in dependency order, each as (point, its one
+    edge, that edge's source) or (point, -1, ((edge, source), ...)); made once per graph.
+    The measured order is tried first (edges nearly all go forward in time); where an edge
+    goes back (clocks a few ns apart), a topological sort."""
+    if g.cache.get("plan") is None:
+        src, dst = np.asarray(g.src, dtype=np.int64), np.asarray(g.dst, dtype=np.int64)
+        points = 2 * g.n
+        order = np.lexsort((np.arange(points), g.points))
+        pos = np.empty(points, dtype=np.int64)
+        pos[order] = np.arange(points)
+        if len(src) and not (pos[src] < pos[dst]).all():
+            order = _topological(g, points, src, dst)
+        by = np.argsort(dst, kind="stable")
+        ptr = np.searchsorted(dst[by], np.arange(points + 1)).tolist()
+        eid, s = by.tolist(), src.tolist()
+        seq: list[tuple[int, int, object]] = []
+        for p in order.tolist():
+            a, b = ptr[p], ptr[p + 1]
+            if b - a == 1:
+                seq.append((p, eid[a], s[eid[a]]))
+            elif b > a:
+                seq.append((p, -1, tuple((k, s[k]) for k in eid[a:b])))
+        g.cache["plan"] = seq
+    return g.cache["plan"]
+
+
+def _topological(g: Graph, points: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The points in an order every edge goes forward in (Kahn), else CycleError."""
+    indeg = np.bincount(dst, minlength=points).tolist()
+    by = np.argsort(src, kind="stable")
+    ptr = np.searchsorted(src[by], np.arange(points + 1)).tolist()
+    to = dst[by].tolist()
+    ready = [p for p in range(points) if indeg[p] == 0]
+    out: list[int] = []
+    while ready:
+        p = ready.pop()
+        out.append(p)
+        for q in to[ptr[p]:ptr[p + 1]]:
+            indeg[q] -= 1
+            if indeg[q] == 0:
+                ready.append(q)
+    if len(out) < points:
+        raise CycleError(f"the step at {g.lo} has a dependency cycle ({points - len(out)} "
+                         "points left)")
+    return np.array(out, dtype=np.int64)
 
 
 def replay(g: Graph, offset: np.ndarray | None = None,
            keep: np.ndarray | None = None) -> Replayed:
     """The graph's points replayed (`offset`: each edge's, default `offsets(g)`; `keep`:
-    which edges stay, default all)."""
-    off = offsets(g)[0] if offset is None else offset
-    src, dst = np.asarray(g.src, dtype=np.int64), np.asarray(g.dst, dtype=np.int64)
-    if keep is not None:
-        src, dst, off = src[keep], dst[keep], off[keep]
-        edges = np.flatnonzero(keep)
-    else:
-        edges = np.arange(len(src))
-    points = 2 * g.n
-    times = g.points.copy()
-    via = np.full(points, -1, dtype=np.int64)
-    indeg = np.bincount(dst, minlength=points)
-    out: list[list[int]] = [[] for _ in range(points)]
-    for k, s in enumerate(src.tolist()):
-        out[s].append(k)
-    best = np.full(points, np.iinfo(np.int64).min, dtype=np.int64)
-    ready = [p for p in range(points) if indeg[p] == 0]
-    done = 0
-    while ready:
-        p = ready.pop()
-        done += 1
-        t = int(times[p])
-        for k in out[p]:
-            d = int(dst[k])
-            arrive = t + int(off[k])
-            if arrive > best[d]:
-                best[d], via[d] = arrive, int(edges[k])
-            indeg[d] -= 1
-            if indeg[d] == 0:
-                times[d] = best[d]
-                ready.append(d)
-    if done < points:
-        raise CycleError(f"the step at {g.lo} has a dependency cycle ({points - done} "
-                         "points left)")
-    return Replayed(times, via)
+    which edges stay, default all): each point with edges into it at the latest arrival
+    (the first such edge on a tie), every other point at its measured time."""
+    plan = _plan(g)
+    off = (offsets(g)[0] if offset is None else offset).tolist()
+    kept = keep.tolist() if keep is not None else [True] * len(off)
+    times = g.points.tolist()
+    via = [-1] * len(times)
+    for p, k, s in plan:
+        if k >= 0:
+            if kept[k]:
+                times[p], via[p] = times[s] + off[k], k
+            continue
+        best, v = 0, -1
+        for kk, ss in s:
+            if kept[kk] and (v < 0 or times[ss] + off[kk] > best):
+                best, v = times[ss] + off[kk], kk
+        if v >= 0:
+            times[p], via[p] = best, v
+    return Replayed(np.array(times, dtype=np.int64), np.array(via, dtype=np.int64))
 
 
 def critical_path(g: Graph, r: Replayed) -> Counter[str]:
-    """The replayed step's time by what held it (CATEGORIES), walking back from its end."""
-    out: Counter[str] = Counter()
+    """The replayed step's time by what held it (CATEGORIES), walking back from its end:
+    the walk in Python over lists, what each stretch was filed under in numpy."""
     p, t = g.end_point, int(r.times[g.end_point])
-    src = np.asarray(g.src, dtype=np.int64)
-    kind = np.asarray(g.edge, dtype=np.int64)
+    via, times, src = r.via.tolist(), r.times.tolist(), g.src.tolist()
+    edges, spans = [], []
+    anchored = 0
     while t > g.lo:
-        e = int(r.via[p])
+        e = via[p]
         if e < 0:
-            out[_anchored(g, p // 2)] += t - g.lo
+            anchored = t - g.lo
             break
-        q = int(src[e])
-        tq = max(min(int(r.times[q]), t), g.lo)
-        out[_category(g, int(kind[e]), q // 2, p // 2)] += t - tq
+        q = src[e]
+        tq = max(min(times[q], t), g.lo)
+        edges.append(e)
+        spans.append(t - tq)
         p, t = q, tq
+    out: Counter[str] = Counter()
+    if edges:
+        cat = _categories(g, np.array(edges, dtype=np.int64))
+        for c, ns in enumerate(np.bincount(cat, weights=np.array(spans, dtype=np.float64),
+                                           minlength=len(CATEGORIES)).tolist()):
+            if ns:
+                out[CATEGORIES[c]] += int(round(ns))
+    if anchored:
+        out[_anchored(g, p // 2)] += anchored
     return out
 
 
-def _cpu(g: Graph, i: int, here: str) -> str:
-    return here if g.thread[i] == g.tid else "other_thread"
-
-
-def _category(g: Graph, edge: int, a: int, b: int) -> str:
-    """What an edge from node a to node b held the path with."""
-    if edge == OWN:
-        label = g.label[a]
-        if g.kind[a] == OP:
-            return label
-        return _cpu(g, a, label if label in CATEGORIES else "other_cuda")
-    if edge in (PROGRAM, STEP):
-        return _cpu(g, b, "cpu")
-    if edge == LAUNCH:
-        return "launch"
-    if edge in (STREAM, EVENT):
-        return "gpu"
-    if edge == RELEASE:
-        return "sync"
-    return "other_thread"
+def _categories(g: Graph, e: np.ndarray) -> np.ndarray:
+    """What each edge held the path with (index into CATEGORIES): a node's own time its
+    label (a call of another thread: other_thread), the time between calls CPU, a launch
+    edge the launch latency, stream order and event waits GPU work, a release the sync."""
+    at = {c: i for i, c in enumerate(CATEGORIES)}
+    lab = np.array([at.get(x, at["other_cuda"]) for x in g.label], dtype=np.int64)
+    kind, a, b = g.edge[e], g.src[e] // 2, g.dst[e] // 2
+    mine_a, mine_b = g.thread[a] == g.tid, g.thread[b] == g.tid
+    other = at["other_thread"]
+    own = np.where(g.kind[a] == OP, lab[a], np.where(mine_a, lab[a], other))
+    return np.select(
+        [kind == OWN, np.isin(kind, (PROGRAM, STEP)), kind == LAUNCH,
+         np.isin(kind, (STREAM, EVENT)), kind == RELEASE],
+        [own, np.where(mine_b, at["cpu"], other), at["launch"], at["gpu"], at["sync"]],
+        other)
 
 
 def _anchored(g: Graph, i: int) -> str:
     """What held the path before a node nothing in the step came before."""
     if g.kind[i] == OP:
         return g.label[i]
-    return _cpu(g, i, "cpu") if g.kind[i] == CALL or g.thread[i] >= 0 else "cpu"
+    mine = g.thread[i] == g.tid or not (g.kind[i] == CALL or g.thread[i] >= 0)
+    return "cpu" if mine else "other_thread"
 
 
-__all__ = ["CATEGORIES", "EDGES", "SAID", "Replayed", "critical_path", "offsets", "replay"]
+__all__ = ["CATEGORIES", "EDGES", "SAID", "Replayed", "critical_path", "offsets", "replay",
+           "unchanged"]

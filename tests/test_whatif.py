@@ -1,0 +1,175 @@
+"""Each change of the step graph on a synthetic step whose saving is worked out by hand
+(times in µs; U = 1,000 ns, so a freed call's own return is below UNBLOCKED_NS).
+
+The replay's rules the hand sums follow: the edge that came last at measurement time
+keeps its measured gap; a launch edge that did not bind takes the step's median binding
+launch gap, a stream edge the median binding stream gap (0 where none bound), a freed
+call its return after what it waited for; a step's time is its end or the end of the GPU
+work it launched, whichever is later."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.load.nsys_host import api_part
+from analysis.load.nsys_steps import StepRows
+from analysis.timeline.graph import build
+from analysis.timeline.whatif import CHANGES, Change, saving
+
+U = 1_000
+MAIN = 1 << 24 | 1
+LAUNCH, SYNC, ASYNC, COPY = ("cudaLaunchKernel_v7000", "cudaStreamSynchronize_v3020",
+                             "cudaMemcpyAsync_v3020", "cudaMemcpy_v3020")
+KERNEL, MEMCPY = 0, 1
+
+
+def _step(calls: list[tuple], ops: list[tuple], syncs: list[int] = ()) -> StepRows:
+    """(start, end, corr, name) calls on the main thread; (kind, start, end, corr, bytes,
+    copy_kind, pageable, name) operations on stream 7; sync records (corr) on stream 7."""
+    c = pd.DataFrame([(MAIN, s * U, e * U, k, n) for s, e, k, n in calls],
+                     columns=["tid", "start_ns", "end_ns", "corr", "name"])
+    c["part"] = [api_part(n) for n in c["name"]]
+    o = pd.DataFrame([(k, s * U, e * U, corr, 0, 7, b, ck, p, name)
+                      for k, s, e, corr, b, ck, p, name in ops],
+                     columns=["kind", "start_ns", "end_ns", "corr", "device", "stream", "bytes",
+                              "copy_kind", "pageable", "name"])
+    s = pd.DataFrame([(corr, 7, -1, 3, 0, 0) for corr in syncs],
+                     columns=["corr", "stream", "event", "type", "start_ns", "end_ns"])
+    osrt = pd.DataFrame({"tid": pd.Series(dtype="int64"), "start_ns": pd.Series(dtype="int64"),
+                         "end_ns": pd.Series(dtype="int64"), "name": pd.Series(dtype=object)})
+    return StepRows(1 << 24, 0, 0, c, o, s, osrt)
+
+
+def _kernel(start: int, end: int, corr: int, name: str = "k") -> tuple:
+    return (KERNEL, start, end, corr, 0, 0, 0, name)
+
+
+def _saved(rows: StepRows, end: int, change: Change) -> float:
+    """The step's saving in µs."""
+    return saving(build(rows, MAIN, 0, end * U), change) / U
+
+
+def test_every_change_is_said() -> None:
+    assert set(CHANGES) == {"no_sync", "no_break", "no_memory", "host_ahead", "one_graph",
+                            "pinned_async", "readback_on_device", "no_building",
+                            "faster_kernels", "gpu_fed"}
+
+
+@pytest.mark.parametrize("name", [SYNC, "cudaEventSynchronize_v3020"])
+def test_no_sync_lets_the_host_run_ahead_of_the_gpu(name: str) -> None:
+    """The host's wait goes: the second launch comes early, the second kernel follows the
+    first back to back (100 + 30 = 130 of 160)."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 102, 2, name), (110, 115, 3, LAUNCH)],
+                 [_kernel(10, 100, 1), _kernel(120, 150, 3)], syncs=[2])
+    assert _saved(rows, 160, Change("no_sync")) == 30
+
+
+def test_no_sync_of_a_scalar_read_takes_its_dispatch_too() -> None:
+    """`.item()`: a 4-byte copy, then a synchronize; without them the copy follows the
+    kernel (101), the second kernel follows the copy (131 of 160)."""
+    rows = _step([(0, 5, 1, LAUNCH), (20, 25, 2, ASYNC), (26, 102, 3, SYNC),
+                  (110, 115, 4, LAUNCH)],
+                 [_kernel(10, 100, 1), (MEMCPY, 100, 101, 2, 4, 2, 0, ""),
+                  _kernel(120, 150, 4)], syncs=[3])
+    assert _saved(rows, 160, Change("no_sync")) == 29
+
+
+def test_no_sync_frees_a_blocking_copy() -> None:
+    """A cudaMemcpy device to host: the thread no longer waits for it (104 + 30 = 134)."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 105, 2, COPY), (110, 115, 3, LAUNCH)],
+                 [_kernel(10, 100, 1), (MEMCPY, 100, 104, 2, 4 << 20, 2, 0, ""),
+                  _kernel(120, 150, 3)])
+    assert _saved(rows, 160, Change("no_sync")) == 26
+
+
+def test_no_break_also_drops_the_resume_of_the_second_graph() -> None:
+    """A graph broken on `.item()`: besides the wait and the read's dispatch, the host
+    work between the two graphs (102 -> 110) goes; the GPU still bounds the step."""
+    rows = _step([(0, 5, 1, LAUNCH), (20, 25, 2, ASYNC), (26, 102, 3, SYNC),
+                  (110, 115, 4, LAUNCH), (116, 121, 5, LAUNCH)],
+                 [_kernel(10, 100, 1), (MEMCPY, 100, 101, 2, 4, 2, 0, ""),
+                  _kernel(120, 150, 4), _kernel(150, 200, 5)], syncs=[3])
+    assert _saved(rows, 210, Change("no_break")) == 29    # 101 + 30 + 50 = 181 of 210
+    host = _step([(0, 5, 1, LAUNCH), (20, 25, 2, ASYNC), (26, 32, 3, SYNC),
+                  (90, 95, 4, LAUNCH)],
+                 [_kernel(10, 20, 1), (MEMCPY, 20, 21, 2, 4, 2, 0, ""), _kernel(100, 110, 4)],
+                 syncs=[3])
+    assert _saved(host, 120, Change("no_break")) == 75      # the resume (32 -> 90) gone too:
+    # the read's call returns 4 after its copy (9), the sync 5 later, the launch at once
+    # (15 -> 20), then the 25 after it: the host ends at 45 of 120
+
+
+def test_no_memory_drops_the_free_that_waits_and_the_malloc() -> None:
+    """cudaFree waits for the kernel, cudaMalloc takes 20: both gone, the second kernel
+    follows the first (50 + 25 = 75 of 130)."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 52, 2, "cudaFree_v3020"),
+                  (60, 80, 3, "cudaMalloc_v3020"), (85, 90, 4, LAUNCH)],
+                 [_kernel(10, 50, 1), _kernel(95, 120, 4)])
+    assert _saved(rows, 130, Change("no_memory")) == 55
+
+
+def test_host_ahead_drops_the_cpu_time_between_calls_in_its_windows() -> None:
+    """The 45 between the launches goes; the CPU time after the last call stays
+    (5 + 5 + 25 = 35 of 80)."""
+    rows = _step([(0, 5, 1, LAUNCH), (50, 55, 2, LAUNCH)],
+                 [_kernel(10, 20, 1), _kernel(60, 70, 2)])
+    assert _saved(rows, 80, Change("host_ahead", windows=((0, 130 * U),))) == 45
+    assert _saved(rows, 80, Change("host_ahead", windows=((60 * U, 70 * U),))) == 0
+
+
+def test_one_graph_launches_everything_at_once() -> None:
+    """Three launches replayed as one graph: kernels back to back (6), the host's time
+    after its last launch (15) holds the step (15 of 60)."""
+    rows = _step([(0, 5, 1, LAUNCH), (20, 25, 2, LAUNCH), (40, 45, 3, LAUNCH)],
+                 [_kernel(10, 12, 1), _kernel(30, 32, 2), _kernel(50, 52, 3)])
+    assert _saved(rows, 60, Change("one_graph")) == 45
+
+
+def test_pinned_async_frees_the_thread_and_runs_at_the_pinned_rate() -> None:
+    """A 46 MB pageable copy held the thread 50; pinned at 2 TB/s it takes 23 and the
+    thread goes on: the kernel follows the copy (25 + 35 = 60), the host ends at 62."""
+    rows = _step([(0, 50, 1, ASYNC), (55, 60, 2, LAUNCH)],
+                 [(MEMCPY, 2, 48, 1, 46_000_000, 1, 1, ""), _kernel(65, 100, 2)])
+    assert _saved(rows, 110, Change("pinned_async", pinned_bps=2e12)) == 48
+
+
+def test_readback_on_device_drops_the_copy_its_wait_and_the_host_work_on_it() -> None:
+    """A 64 MiB `.cpu()`, its synchronize and the numpy on it (62 -> 100) gone: the
+    second kernel follows the first (40 + 10 = 50 of 125)."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 8, 2, ASYNC), (9, 62, 3, SYNC), (100, 105, 4, LAUNCH)],
+                 [_kernel(10, 40, 1), (MEMCPY, 40, 60, 2, 64 << 20, 2, 0, ""),
+                  _kernel(110, 120, 4)], syncs=[3])
+    assert _saved(rows, 125, Change("readback_on_device")) == 75
+
+
+def test_no_building_drops_module_loads_and_the_host_work_beside_them() -> None:
+    """A module load and an attribute query every call: gone with the CPU time between
+    calls; the second kernel follows the first (20 + 10 = 30), the host ends at 35."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 30, 2, "cuModuleLoadData"),
+                  (32, 34, 3, "cuFuncGetAttribute"), (40, 45, 4, LAUNCH)],
+                 [_kernel(10, 20, 1), _kernel(50, 60, 4)])
+    assert _saved(rows, 70, Change("no_building")) == 35
+    plain = _step([(0, 5, 1, LAUNCH), (40, 45, 4, LAUNCH)],
+                  [_kernel(10, 20, 1), _kernel(50, 60, 4)])
+    assert _saved(plain, 70, Change("no_building")) == 0      # no module load: no change
+
+
+def test_faster_kernels_save_at_the_wall_only_where_the_step_waits_for_them() -> None:
+    """An sgemm at twice the speed: 50 saved where the host waits for it, nothing where
+    the host holds the step."""
+    fast = Change("faster_kernels", kernels=(("sgemm", 0.5),))
+    bound = _step([(0, 5, 1, LAUNCH), (6, 112, 2, SYNC)], [_kernel(10, 110, 1, "sgemm_128")],
+                  syncs=[2])
+    assert _saved(bound, 120, fast) == 50
+    held = _step([(0, 5, 1, LAUNCH), (200, 205, 2, LAUNCH)],
+                 [_kernel(10, 20, 1, "sgemm_128"), _kernel(210, 215, 2)])
+    assert _saved(held, 220, fast) == 0
+
+
+def test_gpu_fed_saves_only_what_the_host_waited_for() -> None:
+    """The GPU no longer waits for the second launch: the second kernel runs at 20 -> 30,
+    but the host's own time still holds the step; only the sync's wait goes (14 of 80)."""
+    rows = _step([(0, 5, 1, LAUNCH), (50, 55, 2, LAUNCH), (56, 72, 3, SYNC)],
+                 [_kernel(10, 20, 1), _kernel(60, 70, 2)], syncs=[3])
+    assert _saved(rows, 80, Change("gpu_fed")) == 14
