@@ -175,11 +175,15 @@ def _osrt(every: pd.DataFrame, pid: int, lo: int, hi: int) -> pd.DataFrame:
 
 
 def read_steps(path: Path, windows: list[tuple[int, int, int]],
-               ops_until: list[int] | None = None) -> list[StepRows]:
+               ops_until: list[int] | None = None, groups: list[int] | None = None,
+               budget: int | None = None) -> list[StepRows | None]:
     """The rows of each window (global pid, lo, hi) of an export; `ops_until`: per window,
     how late the GPU operations it launched may start (a step queued ahead of the GPU:
     its own work runs after its end), else its end. A window inside another (a step's
-    forward inside the step) is cut from the other's rows, not read again."""
+    forward inside the step) is cut from the other's rows, not read again. With `groups`
+    (a label per window, each group's windows in the order they are wanted) and `budget`:
+    a group's windows are read while the CUDA calls they hold (counted by rowid, all
+    threads) stay within it, the first one too only if it fits; the rest are None."""
     ops_until = ops_until or [w[2] for w in windows]
     conn = connect(path)
     try:
@@ -190,9 +194,11 @@ def read_steps(path: Path, windows: list[tuple[int, int, int]],
             return []
         sync_cols, osrt_cols = tables.get(SYNC, set()), tables.get(OSRT, set())
         db = Db(conn)
-        every = _osrt_all(db, osrt_cols, windows)
+        wanted = _within_budget(db, windows, groups, budget)
+        every = _osrt_all(db, osrt_cols, [w for w, ok in zip(windows, wanted, strict=True)
+                                          if ok])
         out: list[StepRows | None] = [None] * len(windows)
-        for i, host in _hosts(windows, ops_until):
+        for i, host in _hosts(windows, ops_until, wanted):
             pid, lo, hi = windows[i]
             until = max(hi, ops_until[i])
             if host is None:
@@ -208,13 +214,48 @@ def read_steps(path: Path, windows: list[tuple[int, int, int]],
         conn.close()
 
 
-def _hosts(windows: list[tuple[int, int, int]], ops_until: list[int]
-           ) -> list[tuple[int, int | None]]:
-    """Each window with the earlier-read window that holds all it reads (same process,
-    its time span and GPU operations' reach inside), or None: outer windows first."""
-    reach = [max(w[2], u) for w, u in zip(windows, ops_until, strict=True)]
+def _within_budget(db: Db, windows: list[tuple[int, int, int]], groups: list[int] | None,
+                   budget: int | None) -> list[bool]:
+    """Which windows are read: each group's, in order, while its calls fit `budget`. A
+    window inside a kept window of another group is cut from its rows: it costs nothing
+    and is not counted (no search)."""
+    if groups is None or budget is None:
+        return [True] * len(windows)
+    inside = _container(windows)
+    spent: dict[int, int] = {}
+    out = [False] * len(windows)
+    for i in sorted(range(len(windows)), key=lambda i: inside[i] is not None):
+        (_, lo, hi), group = windows[i], groups[i]
+        host = inside[i]
+        calls = 0 if host is not None and out[host] and groups[host] != group else \
+            first_rowid(db, API, hi) - first_rowid(db, API, lo)
+        out[i] = spent.get(group, 0) + calls <= budget
+        spent[group] = spent.get(group, 0) + (calls if out[i] else budget)   # then no more
+    return out
+
+
+def _container(windows: list[tuple[int, int, int]]) -> list[int | None]:
+    """Each window's outermost window that holds it (same process), else None."""
     order = sorted(range(len(windows)), key=lambda i: (windows[i][0], windows[i][1],
                                                        -windows[i][2]))
+    out: list[int | None] = [None] * len(windows)
+    host: int | None = None
+    for i in order:
+        pid, _, hi = windows[i]
+        if host is not None and windows[host][0] == pid and hi <= windows[host][2]:
+            out[i] = host
+        else:
+            host = i
+    return out
+
+
+def _hosts(windows: list[tuple[int, int, int]], ops_until: list[int], wanted: list[bool]
+           ) -> list[tuple[int, int | None]]:
+    """Each wanted window with the earlier-read window that holds all it reads (same
+    process, its time span and GPU operations' reach inside), or None: outer first."""
+    reach = [max(w[2], u) for w, u in zip(windows, ops_until, strict=True)]
+    order = sorted((i for i in range(len(windows)) if wanted[i]),
+                   key=lambda i: (windows[i][0], windows[i][1], -windows[i][2]))
     out: list[tuple[int, int | None]] = []
     host: int | None = None
     for i in order:

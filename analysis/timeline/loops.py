@@ -4,8 +4,9 @@ A loop range is a user range (not an emit_nvtx op range, not a library's domain,
 warm-up) repeated at least LOOP_MIN_INSTANCES times in its process; its steady instances
 are those not set apart and not first calls (apart.first_calls). All of them are
 modeled, or, where a range has more, the SAMPLE_INSTANCES around its median wall time
-(said in `modeled_instances`); a loop nested in another (a step's forward in the step) is
-sampled inside the enclosing loop's sampled instances, so the levels model the same steps.
+(said in `modeled_instances`), within MODEL_CALLS; a loop nested in another (a step's
+forward in the step) is sampled inside the enclosing loop's sampled instances, so the
+levels model the same steps.
 Each instance is one window of the export (load/nsys_steps.py; a window inside another is
 cut from its rows) built into a graph (graph.py), kept for the what-ifs that price the
 findings (pricing.py); each loop's graphs are replayed unchanged and walked back
@@ -35,6 +36,12 @@ from .replay import CATEGORIES, CycleError, critical_path, unchanged
 
 SAMPLE_INSTANCES = 16
 """Steady instances modeled per range at most (those around its median wall time)."""
+MODEL_CALLS = 50_000
+"""CUDA calls (rows of the export in the steps' windows) a loop's modeled steps hold at
+most: steps are taken closest to the median first while they fit, so a loop of loops (an
+epoch of steps, a phase of a benchmark) is modeled by one or a few of its instances, and
+one larger than this not at all (its inner loops are). About 0.3 s of model work on the
+2-core machine."""
 MAX_LOOPS = 32
 """Loop ranges modeled per export at most (those with most wall time)."""
 LIBRARY_DOMAINS = ("NCCL", "CCCL")
@@ -50,17 +57,22 @@ class StepModels:
         self.built: dict[int, list[Graph]] = {}
         self.skipped: dict[int, int] = {}
         self._first: set[int] | None = None
+        self._keys: dict[tuple[str, int | None], int] | None = None
 
     @property
     def readable(self) -> bool:
         return self.db.is_file()
 
     def key_of(self, path: str, pid: int | None = None) -> int | None:
-        """The range key of a path (in process `pid`, when given)."""
-        keys = self.trace.keys
-        hit = keys.index[(keys["path"] == path).to_numpy()
-                         & ((keys["pid"] == pid).to_numpy() if pid is not None else True)]
-        return int(hit[0]) if len(hit) else None
+        """The range key of a path (in process `pid`, when given; else its first)."""
+        if self._keys is None:
+            keys = self.trace.keys
+            self._keys = {}
+            for k, p, pi in zip(keys.index.tolist(), keys["path"].tolist(),
+                                keys["pid"].tolist(), strict=True):
+                self._keys.setdefault((p, pi), k)
+                self._keys.setdefault((p, None), k)
+        return self._keys.get((path, pid))
 
     def steady(self, key: int) -> np.ndarray:
         """Rows of trace.ranges of the key's steady instances (first calls left out)."""
@@ -73,19 +85,17 @@ class StepModels:
         return len(self.steady(key))
 
     def sample(self, key: int, within: np.ndarray | None = None) -> np.ndarray:
-        """The steady instances modeled: all, or SAMPLE_INSTANCES around the median; those
-        inside `within` (rows of an enclosing loop's sample) where any are."""
+        """The steady instances modeled, closest to the median wall time first: all, or
+        the SAMPLE_INSTANCES around the median; those inside `within` (rows of an
+        enclosing loop's sample) where any are."""
         at = self.steady(key)
         if within is not None and len(within):
             inside = self._inside(at, within)
             at = inside if len(inside) else at
-        if len(at) <= SAMPLE_INSTANCES:
-            return at
         r = self.trace.ranges
         wall = r["end_ns"].to_numpy()[at] - r["start_ns"].to_numpy()[at]
-        order = np.argsort(wall, kind="stable")
-        mid = len(at) // 2 - SAMPLE_INSTANCES // 2
-        return np.sort(at[order[mid:mid + SAMPLE_INSTANCES]])
+        order = np.argsort(np.abs(wall - np.median(wall)) if len(at) else wall, kind="stable")
+        return at[order[:SAMPLE_INSTANCES]]
 
     def _inside(self, rows: np.ndarray, outer: np.ndarray) -> np.ndarray:
         """The rows that lie inside one of the `outer` rows (same thread)."""
@@ -126,10 +136,13 @@ class StepModels:
             if "last_ns" in inst else {}
         read = read_steps(self.db, [(int(tid[i] & PID_MASK), int(lo[i]), int(hi[i]))
                                     for _, i in windows],
-                          [max(int(hi[i]), int(last.get(i, 0))) for _, i in windows])
+                          [max(int(hi[i]), int(last.get(i, 0))) for _, i in windows],
+                          [k for k, _ in windows], MODEL_CALLS)
         for k in keys:
             self.built[k], self.skipped[k] = [], 0
         for (k, i), step in zip(windows, read, strict=False):
+            if step is None:            # past the loop's budget of calls
+                continue
             try:
                 g = build(step, int(tid[i]), int(lo[i]), int(hi[i]))
                 unchanged(g)

@@ -2,8 +2,9 @@
 pricer replays the loop that holds the finding's range with that change, and the
 difference, over every modeled step, is the saving.
 
-The loop replayed is the outermost repeated range around the finding's range (its own
-instances where none encloses it), so a fix inside a step is priced at the step's wall:
+The loop replayed is the outermost repeated range around the finding's range that has
+modeled steps (one past loops.MODEL_CALLS has none; the finding's own range where no loop
+encloses it), so a fix inside a step is priced at the step's wall:
 removing host work the GPU overlaps saves nothing, removing a wait the next steps
 depend on saves what they gain. Modeled steps stand for all of the range's steady
 instances (scaled by their count).
@@ -40,16 +41,13 @@ class Pricer:
         process `pid`), or None where its range has no model (no file, no instance)."""
         if not f.change or not f.range:
             return None
-        where = self.pricing_range(f.range)
-        key = self.models.key_of(where, pid)
+        key = self.modeled_key(f.range, pid)
         if key is None:
             return None
         change = self.change_of(f, pid)
         memo = (key, change)
         if memo not in self.cache:
             graphs = self.models.graphs(key)
-            if not graphs:
-                return None
             done = [saving(g, change) for g in graphs]
             self.cache[memo] = float(np.mean(done)) * self.models.steady_count(key)
         return self.cache[memo]
@@ -57,18 +55,26 @@ class Pricer:
     def syncs(self, path: str, pid: int | None = None) -> Counter:
         """What the blocking calls of a range's steps are (sync_kinds over its loop's
         modeled steps)."""
-        key = self.models.key_of(self.pricing_range(path), pid)
+        key = self.modeled_key(path, pid)
         return sum((sync_kinds(g) for g in self.models.graphs(key)), Counter()) \
             if key is not None else Counter()
 
-    def pricing_range(self, path: str) -> str:
-        """The outermost loop range enclosing `path` (itself included), else `path`."""
+    def candidates(self, path: str) -> list[str]:
+        """The loop ranges enclosing `path` (itself included), outermost first, then
+        `path` itself."""
         parts = path.split("/")
-        for i in range(1, len(parts) + 1):
-            p = "/".join(parts[:i])
-            if p in self.loops:
-                return p
-        return path
+        loops = [p for p in ("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+                 if p in self.loops]
+        return loops + ([path] if path not in loops else [])
+
+    def modeled_key(self, path: str, pid: int | None) -> int | None:
+        """The key of the first of `candidates(path)` with modeled steps (an outer loop
+        past the budget of calls has none), else None."""
+        for where in self.candidates(path):
+            key = self.models.key_of(where, pid)
+            if key is not None and self.models.graphs(key):
+                return key
+        return None
 
     def change_of(self, f: Finding, pid: int | None) -> Change:
         """The finding's change with the parameters its evidence gives."""
