@@ -128,8 +128,8 @@ def _most(entries: Sequence[RangeEntry], *keys: str | tuple[str, ...]) -> list[i
 
 
 def _more(left_out: int) -> list[str]:
-    return [f"{left_out:,} more ranges with less time are in systems.json and "
-            "ranges.csv.", ""] if left_out else []
+    return [f"{left_out:,} more ranges with less time are in ranges.parquet (every range; "
+            "`analysis.api.load_report` reads it).", ""] if left_out else []
 
 
 def ranges_section(doc: SystemsDoc) -> list[str]:
