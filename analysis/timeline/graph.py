@@ -133,62 +133,70 @@ class Graph:
         return 2 * (self.n - 1) + 1
 
 
-def _inside(inner: pd.DataFrame, outer: pd.DataFrame) -> np.ndarray:
-    """For each row of `inner`, the row of `outer` on its thread that holds it (the latest
-    to start before it, when it also ends after it), else -1."""
-    at = np.full(len(inner), -1, dtype=np.int64)
-    if not len(inner):
-        return at
-    for tid in np.unique(inner["tid"].to_numpy()).tolist():
-        pos = np.flatnonzero(inner["tid"].to_numpy() == tid)
-        rows = np.flatnonzero(outer["tid"].to_numpy() == tid)
+def _inside(inner: tuple[np.ndarray, ...], outer: tuple[np.ndarray, ...]) -> np.ndarray:
+    """For each interval of `inner` (tid, start, end arrays), the row of `outer` on its
+    thread that holds it (the latest to start before it, when it also ends after it),
+    else -1."""
+    i_tid, i_start, i_end = inner
+    o_tid, o_start, o_end = outer
+    at = np.full(len(i_tid), -1, dtype=np.int64)
+    for tid in np.unique(i_tid).tolist():
+        pos = np.flatnonzero(i_tid == tid)
+        rows = np.flatnonzero(o_tid == tid)
         if not len(rows):
             continue
-        rows = rows[np.argsort(outer["start_ns"].to_numpy()[rows], kind="stable")]
-        cs, ce = outer["start_ns"].to_numpy()[rows], outer["end_ns"].to_numpy()[rows]
-        k = np.searchsorted(cs, inner["start_ns"].to_numpy()[pos], side="right") - 1
-        ok = (k >= 0) & (inner["end_ns"].to_numpy()[pos] <= ce[np.maximum(k, 0)])
+        rows = rows[np.argsort(o_start[rows], kind="stable")]
+        cs, ce = o_start[rows], o_end[rows]
+        k = np.searchsorted(cs, i_start[pos], side="right") - 1
+        ok = (k >= 0) & (i_end[pos] <= ce[np.maximum(k, 0)])
         at[pos[ok]] = rows[k[ok]]
     return at
 
 
-def _outermost(calls: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, int]]:
-    """The calls no other call of their thread holds (a driver call made inside a runtime
-    call is part of it), and each correlation id -> its outermost call's row."""
-    calls = calls.sort_values(["tid", "start_ns", "end_ns"], ascending=[True, True, False],
-                              kind="stable").reset_index(drop=True)
-    holder = np.arange(len(calls))
-    ends, tids = calls["end_ns"].to_numpy(), calls["tid"].to_numpy()
-    for i in range(1, len(calls)):        # a call inside the one holding its predecessor
+def _outermost(calls: pd.DataFrame, sel: np.ndarray) -> tuple[pd.DataFrame, dict[int, int]]:
+    """Of the calls at rows `sel`, those no other call of their thread holds (a driver
+    call made inside a runtime call is part of it), and each correlation id -> its
+    outermost call's row."""
+    tids, starts = calls["tid"].to_numpy()[sel], calls["start_ns"].to_numpy()[sel]
+    ends = calls["end_ns"].to_numpy()[sel]
+    order = np.lexsort((-ends, starts, tids))
+    tids, ends = tids[order].tolist(), ends[order].tolist()
+    holder = list(range(len(order)))
+    for i in range(1, len(order)):        # a call inside the one holding its predecessor
         h = holder[i - 1]
         if tids[h] == tids[i] and ends[i] <= ends[h]:
             holder[i] = h
-    keep = holder == np.arange(len(calls))
+    hold = np.array(holder, dtype=np.int64)
+    keep = hold == np.arange(len(order))
     row_of = np.cumsum(keep) - 1
-    corr = dict(zip(calls["corr"].tolist(), row_of[holder].tolist(), strict=True))
-    return calls[keep].reset_index(drop=True), corr
+    corr = dict(zip(calls["corr"].to_numpy()[sel][order].tolist(), row_of[hold].tolist(),
+                    strict=True))
+    return calls.take(sel[order][keep]).reset_index(drop=True), corr
 
 
 def nodes(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
     """The step's nodes: the outermost calls that start in [lo, hi), the OS calls outside
     them, the GPU operations running in it and those its calls launched (a step queued
     ahead of the GPU: they run after it), and the step's end (last)."""
-    calls, corr_of = _outermost(rows.calls[(rows.calls["start_ns"] >= lo)
-                                           & (rows.calls["start_ns"] < hi)])
-    osrt = rows.osrt[(rows.osrt["end_ns"] > lo)
-                     & (rows.osrt["start_ns"] < hi)].reset_index(drop=True)
-    osrt = osrt[_inside(osrt, calls) < 0].reset_index(drop=True)
-    launched = rows.ops["corr"].isin(list(corr_of)).to_numpy()
-    ops = rows.ops[(rows.ops["end_ns"] > lo) & ((rows.ops["start_ns"] < hi) | launched)
-                   ].reset_index(drop=True)
+    cs = rows.calls["start_ns"].to_numpy()
+    calls, corr_of = _outermost(rows.calls, np.flatnonzero((cs >= lo) & (cs < hi)))
+    c_tid, c_start, c_end = (calls[k].to_numpy() for k in ("tid", "start_ns", "end_ns"))
+    o_tid, o_start, o_end = (rows.osrt[k].to_numpy() for k in ("tid", "start_ns", "end_ns"))
+    near = np.flatnonzero((o_end > lo) & (o_start < hi))
+    free = _inside((o_tid[near], o_start[near], o_end[near]), (c_tid, c_start, c_end)) < 0
+    osrt = rows.osrt.take(near[free]).reset_index(drop=True)
+    p_start, p_end = rows.ops["start_ns"].to_numpy(), rows.ops["end_ns"].to_numpy()
+    launched = np.isin(rows.ops["corr"].to_numpy(), np.fromiter(corr_of, dtype=np.int64,
+                                                               count=len(corr_of)))
+    ops = rows.ops.take(np.flatnonzero((p_end > lo) & ((p_start < hi) | launched))
+                        ).reset_index(drop=True)
     n_o, n_s = len(ops), len(osrt)
     kind = np.r_[np.full(len(calls), CALL), np.full(n_o, OP), np.full(n_s, OS), [END]]
-    start = np.r_[calls["start_ns"].to_numpy(), ops["start_ns"].to_numpy(),
-                  osrt["start_ns"].to_numpy(), [hi]].astype("int64")
-    end = np.r_[calls["end_ns"].to_numpy(), ops["end_ns"].to_numpy(),
-                osrt["end_ns"].to_numpy(), [hi]].astype("int64")
-    thread = np.r_[calls["tid"].to_numpy(), np.full(n_o, -1), osrt["tid"].to_numpy(),
-                   [tid]].astype("int64")
+    start = np.r_[c_start, ops["start_ns"].to_numpy(), osrt["start_ns"].to_numpy(),
+                  [hi]].astype("int64")
+    end = np.r_[c_end, ops["end_ns"].to_numpy(), osrt["end_ns"].to_numpy(),
+                [hi]].astype("int64")
+    thread = np.r_[c_tid, np.full(n_o, -1), osrt["tid"].to_numpy(), [tid]].astype("int64")
     label = [HOST_PARTS[p] for p in calls["part"].tolist()] + \
         ["gpu" if k == 0 else "copies" for k in ops["kind"].tolist()] + ["os"] * n_s + ["end"]
     return Graph(lo, hi, tid, kind, start, end, thread, label, calls, ops, osrt, rows.syncs,

@@ -57,22 +57,23 @@ class StepModels:
         self.built: dict[int, list[Graph]] = {}
         self.skipped: dict[int, int] = {}
         self._first: set[int] | None = None
-        self._keys: dict[tuple[str, int | None], int] | None = None
+        self._paths: pd.Index | None = None
 
     @property
     def readable(self) -> bool:
         return self.db.is_file()
 
     def key_of(self, path: str, pid: int | None = None) -> int | None:
-        """The range key of a path (in process `pid`, when given; else its first)."""
-        if self._keys is None:
-            keys = self.trace.keys
-            self._keys = {}
-            for k, p, pi in zip(keys.index.tolist(), keys["path"].tolist(),
-                                keys["pid"].tolist(), strict=True):
-                self._keys.setdefault((p, pi), k)
-                self._keys.setdefault((p, None), k)
-        return self._keys.get((path, pid))
+        """The range key of a path (in process `pid`, when given; else its first): a
+        hash index over the paths, made once (a dict of 110k keys cost 0.17 s)."""
+        keys = self.trace.keys
+        if self._paths is None:
+            self._paths = pd.Index(keys["path"].to_numpy(dtype=object))
+        pos = np.sort(self._paths.get_indexer_for([path]))
+        pos = pos[pos >= 0]
+        if pid is not None:
+            pos = pos[keys["pid"].to_numpy()[pos] == pid]
+        return int(keys.index[pos[0]]) if len(pos) else None
 
     def steady(self, key: int) -> np.ndarray:
         """Rows of trace.ranges of the key's steady instances (first calls left out)."""
