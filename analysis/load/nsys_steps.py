@@ -167,11 +167,10 @@ def _lookback(window: tuple[int, int, int]) -> int:
 
 def _osrt(every: pd.DataFrame, pid: int, lo: int, hi: int) -> pd.DataFrame:
     """The OS calls of a process running in [lo, hi) (from _osrt_all)."""
-    start = every["start_ns"].to_numpy()
-    a, b = np.searchsorted(start, [lo - _lookback((pid, lo, hi)), hi])
-    part = every.iloc[a:b]
-    keep = (part["pid"].to_numpy() == pid) & (part["end_ns"].to_numpy() > lo)
-    return part[keep][OSRT_NAMES].reset_index(drop=True)
+    a, b = np.searchsorted(every["start_ns"].to_numpy(), [lo - _lookback((pid, lo, hi)), hi])
+    keep = a + np.flatnonzero((every["pid"].to_numpy()[a:b] == pid)
+                              & (every["end_ns"].to_numpy()[a:b] > lo))
+    return every.take(keep).drop(columns="pid").reset_index(drop=True)
 
 
 def read_steps(path: Path, windows: list[tuple[int, int, int]],

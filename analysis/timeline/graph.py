@@ -264,9 +264,9 @@ def _event_waits(g: Graph, ops0: int, key: np.ndarray) -> None:
     launched = np.array([g.start[g.corr_of[c]] if c in g.corr_of else -1
                          for c in ops["corr"].tolist()], dtype=np.int64)
     stream_of = dict(zip(g.syncs["corr"].tolist(), g.syncs["stream"].tolist(), strict=True))
-    waits = np.flatnonzero(g.calls["name"].str.startswith(
-        ("cudaStreamWaitEvent", "cuStreamWaitEvent")).to_numpy())
-    for w in waits.tolist():
+    waits = [i for i, n in enumerate(g.calls["name"].tolist())
+             if n.startswith(("cudaStreamWaitEvent", "cuStreamWaitEvent"))]
+    for w in waits:
         t = int(g.start[w])
         later = np.flatnonzero(launched > t)
         stream = stream_of.get(int(g.calls["corr"].iat[w]), -1)
@@ -287,9 +287,9 @@ def _release(g: Graph, ops0: int) -> None:
     when its sync record names one) that ended last inside the call."""
     calls, ops = g.calls, g.ops
     part = calls["part"].to_numpy()
-    name = calls["name"]
-    blocking = np.isin(part, BLOCKING_PARTS) | name.str.contains("Memcpy|Memset|Free",
-                                                                 regex=True).to_numpy()
+    memory = np.array([any(w in n for w in ("Memcpy", "Memset", "Free"))
+                       for n in calls["name"].tolist()], dtype=bool)
+    blocking = np.isin(part, BLOCKING_PARTS) | memory
     stream_of = dict(zip(g.syncs["corr"].tolist(), g.syncs["stream"].tolist(), strict=True)) \
         if len(g.syncs) else {}
     event_of = dict(zip(g.syncs["corr"].tolist(), g.syncs["event"].tolist(), strict=True)) \
