@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import tables
@@ -49,10 +50,9 @@ def summary_rows(doc: SystemsDoc) -> list[int]:
     the findings' ranges."""
     names = entry_column(doc.ranges, "name")
     walls = entry_column(doc.ranges, "wall_ns")
-    loops = [i for i, (n, k) in enumerate(zip(names, entry_column(doc.ranges,
-                                                                   "wall_instances"),
-                                              strict=True))
-             if k >= LOOP_MIN_INSTANCES and not is_op_path(n)]
+    repeated = np.flatnonzero(np.asarray(entry_column(doc.ranges, "wall_instances"),
+                                         dtype=np.int64) >= LOOP_MIN_INSTANCES)
+    loops = [i for i in repeated.tolist() if not is_op_path(names[i])]
     loops = sorted(loops, key=lambda i: -walls[i])[:SUMMARY_LOOPS]
     named = {v.range for v in doc.variants} | {f.range for f in doc.findings if f.range}
     return sorted(set(loops) | set(page_rows(doc)) | {i for i, n in enumerate(names)

@@ -22,7 +22,7 @@ from analysis.documents import RangeEntry, SystemsDoc, to_dict
 from analysis.entries import SOURCES
 from analysis.load import nsys_sqlite
 from analysis.ops import WRAPPER
-from analysis.range_build import ColumnError, checked, range_table
+from analysis.range_build import ColumnError, checked, range_table, rounded
 from analysis.range_table import long_fields, scalars
 from analysis.rules.registry import is_op_path, user_path
 from analysis.systems_files import load_systems, summary_rows, write_systems
@@ -172,3 +172,12 @@ def test_user_path_cuts_before_the_first_op_range(parts: list[str]) -> None:
                   if ", op_id = " in p or p.startswith(WRAPPER)), len(parts))
     assert user_path(path) == "/".join(parts[:first])
     assert is_op_path(path) == (user_path(path) != path)
+
+
+@given(st.lists(st.one_of(st.floats(min_value=0, max_value=1e13),
+                          st.integers(0, 10**8).map(lambda k: k / 20),
+                          st.integers(0, 10**7).map(lambda k: k / 20 + 1e6)), max_size=60))
+def test_rounded_means_are_what_round_gives(values: list[float]) -> None:
+    """Mean durations to 0.1 ns are Python's round(v, 1) for every value, halves too."""
+    got = rounded(pd.Series(values, dtype="float64"))
+    assert got.tolist() == [round(v, 1) for v in values]

@@ -102,14 +102,14 @@ def shown_rows(doc: SystemsDoc) -> list[int]:
     most wall time, then kernel time."""
     if len(doc.ranges) <= MAX_RANGES:
         return list(range(len(doc.ranges)))
-    return sorted(_most(doc.ranges, "wall_ns", "kernel_time_ns")[:MAX_RANGES])
+    return sorted(_most(doc.ranges, "wall_ns", "kernel_time_ns", first=MAX_RANGES))
 
 
 def kernel_rows(doc: SystemsDoc, n: int = KERNEL_RANGES) -> list[int]:
     """Positions of the `n` ranges whose kernels the page lists (most kernel time, own and
     other threads')."""
-    return sorted(_most(doc.ranges, ("kernel_time_ns", "other_threads_kernel_time_ns")
-                        )[:n])
+    return sorted(_most(doc.ranges, ("kernel_time_ns", "other_threads_kernel_time_ns"),
+                        first=n))
 
 
 def page_rows(doc: SystemsDoc) -> list[int]:
@@ -117,14 +117,15 @@ def page_rows(doc: SystemsDoc) -> list[int]:
     return sorted(set(shown_rows(doc)) | set(kernel_rows(doc)))
 
 
-def _most(entries: Sequence[RangeEntry], *keys: str | tuple[str, ...]) -> list[int]:
+def _most(entries: Sequence[RangeEntry], *keys: str | tuple[str, ...],
+          first: int | None = None) -> list[int]:
     """Positions of `entries` by `keys` descending (a key: a field, or fields summed), the
     first key first, ties in timeline order (numpy's stable sort: 110k emit_nvtx entries
-    sorted with a Python key took 0.1 s); read as columns (range_table.column: no entry
-    is made for it)."""
+    sorted with a Python key took 0.1 s), the `first` of them (all by default); read as
+    columns (range_table.column: no entry is made for it)."""
     columns = [-sum(np.array(entry_column(entries, f), dtype=np.int64)
                     for f in ((key,) if isinstance(key, str) else key)) for key in keys]
-    return np.lexsort(columns[::-1]).tolist()
+    return np.lexsort(columns[::-1])[:first].tolist()
 
 
 def _more(left_out: int) -> list[str]:

@@ -190,10 +190,11 @@ class LoopModel:
 def loop_rows(table_cols: dict[str, list], is_op: object) -> list[int]:
     """The rows of the range table that are loops (see the module doc), most wall time
     first, at most MAX_LOOPS."""
-    rows = [i for i, (n, k, w, d) in enumerate(zip(
-        table_cols["name"], table_cols["wall_instances"], table_cols["warmup"],
-        table_cols["domain"], strict=True))
-        if k >= LOOP_MIN_INSTANCES and not w and d not in LIBRARY_DOMAINS and not is_op(n)]
+    repeated = np.flatnonzero(np.asarray(table_cols["wall_instances"], dtype=np.int64)
+                              >= LOOP_MIN_INSTANCES).tolist()   # few of 110k op ranges
+    name, warm, dom = table_cols["name"], table_cols["warmup"], table_cols["domain"]
+    rows = [i for i in repeated
+            if not warm[i] and dom[i] not in LIBRARY_DOMAINS and not is_op(name[i])]
     walls = table_cols["wall_ns"]
     return sorted(rows, key=lambda i: -walls[i])[:MAX_LOOPS]
 
