@@ -64,8 +64,14 @@ class StepModels:
         return self.db.is_file()
 
     def key_of(self, path: str, pid: int | None = None) -> int | None:
-        """The range key of a path (in process `pid`, when given; else its first): a
-        hash index over the paths, made once (a dict of 110k keys cost 0.17 s)."""
+        """The range key of a path (in process `pid`, when given; else its first)."""
+        keys = self.keys_of(path, pid)
+        return int(keys[0]) if len(keys) else None
+
+    def keys_of(self, path: str, pid: int | None = None) -> np.ndarray:
+        """The range keys of a path (in process `pid`, when given; else in any), first
+        seen first: a hash index over the paths, made once (a dict of 110k keys cost
+        0.17 s, comparing the 110k paths once per finding 0.01 s)."""
         keys = self.trace.keys
         if self._paths is None:
             self._paths = pd.Index(keys["path"].to_numpy(dtype=object))
@@ -73,7 +79,7 @@ class StepModels:
         pos = pos[pos >= 0]
         if pid is not None:
             pos = pos[keys["pid"].to_numpy()[pos] == pid]
-        return int(keys.index[pos[0]]) if len(pos) else None
+        return keys.index.to_numpy()[pos]
 
     def steady(self, key: int) -> np.ndarray:
         """Rows of trace.ranges of the key's steady instances (first calls left out)."""
@@ -159,9 +165,7 @@ class StepModels:
     def windows(self, path: str, pid: int | None = None) -> tuple[tuple[int, int], ...]:
         """Every instance of a range path (of process `pid`) as (start, end)."""
         r = self.trace.ranges
-        mine = (r["path"] == path).to_numpy()
-        if pid is not None:
-            mine &= (r["pid"] == pid).to_numpy()
+        mine = np.isin(r["key"].to_numpy(), self.keys_of(path, pid))
         return tuple(zip(r["start_ns"].to_numpy()[mine].tolist(),
                          r["end_ns"].to_numpy()[mine].tolist(), strict=True))
 
