@@ -42,6 +42,7 @@ from .nsys_meta import (
     table_columns,
     versioned,
 )
+from .rows import int_rows
 
 PUSHPOP = (59, 70)     # NvtxPushPopRange, NvtxtPushPopRange
 STARTEND = (60, 71)    # NvtxStartEndRange, NvtxtStartEndRange
@@ -217,7 +218,7 @@ def _fetch_ints(conn: sqlite3.Connection, path: Path, sql: str, ncols: int) -> n
         cur = conn.execute(sql)
         chunks = []
         while rows := cur.fetchmany(FETCH_ROWS):
-            chunks.append(np.array(rows, dtype=np.int64).reshape(len(rows), ncols))
+            chunks.append(int_rows(rows, ncols))
     except (sqlite3.DatabaseError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
     return np.concatenate(chunks) if chunks else np.empty((0, ncols), dtype=np.int64)
@@ -259,7 +260,7 @@ def _strings(conn: sqlite3.Connection, path: Path) -> dict[int, str]:
 
 def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
     """Names of string ids as a categorical (one copy of each distinct name)."""
-    uniq, inverse = np.unique(ids, return_inverse=True)
+    inverse, uniq = pd.factorize(ids)          # hashing: a sort of 200k ids cost more
     text = [SENTINEL_NAMES.get(int(i)) or strings.get(int(i), f"<string {i}>") for i in uniq]
     cats, code_of = np.unique(np.array(text, dtype=object), return_inverse=True)
     return pd.Categorical.from_codes(code_of[inverse], categories=list(cats))
