@@ -58,9 +58,9 @@ def _blocking_copies(host: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
     if not (len(copies) and len(host)):
         return np.zeros(len(host), dtype=bool)
     start = host["start_ns"].to_numpy()
-    hit = np.isin(start, copies["api_start_ns"].to_numpy()) \
-        & (host["part"].to_numpy() == PART["other_cuda"])       # a few rows pass this
-    rows = np.flatnonzero(hit)
+    rows = np.flatnonzero(host["part"].to_numpy() == PART["other_cuda"])  # a few rows
+    rows = rows[np.isin(start[rows], copies["api_start_ns"].to_numpy())]
+    hit = np.zeros(len(host), dtype=bool)
     if len(rows):
         keys = set(zip(copies["global_tid"].tolist(), copies["api_start_ns"].tolist(),
                        strict=True))

@@ -7,6 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +17,8 @@ from analysis import model, runners, systems
 from analysis.documents import to_json
 from analysis.io import load_meta
 from analysis.load import nsys_sqlite, torch_logs
-from analysis.load.nsys_chunks import plan
+from analysis.load.nsys_chunks import _member, plan
+from analysis.load.rows import int_rows
 from analysis.timeline.loops import StepModels
 
 DATA = Path(__file__).parent / "data"
@@ -208,3 +210,24 @@ def test_compiled_instance_set_apart_through_the_file_path(tmp_path: Path) -> No
     by = {e["name"]: e for e in doc["ranges"]}
     assert by["step"]["instances"] == 3 and not by["step"].get("warmup")
     assert by["step [compile]"]["instances"] == 1 and by["step [compile]"]["warmup"]
+
+
+@given(st.lists(st.integers(-2**40, 2**40), max_size=40),
+       st.lists(st.integers(-2**40, 2**40), max_size=40), st.randoms())
+def test_member_is_isin(values: list[int], pool: list[int], rnd) -> None:
+    """Which correlation ids a window's calls hold: np.isin's answer, duplicates and
+    ids spread far apart too."""
+    pool = pool + rnd.sample(values, k=len(values) // 2)
+    a, b = np.array(values, dtype=np.int64), np.array(pool, dtype=np.int64)
+    assert (_member(a, b) == np.isin(a, b)).tolist() == [True] * len(values)
+
+
+@given(st.lists(st.tuples(st.integers(-2**63, 2**63 - 1), st.integers(0, 2**40)),
+                min_size=1, max_size=30))
+def test_int_rows_are_np_array(rows: list[tuple[int, int]]) -> None:
+    """Integer rows read value by value equal np.array's; NULLs raise as it does."""
+    assert (int_rows(rows, 2) == np.array(rows, dtype=np.int64)).all()
+    with pytest.raises(TypeError):
+        int_rows([*rows, (None, 1)], 2)
+    with pytest.raises(ValueError):
+        int_rows(rows, 3)

@@ -193,8 +193,18 @@ def _matched(want: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     out = np.zeros(len(want), dtype=bool)
     for p in np.unique(got_pid):                     # a few processes at most
         mine = pid == p
-        out[mine] = np.isin(corr[mine], rows[got_pid == p, 0])
+        out[mine] = _member(corr[mine], rows[got_pid == p, 0])
     return out
+
+
+def _member(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """np.isin(values, pool) by one sort of `pool` and a binary search (np.isin sorted
+    both together, 0.09 s for two windows' 200k correlation ids spread too wide for its
+    lookup table)."""
+    if not len(pool):
+        return np.zeros(len(values), dtype=bool)
+    s = np.sort(pool)
+    return s[np.minimum(np.searchsorted(s, values), len(s) - 1)] == values
 
 
 def _calls(db: Db, layout: Layout, ops: pd.DataFrame) -> pd.DataFrame:

@@ -108,7 +108,7 @@ def plan_host(path: Path) -> HostLayout:
                       osrt_nesting="nestingLevel" in osrt, api_sorted=in_order)
 
 
-SAMPLES = 4096
+SAMPLES = 1024
 
 
 def _sampled_in_order(conn: sqlite3.Connection) -> bool:
