@@ -19,7 +19,7 @@ for p in "$@"; do
   for m in $order; do
     ( cd $T && /usr/bin/time -f "profile wall %e s" nsys profile $BASE ${MODE[$m]} \
       --output="$R/$p-$m" python3 $p.py ) > "$R/$p-$m.log" 2>&1
-    echo "$p $m | $(grep -h 'median ms per step' "$R/$p-$m.log") | $(grep -h 'profile wall' "$R/$p-$m.log")" \
+    echo "$p $m | $(grep -h 'median ms per' "$R/$p-$m.log") | $(grep -h 'profile wall' "$R/$p-$m.log")" \
       | tee -a "$OUT/sampling_cost.txt"
     rm -f "$R/$p-$m.nsys-rep"
   done
