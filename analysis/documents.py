@@ -24,6 +24,7 @@ from .entries import (  # noqa: F401  (a range entry and its items, re-exported)
     CopyStat,
     HotFrame,
     KernelStat,
+    PyLine,
     RangeEntry,
     ThreadLaunches,
 )

@@ -17,6 +17,7 @@ Sources:
     per_key   busy.per_key and host.per_key: one frame, a column per field
     devices   the CUDA devices of the range's kernels (Trace.key_devices)
     samples   CPU samples and the libraries they fell in (host.hot_frames)
+    lines     Python samples and the user's lines they fell on (pylines.py_lines)
     warmup    why the range is warm-up (range_table.warmup_labels)
     kernels, copies, threads   the range's kernels, copies and other launching threads
     timeline  the step model of a loop range (analysis/timeline/): one frame by row
@@ -28,8 +29,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-SOURCES = ("table", "summary", "per_key", "devices", "samples", "warmup", "kernels",
-           "copies", "threads", "timeline")
+SOURCES = ("table", "summary", "per_key", "devices", "samples", "lines", "warmup",
+           "kernels", "copies", "threads", "timeline")
 
 
 def declared(doc: str, source: str | None = None, unit: str | None = None,
@@ -101,6 +102,24 @@ class HotFrame:
     pct: float = declared("share of the range's samples", unit="%")
 
 
+@dataclass
+class PyLine:
+    """A line of the user's code the range's thread was found on by Python sampling, with
+    the library call it was in (pylines.py)."""
+
+    file: str = declared("the user's file (relative to the working directory the program "
+                         "ran in, where it lies inside)")
+    line: int = declared("its line number")
+    function: str = declared("the function the line is in")
+    call: str = declared("the library call below the line that spent the time "
+                         "(module.function), or the compiled call its source names; '' "
+                         "where neither is known")
+    code: str = declared("the line's source text ('' where the file is not readable "
+                         "where the analysis ran)")
+    samples: int = declared("Python samples on it")
+    pct: float = declared("share of the range's Python samples", unit="%")
+
+
 def _ns(doc: str, source: str = "per_key") -> Any:
     return declared(doc, source, unit="ns", default=0)
 
@@ -170,6 +189,9 @@ class RangeEntry:
     cpu_samples: int = _n("CPU samples of its thread inside it", "samples")
     hot: list[HotFrame] = declared("the libraries those samples fell in", "samples",
                                    factory=list)
+    py_samples: int = _n("Python samples of its thread inside it", "lines")
+    lines: list[PyLine] = declared("the user's lines those samples fell on, most first "
+                                   "(at most pylines.LINES)", "lines", factory=list)
     warmup: str | None = declared("why it is warm-up (compilation ran in it); None: it "
                                   "is not", "warmup", default=None)
     kernels: list[KernelStat] = declared("its own thread's kernels by name, most time "

@@ -128,13 +128,15 @@ def range_table(summary: pd.DataFrame, kernels: pd.DataFrame,
                 copies: pd.DataFrame | None = None,
                 samples: tuple[pd.Series, pd.DataFrame] | None = None,
                 warmup: tuple[list[dict[str, Any]], dict[str, str]] | None = None,
+                lines: tuple[pd.Series, pd.DataFrame] | None = None,
                 cls: type = RangeEntry) -> RangeTable:
     """The table of one entry per range key, in the summary's (timeline) order: the
     `summary` fields from ranges.summarize's frame, the `per_key` ones from busy.per_key
     and host.per_key (frames indexed by key), `threads` (busy.per_key's threads
     and their kernels), `devices` per key, `copies` (host.copy_table), `samples`
     (host.hot_frames), `warmup` (the TORCH_LOGS events and set-apart paths the label
-    comes from); the long tables from `kernels` (Trace.kernels) and those frames."""
+    comes from), `lines` (pylines.py_lines); the long tables from `kernels`
+    (Trace.kernels) and those frames."""
     types_of = hints(cls)
     keys = summary["key"].to_numpy(dtype="int64")
     row_of = np.zeros(int(keys.max()) + 1 if len(keys) else 0, dtype="int64")
@@ -146,9 +148,10 @@ def range_table(summary: pd.DataFrame, kernels: pd.DataFrame,
         cols.update(_per_key(per_key, keys.tolist(), cls))
     devices, key_list = devices or {}, keys.tolist()
     cols["devices"] = [devices.get(k, []) for k in key_list]
-    if samples is not None:
-        counts = samples[0].reindex(key_list, fill_value=0)
-        cols["cpu_samples"] = checked(counts, "cpu_samples", types_of["cpu_samples"])
+    for field, given in (("cpu_samples", samples), ("py_samples", lines)):
+        if given is not None:
+            counts = given[0].reindex(key_list, fill_value=0)
+            cols[field] = checked(counts, field, types_of[field])
     cols["warmup"] = warmup_labels(cols["name"], *(warmup or ([], {})))
     items = {"kernels": _long(kernels.assign(avg_ns=rounded(kernels["avg_ns"])), row_of,
                               _item(cls, "kernels"))}
@@ -156,6 +159,8 @@ def range_table(summary: pd.DataFrame, kernels: pd.DataFrame,
         items["copies"] = _long(copies, row_of, _item(cls, "copies"))
     if samples is not None:
         items["hot"] = _long(samples[1], row_of, _item(cls, "hot"))
+    if lines is not None:
+        items["lines"] = _long(lines[1], row_of, _item(cls, "lines"))
     if threads is not None:
         parent = _item(cls, "other_threads")
         items["other_threads"] = _long(threads[0], row_of, parent)

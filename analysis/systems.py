@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import busy, compile_events, guards, host, model, rules, summary
+from . import busy, compile_events, guards, host, model, pylines, rules, summary
 from . import ranges as rng
 from .apart import APART_TAGS, apart_prefix
 from .documents import (
@@ -36,6 +36,7 @@ from .documents import (
     to_dict,
 )
 from .levers import add_levers
+from .load.nsys_pysamples import load_py_samples
 from .load.nsys_samples import load_samples
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
@@ -184,12 +185,13 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     if events:
         events = compile_events.place(trace, events)
     extra, threads, thread_kernels = busy.per_key(trace)
+    py = load_py_samples(export.db)
     per_range = rng.summarize(trace)
     table = range_table(per_range, trace.kernels,
                         [extra, host.per_key(trace)],
                         (threads, thread_kernels), trace.key_devices, host.copy_table(trace),
                         host.hot_frames(trace, load_samples(export.db)),
-                        (events or [], trace.warmup))
+                        (events or [], trace.warmup), pylines.py_lines(trace, py, cwd))
     steps = StepModels(trace, export.db)
     models = model_loops(steps, per_range["key"].to_numpy(),
                          {c: table.column(c) for c in ("name", "wall_instances", "warmup",
@@ -205,7 +207,8 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                  if g.get("memory_bandwidth_Bps")), None)
     variants = variant_rows(entries, meta, peak)
     add_first_iterations(variants, trace)
-    notes = list(export.notes) + (meta.notes if meta else []) + graph_notes(trace)
+    notes = list(export.notes) + (meta.notes if meta else []) + graph_notes(trace) + \
+        pylines.notes(py)
     outside = trace.outside
     if outside:
         notes.append(f"{outside} kernel launch(es) lie outside every NVTX range "

@@ -98,9 +98,13 @@ def find_ncu(environ: dict[str, str] | None = None) -> Path:
     return find_tool("ncu", "NCU", NCU_PATTERNS, environ)
 
 
-def export_argv(nsys: Path | str, report: Path | str, sqlite: Path | str) -> list[str]:
-    """`nsys export` of a .nsys-rep to SQLite."""
+def export_argv(nsys: Path | str, report: Path | str, sqlite: Path | str,
+                python_samples: bool = False) -> list[str]:
+    """`nsys export` of a .nsys-rep to SQLite; with `python_samples` (a capture made with
+    --python-sampling=true) the samples' stacks too (--include-json=true: a default
+    export leaves them out)."""
     return [str(nsys), "export", "--type=sqlite", "--force-overwrite=true",
+            *(["--include-json=true"] if python_samples else []),
             f"--output={sqlite}", str(report)]
 
 

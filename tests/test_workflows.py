@@ -37,6 +37,8 @@ def test_export_argv_writes_sqlite_elsewhere() -> None:
     argv = nsys.export_argv("nsys", "a.nsys-rep", "/tmp/b.sqlite")
     assert argv == ["nsys", "export", "--type=sqlite", "--force-overwrite=true",
                     "--output=/tmp/b.sqlite", "a.nsys-rep"]
+    sampled = nsys.export_argv("nsys", "a.nsys-rep", "/tmp/b.sqlite", python_samples=True)
+    assert "--include-json=true" in sampled and sampled[-1] == "a.nsys-rep"
 
 
 def test_runner_command_names_workload_size_iters(tmp_path: Path) -> None:
@@ -90,6 +92,15 @@ def test_capture_runs_profile_then_export(monkeypatch, fake_tools, tmp_path: Pat
     latest = tmp_path / "gelu" / "latest"
     assert latest.is_symlink() and (latest / "trace.sqlite").is_file()
     assert oct((latest / "meta.json").stat().st_mode)[-3:] != "600"
+
+
+def test_sampled_capture_exports_the_python_stacks(monkeypatch, fake_tools,
+                                                    tmp_path: Path) -> None:
+    """SAMPLE=cpu: profiled with Python sampling, exported with the samples' stacks."""
+    _mocked(monkeypatch, fake_tools)
+    assert nsys.main(["gelu", "--sample", "cpu", "--runs", str(tmp_path)]) == 0
+    profile, export = fake_tools.calls
+    assert "--python-sampling=true" in profile and "--include-json=true" in export
 
 
 def test_capture_without_report_blames_importer(monkeypatch, fake_tools,

@@ -66,4 +66,26 @@ def critical_path_section(doc: SystemsDoc, image: str | None = None) -> list[str
                      f"{err:+.1f}%" + (" **over 5%**" if abs(err) > ERROR_PCT else ""), top])
     lines += table(["loop", "steps modeled", "wall / step", "replay error", "critical path"],
                    body, "lrrrl")
-    return lines + [""]
+    return lines + [""] + host_lines_section(loops)
+
+
+HOST_LINES = 3
+"""User lines per loop in "where the host time goes"."""
+
+
+def host_lines_section(loops: list[RangeEntry]) -> list[str]:
+    """Per loop with Python samples, its HOST_LINES hottest lines of the user's code with
+    the library call each was in and its share of the loop's samples."""
+    sampled = [e for e in loops if e.py_samples and e.lines]
+    if not sampled:
+        return []
+    out = ["### Where the host time goes", "",
+           "The user's lines the loop's thread was sampled on (Python samples, every "
+           "enclosing range counting them), with the library call below each:", ""]
+    for e in sampled:
+        said = "; ".join(
+            f"{x.pct:.0f}% {code(f'{x.file}:{x.line}')} in {code(x.function)}"
+            + (f" ({code(short(x.code, 60))})" if x.code else "")
+            + (f", in {code(x.call)}" if x.call else "") for x in e.lines[:HOST_LINES])
+        out.append(f"- {code(short(e.name))} ({e.py_samples:,} samples): {said}.")
+    return out + [""]

@@ -129,14 +129,15 @@ RUNTIME_COMPILERS = re.compile(r"nvrtc|nvJitLink|nvptxcompiler|libcuda", re.I)
 
 
 def sampled(e: RangeEntry) -> str:
-    """What CPU sampling found in the range, or how to get samples."""
+    """What CPU sampling found in the range ("" without samples: rules/lines.py then
+    says how to get them)."""
     if not e.cpu_samples or not e.hot:
-        return "CPU samples (make systems SAMPLE=cpu) would name the hot code."
+        return ""
     top = e.hot[0]
     what = f" ({top.symbol})" if top.symbol else ""
     why = ": runtime compilation" if RUNTIME_COMPILERS.search(top.module) else ""
     rest = ", ".join(f"{h.module} {h.pct:.0f}%" for h in e.hot[1:])
-    return (f"{top.pct:.0f}% of its {e.cpu_samples} CPU samples in {top.module}{what}{why}"
+    return (f" {top.pct:.0f}% of its {e.cpu_samples} CPU samples in {top.module}{what}{why}"
             + (f" (then {rest})." if rest else "."))
 
 
@@ -168,7 +169,7 @@ def kernel_loads_per_call(r: Rule, ctx: Context) -> list[Finding]:
             f"{e.wall_instances} iterations ({e.module_loads} loads, "
             f"{e.host_module_ns / 1e6:,.1f} ms in the load calls; "
             f"{e.host_cpu_ns / 1e6:,.1f} ms of CPU outside CUDA calls): kernels are built "
-            f"every call, typically for a shape that changes every call. {sampled(e)}",
+            f"every call, typically for a shape that changes every call.{sampled(e)}",
             evidence={"module_loads": e.module_loads, "load_instances":
                       e.module_load_instances, "iterations": e.wall_instances,
                       "host_module_ns": e.host_module_ns, "host_cpu_ns": e.host_cpu_ns,
@@ -345,7 +346,7 @@ def host_bound(r: Rule, ctx: Context) -> list[Finding]:
             saving_per_instance_ns=per(e, min(outside, e.wall_ns - e.busy_ns)),
             message=f"{path} is host-bound: the GPU was busy "
             f"{100.0 * e.busy_ns / e.wall_ns:.0f}% of its wall time while its thread spent "
-            f"{100.0 * outside / e.wall_ns:.0f}% outside CUDA calls, mostly in {part}. "
+            f"{100.0 * outside / e.wall_ns:.0f}% outside CUDA calls, mostly in {part}."
             f"{sampled(e)}",
             evidence={"wall_ns": e.wall_ns, "busy_ns": e.busy_ns, "host_cpu_ns":
                       e.host_cpu_ns, "host_os_ns": e.host_os_ns, **_nested(inner)},

@@ -30,6 +30,7 @@ from ..ops import WRAPPER
 from ..ranges import leaf_paths
 from ..settings import FINDING_MIN_PCT, OFF_PATH_PCT
 from ..timeline.whatif import CHANGES as CHANGE_SAID
+from .lines import locate
 
 
 @dataclass
@@ -273,6 +274,8 @@ def run(source: str, ctx: Context) -> list[Finding]:
             f.saving_ns = min(f.saving_ns, float(wall))
         f.share_pct = min(round(100.0 * f.saving_ns / total, 2), 100.0) if total else 0.0
         f.share_of = SHARE_OF[source]
+    if source == "systems":
+        locate(found, ctx)
     return sorted(found, key=sort_key)
 
 

@@ -7,6 +7,7 @@ work on the copy). Twin: the statistic kept on the GPU, read after the loop.
 from __future__ import annotations
 
 import torch
+
 from twins import arguments, run
 
 

@@ -7,6 +7,7 @@ its blocks back to the driver and has to ask for them again at once. Twin: no ca
 from __future__ import annotations
 
 import torch
+
 from twins import arguments, run
 
 

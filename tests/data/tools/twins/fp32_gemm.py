@@ -8,6 +8,7 @@ loop (TF32 tensor cores).
 from __future__ import annotations
 
 import torch
+
 from twins import arguments, run
 
 

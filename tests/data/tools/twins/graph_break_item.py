@@ -7,6 +7,7 @@ a program with a second compiled function. Twin: the scale kept as a tensor (one
 from __future__ import annotations
 
 import torch
+
 from twins import arguments, run
 
 

@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 from torch.cuda import nvtx
 from torch.utils.data import DataLoader, Dataset
+
 from twins import arguments, run
 
 FEATURES = 4096

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 from torch.cuda import nvtx
+
 from twins import arguments, run
 
 

@@ -8,6 +8,7 @@ faster kernels shorten the step.
 from __future__ import annotations
 
 import torch
+
 from twins import arguments, run
 
 

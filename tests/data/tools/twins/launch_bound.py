@@ -7,6 +7,7 @@ host's launches hold the step. Twin: the step captured once in a CUDA graph, rep
 from __future__ import annotations
 
 import torch
+
 from twins import arguments, run
 
 

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import torch
+
 from twins import arguments, run
 
 

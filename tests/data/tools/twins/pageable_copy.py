@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 from torch.cuda import nvtx
+
 from twins import arguments, run
 
 
