@@ -102,7 +102,7 @@ def capture(args: argparse.Namespace) -> Path:
         if not report.exists():
             raise ToolError(IMPORTER_HINT)
         sqlite = base.with_suffix(".sqlite")
-        run_tool(export_argv(nsys, report, sqlite), "nsys export")
+        run_tool(export_argv(nsys, report, sqlite, args.sample == "cpu"), "nsys export")
         if args.command:
             write_atomic(run_dir / "meta.json", script_meta(args.name, args.command))
     return sqlite
