@@ -83,8 +83,10 @@ class RangeTable:
         call makes new ones)."""
         at = np.arange(self.n)[rows if rows is not None else slice(None)] \
             if rows is None or isinstance(rows, slice) else np.asarray(rows, dtype=np.int64)
-        given = {f: [col[i] for i in at.tolist()] if isinstance(col, list) else col[at]
-                 for f, col in self.columns.items()}
+        taken = getattr(self.columns, "taken", None)     # columns read from a file
+        given = taken(at) if taken is not None else {
+            f: [col[i] for i in at.tolist()] if isinstance(col, list) else col[at]
+            for f, col in self.columns.items()}
         given.update(self._lists(at, cls))
         return _entries(len(at), given, cls)
 

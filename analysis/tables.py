@@ -175,6 +175,19 @@ class _Lazy(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self.paths)
 
+    def taken(self, at: np.ndarray) -> dict[str, Any]:
+        """Every key's values at positions `at`: those read already indexed, the others
+        read from their files and taken there before they become Python values (a few
+        entries of 110k make a few values, not 110k dicts and lists)."""
+        out = {}
+        for path in dict.fromkeys(self.paths.values()):
+            left = [k for k, p in self.paths.items() if p == path and k not in self.done]
+            if left:
+                out.update(self.read(path, left, at))
+        for k, v in self.done.items():
+            out[k] = [v[i] for i in at.tolist()] if isinstance(v, list) else v[at]
+        return {k: out[k] for k in self.paths}
+
     def items(self):  # type: ignore[override]
         for path in dict.fromkeys(self.paths.values()):
             left = [k for k, p in self.paths.items() if p == path and k not in self.done]
@@ -210,8 +223,12 @@ def _plain(col: pa.ChunkedArray) -> np.ndarray | list:
     return values
 
 
-def _read_columns(path: Path, names: list[str]) -> dict[str, np.ndarray | list]:
+def _read_columns(path: Path, names: list[str], at: np.ndarray | None = None
+                  ) -> dict[str, np.ndarray | list]:
+    """Columns of a table (at rows `at` only, when given)."""
     data = pq.ParquetFile(path).read(columns=names)
+    if at is not None:
+        data = data.take(pa.array(at, type=pa.int64()))
     return {n: _plain(data.column(n)) for n in names}
 
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis import reports, systems, tables
-from analysis.documents import RangeEntry, SystemsDoc, to_dict
+from analysis.documents import RangeEntry, SystemsDoc, entry_pick, to_dict
 from analysis.entries import SOURCES
 from analysis.load import nsys_sqlite
 from analysis.ops import WRAPPER
@@ -52,6 +52,10 @@ def test_the_tables_read_back_as_the_document_measured(tmp_path: Path, name: str
     on_disk = json.loads((tmp_path / "systems.json").read_text())
     assert [e["row"] for e in on_disk["ranges"]] == summary_rows(doc)
     assert on_disk["ranges"] == [to_dict(doc.ranges[i]) for i in summary_rows(doc)]
+    some = list(range(0, len(doc.ranges), 3))[::-1]        # a few, out of order
+    fresh = load_systems(tmp_path)                          # nothing read from it yet
+    assert [to_dict(e) for e in entry_pick(fresh.ranges, some)] == \
+        [to_dict(doc.ranges[i]) for i in some]
 
 
 def test_a_hand_made_document_is_written_through_the_same_table(tmp_path: Path) -> None:
