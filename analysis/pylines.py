@@ -39,7 +39,7 @@ from .ranges import attribute as attribute_calls
 if TYPE_CHECKING:
     from .model import Trace
 
-LINES = 5
+LINES = 8
 """User lines kept per range (most samples first)."""
 
 LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]")

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from analysis import calibration, pylines, scrub
+from analysis.documents import PyLine
 from analysis.load.nsys_pysamples import DOMAIN, load_py_samples
 from analysis.render.timeline_md import host_lines_section, loop_entries
-from analysis.rules.lines import LINE_RULES
+from analysis.rules.lines import LINE_RULES, pick, remedy_for
 from tests.conftest import DATA
 
 TWINS = DATA / "twins"
@@ -169,3 +170,42 @@ def test_scrub_shortens_sampled_file_paths(tmp_path: Path) -> None:
     assert "./empty_cache.py" in files and "~/lib/util.py" in files
     assert not any(f.startswith("/home/alice") for f in files)
     assert after.samples.equals(before.samples) and len(after.stacks) == len(before.stacks)
+
+
+@pytest.mark.parametrize(("call", "rule", "says"), [
+    ("Tensor.item", "sync_in_loop", "keep the value on the device"),
+    ("x.cuda", "pageable_copy", "non_blocking=True"),
+    ("torch.cuda.synchronize", "sync_in_loop", "CUDA events"),
+    ("torch.optim.adam._single_tensor_adam", "launch_bound", "foreach=True"),
+    ("torch.cuda.memory.empty_cache", "alloc_in_loop", "remove the call"),
+    ("torch.tensor", "input_starved", "DataLoader workers"),
+    ("scaled_dot_product_attention", "kernel_loads_per_call", "SDPA backend"),
+    ("torch.optim.adam._single_tensor_adam", "sync_in_loop", None),
+    ("numpy._core._methods._mean", "sync_in_loop", None)])
+def test_remedies_are_keyed_by_the_call_and_the_rule(call: str, rule: str, says) -> None:
+    got = remedy_for(call, rule)
+    assert (got is None) if says is None else (says in got), got
+
+
+def test_a_sync_finding_names_only_a_line_that_syncs() -> None:
+    def line(call: str, pct: float) -> PyLine:
+        return PyLine(file="t.py", line=1, function="f", call=call, code="", samples=1,
+                      pct=pct)
+    hot, sync = line("np.tanh", 90.0), line("Tensor.item", 2.0)
+    assert pick([hot, sync], LINE_RULES["sync_in_loop"]) is sync
+    assert pick([hot], LINE_RULES["sync_in_loop"]) is None
+    assert pick([hot, sync], LINE_RULES["host_bound"]) is hot
+
+
+@pytest.mark.parametrize("name", ["input_starved_sampled", "empty_cache_sampled",
+                                  "cpu_readback_sampled", "foreach_adam_sampled"])
+def test_every_host_side_finding_names_the_users_line(docs, name: str) -> None:
+    """On the sampled twins every host-side finding on the loops names a line of the
+    user's code and leads its suggestion with it; a sync finding a line that syncs."""
+    host = [f for f in docs[name].findings if f.rule in LINE_RULES and f.range
+            and f.range.split("/")[0] in ("planted", "fixed", "control")]
+    assert host
+    for f in host:
+        assert "In your code: " in f.message and f.suggestion.startswith("at "), f
+        if f.rule in ("sync_in_loop", "readback_in_loop", "pageable_copy"):
+            assert any(k in f.suggestion for k in (".cuda(", ".cpu()", "synchronize()")), f

@@ -18,11 +18,13 @@ from ..documents import Finding, PyLine, RangeEntry, entry_column
 if TYPE_CHECKING:
     from .registry import Context
 
-SYNC_CALLS = r"item|cpu|tolist|numpy|nonzero|synchronize|Tensor\.to$|_local_scalar"
+READBACK = r"Tensor\.(?:item|cpu|tolist|numpy)$|nonzero|_local_scalar"
+UPLOAD = r"Tensor\.to$|\.cuda$"
+SYNC_CALLS = rf"{READBACK}|{UPLOAD}|synchronize"
 LINE_RULES = {
     "host_bound": "", "input_starved": "", "launch_bound": "",
     "sync_in_loop": SYNC_CALLS, "readback_in_loop": SYNC_CALLS,
-    "pageable_copy": SYNC_CALLS + r"|Tensor\.to|copy_",
+    "pageable_copy": SYNC_CALLS + r"|copy_",
     "alloc_in_loop": r"empty_cache|memory|alloc|empty",
     "kernel_loads_per_call": r"scaled_dot_product_attention|cudnn|compile|jit",
 }
@@ -30,8 +32,14 @@ LINE_RULES = {
 matches; "" or no match: the range's hottest line)."""
 
 REMEDIES = (
-    (SYNC_CALLS, {"sync_in_loop", "readback_in_loop", "pageable_copy", "host_bound"},
+    (READBACK, {"sync_in_loop", "readback_in_loop", "pageable_copy", "host_bound"},
      "keep the value on the device (accumulate on the GPU, read it once after the loop)"),
+    (UPLOAD, {"sync_in_loop", "pageable_copy"},
+     "pin the source once (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy "
+     "with .to(device, non_blocking=True)"),
+    (r"synchronize", {"sync_in_loop"},
+     "time with CUDA events (torch.cuda.Event(enable_timing=True)) rather than "
+     "synchronizing every step"),
     (r"_single_tensor_|_foreach_", {"host_bound", "launch_bound"},
      "use the multi-tensor or fused optimizer step: torch.optim.Adam(..., foreach=True) "
      "or fused=True"),
