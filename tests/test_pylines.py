@@ -6,6 +6,7 @@ and its remedy; the page lists them per loop."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -16,10 +17,11 @@ from analysis import calibration, pylines, scrub
 from analysis.documents import PyLine
 from analysis.load.nsys_pysamples import DOMAIN, load_py_samples
 from analysis.render.timeline_md import host_lines_section, loop_entries
-from analysis.rules.lines import LINE_RULES, pick, remedy_for
+from analysis.rules.lines import LINE_RULES, SYNC_CALLS, pick, remedy_for
 from tests.conftest import DATA
 
 TWINS = DATA / "twins"
+SAMPLED = sorted(p.name for p in TWINS.iterdir() if p.name.endswith("_sampled"))
 SOURCES = DATA / "tools" / "twins"
 
 
@@ -31,8 +33,7 @@ def docs() -> dict:
     out = {}
     try:
         os.chdir(SOURCES)
-        for name in ("input_starved_sampled", "empty_cache_sampled", "cpu_readback_sampled",
-                     "foreach_adam_sampled"):
+        for name in SAMPLED:
             out[name] = calibration.document(TWINS / name / "trace.sqlite")
     finally:
         os.chdir(here)
@@ -197,15 +198,37 @@ def test_a_sync_finding_names_only_a_line_that_syncs() -> None:
     assert pick([hot, sync], LINE_RULES["host_bound"]) is hot
 
 
-@pytest.mark.parametrize("name", ["input_starved_sampled", "empty_cache_sampled",
-                                  "cpu_readback_sampled", "foreach_adam_sampled"])
+@pytest.mark.parametrize("name", SAMPLED)
 def test_every_host_side_finding_names_the_users_line(docs, name: str) -> None:
     """On the sampled twins every host-side finding on the loops names a line of the
     user's code and leads its suggestion with it; a sync finding a line that syncs."""
     host = [f for f in docs[name].findings if f.rule in LINE_RULES and f.range
             and f.range.split("/")[0] in ("planted", "fixed", "control")]
     assert host
+    entries = {e.name: e for e in docs[name].ranges if e.lines}
     for f in host:
-        assert "In your code: " in f.message and f.suggestion.startswith("at "), f
+        line = pick(entries[f.range].lines, LINE_RULES[f.rule])
+        assert line is not None and line.call, f
+        where = f"{line.file}:{line.line}"
+        assert "In your code: " in f.message and where in f.message, f
+        assert f.suggestion.startswith(f"at {where}"), f
         if f.rule in ("sync_in_loop", "readback_in_loop", "pageable_copy"):
-            assert any(k in f.suggestion for k in (".cuda(", ".cpu()", "synchronize()")), f
+            assert re.search(SYNC_CALLS, line.call), f
+
+
+@pytest.mark.parametrize(("name", "rule", "where", "call"), [
+    ("item_sync_sampled", "sync_in_loop", "item_sync.py:47", "Tensor.item"),
+    ("mask_sync_sampled", "sync_in_loop", "mask_sync.py:45", "nonzero"),
+    ("pageable_copy_sampled", "pageable_copy", "pageable_copy.py:26", "Tensor.to"),
+    ("sync_timing_sampled", "sync_in_loop", "sync_timing.py:44", "torch.cuda.synchronize"),
+    ("dynamic_shapes_sampled", "kernel_loads_per_call", "dynamic_shapes.py:29",
+     "scaled_dot_product_attention"),
+    ("cpu_readback_sampled", "readback_in_loop", "cpu_readback.py:24", "Tensor.cpu"),
+    ("empty_cache_sampled", "alloc_in_loop", "empty_cache.py:29",
+     "torch.cuda.memory.empty_cache")])
+def test_the_planted_cause_is_named_on_its_line(docs, name: str, rule: str, where: str,
+                                                call: str) -> None:
+    """Each sampled twin's planted loop: its finding names the line that plants the cause
+    and the call in it (pinned)."""
+    f = next(f for f in docs[name].findings if f.rule == rule and f.range == "planted")
+    assert f"on {where} " in f.message and f"in {call}." in f.message, f.message

@@ -5,7 +5,8 @@
 # process (twins.py), profiled the way `make systems SCRIPT=...` does (TORCH_LOGS for the
 # graph-break program). Per capture: the scrubbed export, NVIDIA's own `nsys stats` CSVs (the
 # references), the program's log. Arguments: a tarball name, then the programs, each
-# optionally `name:sampled` (CPU and Python sampling, exported with --include-json=true).
+# optionally `name:sampled` (CPU and Python sampling, exported with --include-json=true,
+# then trimmed to commit: tests/data/tools/trim_sampled.py).
 # Writes $OUT/<tarball>.
 set -u
 NAME=$1; shift
@@ -29,6 +30,7 @@ for spec in "$@"; do
   nsys export --type=sqlite $json --force-overwrite=true --output="$R/$s/raw.sqlite" \
     "$R/$s/raw.nsys-rep" >> "$R/$s/log.txt" 2>&1
   python3 -m analysis scrub "$R/$s/raw.sqlite" "$R/$s/trace.sqlite" >> "$R/$s/log.txt" 2>&1
+  [ -n "$json" ] && python3 tests/data/tools/trim_sampled.py "$R/$s/trace.sqlite" >> "$R/$s/log.txt" 2>&1
   rm -f "$R/$s/raw.sqlite" "$R/$s/raw.nsys-rep"
   [ -s "$R/$s/torch_logs.txt" ] || rm -f "$R/$s/torch_logs.txt"
   nsys stats $REPORTS --format csv --force-overwrite=true --output "$R/$s/nsys_stats" \
