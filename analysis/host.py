@@ -196,6 +196,18 @@ def copy_summary(names: pd.DataFrame) -> list[CopyStat]:
 HOT_MODULES = 3
 
 
+def sample_hits(trace: Trace, samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each (range instance, sample) pair where a sample (global_tid, time_ns) falls inside
+    a range instance of its own thread, any depth: the instance's range key and the
+    sample's row, as two arrays."""
+    t = samples["time_ns"].to_numpy(dtype="int64")
+    pairs = attribute_calls(pd.DataFrame({
+        "global_tid": samples["global_tid"].to_numpy(dtype="int64"),
+        "api_start_ns": t, "api_end_ns": t}), trace.ranges)
+    return (trace.ranges["key"].to_numpy()[pairs["range"].to_numpy(dtype="int64")],
+            pairs["call"].to_numpy(dtype="int64"))
+
+
 def hot_frames(trace: Trace, samples: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
     """Per range key: its CPU samples (on its own thread, inside its instances; a Series
     by key) and the HOT_MODULES libraries most of them fell in, each with its most
@@ -205,14 +217,9 @@ def hot_frames(trace: Trace, samples: pd.DataFrame) -> tuple[pd.Series, pd.DataF
             {c: pd.Series(dtype=object if c in ("module", "symbol") else
                           "float64" if c == "pct" else "int64")
              for c in ("key", "module", "symbol", "samples", "pct")})
-    t = samples["time_ns"].to_numpy(dtype="int64")
-    calls = pd.DataFrame({"global_tid": samples["global_tid"].to_numpy(dtype="int64"),
-                          "api_start_ns": t, "api_end_ns": t})
-    pairs = attribute_calls(calls, trace.ranges)
-    c = pairs["call"].to_numpy(dtype="int64")
-    hits = pd.DataFrame({"key": trace.ranges["key"].to_numpy()[pairs["range"].to_numpy(
-        dtype="int64")], "module": samples["module"].to_numpy()[c],
-        "symbol": samples["symbol"].to_numpy()[c]})
+    key, c = sample_hits(trace, samples)
+    hits = pd.DataFrame({"key": key, "module": samples["module"].to_numpy()[c],
+                         "symbol": samples["symbol"].to_numpy()[c]})
     totals, rows = {}, []
     for key, grp in hits.groupby("key", sort=False):
         total = totals[int(key)] = len(grp)

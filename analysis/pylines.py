@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from .host import sample_hits
 from .load.nsys_pysamples import Frame, PySamples
 from .paths import relative
-from .ranges import attribute as attribute_calls
 
 if TYPE_CHECKING:
     from .model import Trace
@@ -83,17 +83,21 @@ def module_of(file: str) -> str:
     return ".".join(p for p in parts if p and p != "__init__")
 
 
+def user_frame(stack: Sequence[Frame]) -> int | None:
+    """The index of the innermost frame of the user's code, or None."""
+    return next((i for i, f in enumerate(stack) if frame_kind(f[0]) == "user"), None)
+
+
 def site(stack: Sequence[Frame], source: str = "") -> tuple[int, str] | None:
     """(index of the innermost user frame, the library call below it) of one stack, or
     None where no frame is the user's. `source`: that line's text, for CALLS."""
-    kinds = [frame_kind(f[0]) for f in stack]
-    user = next((i for i, k in enumerate(kinds) if k == "user"), None)
+    user = user_frame(stack)
     if user is None:
         return None
-    below = [i for i in range(user) if kinds[i] in ("library", "stdlib")]
-    if below:
-        f = stack[below[0]]
-        return user, f"{module_of(f[0])}.{f[1]}"
+    below = next((f for f in stack[:user] if frame_kind(f[0]) in ("library", "stdlib")),
+                 None)
+    if below is not None:
+        return user, f"{module_of(below[0])}.{below[1]}"
     return user, named_call(source)
 
 
@@ -152,13 +156,9 @@ def py_lines(trace: Trace, py: PySamples, cwd: str | None = None
                           for c in COLUMNS})
     if not len(py):
         return pd.Series(dtype="int64"), empty
-    t = py.samples["time_ns"].to_numpy(dtype="int64")
-    pairs = attribute_calls(pd.DataFrame({
-        "global_tid": py.samples["global_tid"].to_numpy(dtype="int64"),
-        "api_start_ns": t, "api_end_ns": t}), trace.ranges)
-    stack = py.samples["stack"].to_numpy()[pairs["call"].to_numpy(dtype="int64")]
-    hits = pd.DataFrame({"key": trace.ranges["key"].to_numpy()[
-        pairs["range"].to_numpy(dtype="int64")], "stack": stack})
+    key, row = sample_hits(trace, py.samples)
+    stack = py.samples["stack"].to_numpy()[row]
+    hits = pd.DataFrame({"key": key, "stack": stack})
     totals = hits.groupby("key").size()
     sites = _sites(py.stacks, cwd)
     hits["site"] = np.array([sites[s][0] for s in stack.tolist()], dtype=np.int64)
@@ -182,14 +182,13 @@ def _sites(stacks: list[tuple[Frame, ...]], cwd: str | None
     number: dict[tuple, int] = {}
     out = []
     for stack in stacks:
-        kinds = [frame_kind(f[0]) for f in stack]
-        user = next((i for i, k in enumerate(kinds) if k == "user"), None)
+        user = user_frame(stack)
         if user is None:
             out.append((-1, ("", 0, "", "", "")))
             continue
         file, function, line = stack[user]
         code = source_line(file, line, cwd)
-        _, call = site(stack, code) or (user, "")
+        _, call = site(stack, code)
         key = (shown(file, cwd), line, function, call, code)
         out.append((number.setdefault(key, len(number)), key))
     return out

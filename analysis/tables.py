@@ -180,20 +180,23 @@ class _Lazy(Mapping[str, Any]):
         read from their files and taken there before they become Python values (a few
         entries of 110k make a few values, not 110k dicts and lists)."""
         out = {}
-        for path in dict.fromkeys(self.paths.values()):
-            left = [k for k, p in self.paths.items() if p == path and k not in self.done]
-            if left:
-                out.update(self.read(path, left, at))
+        for path, left in self._unread():
+            out.update(self.read(path, left, at))
         for k, v in self.done.items():
             out[k] = [v[i] for i in at.tolist()] if isinstance(v, list) else v[at]
         return {k: out[k] for k in self.paths}
 
     def items(self):  # type: ignore[override]
+        for path, left in self._unread():
+            self.done.update(self.read(path, left))
+        return {k: self.done[k] for k in self.paths}.items()
+
+    def _unread(self) -> Iterator[tuple[Path, list[str]]]:
+        """Each file with the keys not read from it yet (files with none left out)."""
         for path in dict.fromkeys(self.paths.values()):
             left = [k for k, p in self.paths.items() if p == path and k not in self.done]
             if left:
-                self.done.update(self.read(path, left))
-        return {k: self.done[k] for k in self.paths}.items()
+                yield path, left
 
 
 def _checked(path: Path, shape: pa.Schema) -> pq.FileMetaData:

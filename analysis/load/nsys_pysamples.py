@@ -27,7 +27,7 @@ import sqlite_utils
 
 from ..errors import InputError
 from .nsys_meta import table_columns
-from .nsys_sqlite import connect
+from .nsys_sqlite import _strings, connect
 
 DOMAIN = "Python Periodic Sampling"
 SAMPLE_EVENT = 34
@@ -70,7 +70,7 @@ def load_py_samples(path: Path) -> PySamples:
             f"SELECT globalTid, start, {payload} FROM NVTX_EVENTS WHERE eventType = ? AND "
             f"domainId IN ({','.join(map(str, domains))}) ORDER BY globalTid, start",
             (SAMPLE_EVENT,)).fetchall()
-        strings = _strings(conn, rows)
+        strings = _unescaped(conn, Path(path), rows)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read Python samples ({exc})") from exc
     finally:
@@ -78,12 +78,11 @@ def load_py_samples(path: Path) -> PySamples:
     return _decoded(rows, strings)
 
 
-def _strings(conn: sqlite3.Connection, rows: list[tuple]) -> dict[int, str]:
+def _unescaped(conn: sqlite3.Connection, path: Path, rows: list[tuple]) -> dict[int, str]:
     """StringIds values, unescaped (only when some sample carries a stack)."""
     if not any(r[2] for r in rows):
         return {}
-    return {int(i): html.unescape(str(v)) for i, v in
-            conn.execute("SELECT id, value FROM StringIds").fetchall()}
+    return {int(i): html.unescape(str(v)) for i, v in _strings(conn, path).items()}
 
 
 def _decoded(rows: list[tuple], strings: dict[int, str]) -> PySamples:

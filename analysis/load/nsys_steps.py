@@ -20,6 +20,7 @@ Frames (times in ns, on the trace's clock):
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,16 +236,9 @@ def _within_budget(db: Db, windows: list[tuple[int, int, int]], groups: list[int
 
 def _container(windows: list[tuple[int, int, int]]) -> list[int | None]:
     """Each window's outermost window that holds it (same process), else None."""
-    order = sorted(range(len(windows)), key=lambda i: (windows[i][0], windows[i][1],
-                                                       -windows[i][2]))
     out: list[int | None] = [None] * len(windows)
-    host: int | None = None
-    for i in order:
-        pid, _, hi = windows[i]
-        if host is not None and windows[host][0] == pid and hi <= windows[host][2]:
-            out[i] = host
-        else:
-            host = i
+    for i, host in _holders(windows, range(len(windows))):
+        out[i] = host
     return out
 
 
@@ -253,16 +247,22 @@ def _hosts(windows: list[tuple[int, int, int]], ops_until: list[int], wanted: li
     """Each wanted window with the earlier-read window that holds all it reads (same
     process, its time span and GPU operations' reach inside), or None: outer first."""
     reach = [max(w[2], u) for w, u in zip(windows, ops_until, strict=True)]
-    order = sorted((i for i in range(len(windows)) if wanted[i]),
-                   key=lambda i: (windows[i][0], windows[i][1], -windows[i][2]))
+    return _holders(windows, [i for i in range(len(windows)) if wanted[i]], reach)
+
+
+def _holders(windows: list[tuple[int, int, int]], among: Iterable[int],
+             reach: list[int] | None = None) -> list[tuple[int, int | None]]:
+    """The windows `among`, outer first (by process, start, longest), each with the
+    outermost earlier one that holds it (same process, ending no later and, with `reach`,
+    reaching no further), else None."""
+    order = sorted(among, key=lambda i: (windows[i][0], windows[i][1], -windows[i][2]))
     out: list[tuple[int, int | None]] = []
     host: int | None = None
     for i in order:
-        pid, lo, hi = windows[i]
-        h = host
-        fits = h is not None and windows[h][0] == pid and hi <= windows[h][2] \
-            and reach[i] <= reach[h]
-        out.append((i, h if fits else None))
+        pid, _, hi = windows[i]
+        fits = host is not None and windows[host][0] == pid and hi <= windows[host][2] \
+            and (reach is None or reach[i] <= reach[host])
+        out.append((i, host if fits else None))
         if not fits:
             host = i
     return out
