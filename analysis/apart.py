@@ -40,6 +40,13 @@ def named_warmup(path: str) -> bool:
     return "warm" in path.lower() and WARMUP_NAME.search(path) is not None
 
 
+def steady_path(path: str) -> str:
+    """A set-apart range's path with its tags taken out (`step [warm-up]` -> `step`)."""
+    for tag in APART_TAGS:
+        path = path.replace(tag, "")
+    return path
+
+
 def apart_prefix(path: str) -> str:
     """The outermost set-apart instance path in `path` (ending in a APART_TAGS suffix), or ""
     when the path is inside no part."""

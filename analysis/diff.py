@@ -16,7 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .apart import apart_prefix
+from .diff_steps import comparability, context_lines, headline_lines, step_changes, totals
 from .documents import Finding, SystemsDoc, entry_column, entry_pick
+from .library import library_mask
 from .render.markdown import esc, num, reflow, short, table, us
 from .render.text import code
 
@@ -49,8 +52,9 @@ def _rows(doc: SystemsDoc) -> dict[str, dict[str, Any]]:
             out[v.variant] = _metrics([e], v.iterations or 1)
         return out
     instances = entry_column(doc.ranges, "instances")
-    at = [i for i, (n, k) in enumerate(zip(names, instances, strict=True))
-          if k and not is_op_range(n)]
+    lib = library_mask(entry_column(doc.ranges, "domain"))
+    at = [i for i, (n, k, x) in enumerate(zip(names, instances, lib.tolist(), strict=True))
+          if k and not x and not is_op_range(n)]
     for e in entry_pick(doc.ranges, at):
         out[e.name] = _metrics([e], max(e.instances, 1))
     return out
@@ -110,18 +114,19 @@ def compare(base: SystemsDoc, new: SystemsDoc, threshold_pct: float,
     chosen = pick_metric(rows) if metric == "auto" else metric
     for r in rows:
         change = r["change_pct"].get(chosen)
-        r["regression"] = change is not None and change > threshold_pct
+        r["warmup"] = bool(apart_prefix(r["variant"]))
+        r["regression"] = change is not None and change > threshold_pct and not r["warmup"]
     rows.sort(key=lambda r: (-_stake(r, chosen), r["variant"].count("/")))
     fa, fb = _finding_keys(base), _finding_keys(new)
-    return {"threshold_pct": threshold_pct, "metric": chosen, "variants": rows,
-            "steps": steps(rows), "ops": op_changes(base, new),
+    changes = step_changes(base, new, threshold_pct)
+    return {"threshold_pct": threshold_pct, "metric": chosen, "step_changes": changes,
+            "comparability": comparability(base, new), "totals": totals(base, new),
+            "variants": rows, "steps": steps(rows), "ops": op_changes(base, new),
             "findings_new": [fb[k] for k in fb if k not in fa],
             "findings_gone": [fa[k] for k in fa if k not in fb],
-            "regressions": [r["variant"] for r in rows if r.get("regression")]}
-
-
-NOISE_PCT = 2.0
-"""With one capture per side, a change under this is not told from run-to-run noise."""
+            "regressions": [f"steps ({c['new']['source']})" for c in changes
+                            if c["regression"]]
+            + [r["variant"] for r in rows if r.get("regression")]}
 
 
 def steps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -186,8 +191,10 @@ def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
     regressions = diff["regressions"]
     named = ", ".join(short(n, 60) for n in regressions[:10])
     more = f" and {len(regressions) - 10} more" if len(regressions) > 10 else ""
-    lines = [f"# Diff: {code(base_name)} → {code(new_name)}", ""] + _steps_lines(diff)
-    lines += [f"Per iteration. span: the range's own GPU span (as `nsys stats`); kernel: its "
+    lines = [f"# Diff: {code(base_name)} → {code(new_name)}", ""] + headline_lines(diff)
+    lines += context_lines(diff) + _steps_lines(diff)
+    lines += [f"Ranges, mean per iteration (warm-up instances in rows of their own, never "
+              f"gated). span: the range's own GPU span (as `nsys stats`); kernel: its "
               "kernel time, own and other threads' (backward included); busy: its wall "
               f"time with any GPU operation running. Gate: `{m}` slower by more than "
               f"{diff['threshold_pct']:g}%. "
@@ -195,7 +202,9 @@ def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
                  if regressions else "No regression.") + " Rows: most time at stake in "
               "the whole trace first (change per instance x instances).", ""]
     lines += table(["variant or range", f"base {m}", f"new {m}", "span", "kernel", "busy",
-                    "kernels / iter", "kernels added", "kernels removed"], body, "lrrrrrrll")
+                    "kernels / iter", "kernels added", "kernels removed"], body, "lrrrrrrll") \
+        if body else ["No range of the user's in both captures (the steps above compare "
+                      "them)."]
     if len(rows) > TOP_ROWS:
         lines += ["", f"{len(rows) - TOP_ROWS} more rows with smaller changes are in the "
                   "diff's JSON."]
@@ -216,16 +225,14 @@ def _steps_lines(diff: dict[str, Any]) -> list[str]:
     out = []
     for s in diff.get("steps", []):
         change = s["change_pct"] or 0.0
-        noise = (f", within the {NOISE_PCT:g}% noise floor of one capture per side"
-                 if abs(change) < NOISE_PCT else f" (noise floor {NOISE_PCT:g}%: one capture "
-                 "per side)")
         out.append(f"- **{esc(short(s['range']))}**: {us(s['wall_base'])} → "
-                   f"{us(s['wall_new'])} per instance ({change:+.1f}%{noise}; "
+                   f"{us(s['wall_new'])} mean per instance ({change:+.1f}%; "
                    f"{num(s['instances'])} instances). Of the change: GPU busy "
                    f"{s['gpu_busy_change_ns'] / 1e3:+,.1f} µs, idle (host, launches, waits) "
                    f"{s['idle_change_ns'] / 1e3:+,.1f} µs; kernel time "
                    f"{s['kernel_change_ns'] / 1e3:+,.1f} µs.")
-    return (["Wall time per instance of the loop ranges:", "", *out, ""]) if out else []
+    return (["Wall time of the loop ranges, mean per instance (their steady instances; "
+             "the steps above give the median):", "", *out, ""]) if out else []
 
 
 def _ops_lines(diff: dict[str, Any]) -> list[str]:

@@ -221,6 +221,8 @@ class SystemsDoc:
     gpu_busy: list[StreamBusy] = field(default_factory=list)   # per device and stream
     copies: list[CopyStat] = field(default_factory=list)   # whole trace, = cuda_gpu_mem_*
     ranks: list[RankRow] = field(default_factory=list)     # one export holding every rank
+    steps: list[StepSet] = field(default_factory=list)     # per process: its steps
+    capture: CaptureTotals | None = None                    # whole-capture GPU totals
     tables: dict[str, int] = field(default_factory=dict)   # Parquet file -> its rows
     schema: str = "systems/2"
 
@@ -251,6 +253,45 @@ def upgraded(obj: dict[str, Any]) -> dict[str, Any]:
     entries = [{("wall_ns" if k == "window_ns" else k): v for k, v in e.items()}
                for e in obj.get("ranges") or [] if isinstance(e, dict)]
     return {**obj, "schema": "systems/2", "variants": rows, "ranges": entries}
+
+
+# --- steps: how each process's steps were found (step_find.py) -----------------------------
+
+@dataclass
+class StepSet:
+    """One process's steps: where they came from and how long they took (steady ones)."""
+
+    source: str                       # "named", "user range", "profiler marker",
+                                      # "detected" or "whole capture"
+    name: str | None = None           # the range path or marker; None when detected
+    pid: int | None = None
+    device: int | None = None         # detected: the GPU whose kernel sequence repeats
+    count: int = 0                    # steady steps (durations_ns)
+    warmup: int = 0                   # steps left out before them (warm-up, first calls)
+    median_ns: float = 0.0
+    median_low_ns: float = 0.0        # the median's interval (settings.DIFF_CONFIDENCE,
+    median_high_ns: float = 0.0       # order statistics)
+    p10_ns: float = 0.0               # the spread: 10th and 90th percentile step
+    p90_ns: float = 0.0
+    mean_ns: float = 0.0              # the mean per steady step
+    durations_ns: list[int] = field(default_factory=list)   # steady steps, in order
+    period_kernels: int | None = None  # detected: kernels per step on the stream read
+    nccl_per_step: int | None = None  # NCCL launches per step, when every step has as many
+    note: str = ""                    # why the sources before this one gave no steps
+
+
+@dataclass
+class CaptureTotals:
+    """The whole capture's GPU time, every process and device together."""
+
+    gpus: int = 0
+    span_ns: int = 0                  # per device first to last operation, summed
+    busy_ns: int = 0                  # per device time with any operation running, summed
+    compute_ns: int = 0               # kernel time of every kernel but NCCL's
+    communication_ns: int = 0         # NCCL kernel time
+    memory_ns: int = 0                # copies and sets
+    idle_ns: int = 0                  # span_ns - busy_ns
+    exposed_comm_ns: int = 0          # NCCL kernel time with no other kernel on its device
 
 
 # --- ranks/1: several ranks side by side ----------------------------------------------------

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SOURCES = ("table", "summary", "per_key", "devices", "samples", "lines", "warmup",
-           "kernels", "copies", "threads", "timeline")
+           "kernels", "copies", "threads", "timeline", "library")
 
 
 def declared(doc: str, source: str | None = None, unit: str | None = None,
@@ -192,6 +192,10 @@ class RangeEntry:
     py_samples: int = _n("Python samples of its thread inside it", "lines")
     lines: list[PyLine] = declared("the user's lines those samples fell on, most first "
                                    "(at most pylines.LINES)", "lines", factory=list)
+    parent: str | None = declared("a library's range (settings.LIBRARY_DOMAINS): the "
+                                  "user's range that held most of its instances, whose "
+                                  "table lists it; None for the user's own ranges",
+                                  "library", default=None)
     warmup: str | None = declared("why it is warm-up (compilation ran in it); None: it "
                                   "is not", "warmup", default=None)
     kernels: list[KernelStat] = declared("its own thread's kernels by name, most time "

@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 WRAPPER = "autograd::engine::evaluate_function"
 _SEQ = re.compile(r", seq = (\d+)")
 _BACKWARD = re.compile(r"Backward\d*$")
+_NESTED_WRAPPER = "/" + WRAPPER
+
+
+def is_op_path(path: str) -> bool:
+    """Whether the path runs into an emit_nvtx op range (user_path(path) != path),
+    by three searches in C (user_path's own, for every one of 110k names, took 0.1 s)."""
+    return path.startswith(WRAPPER) or ", op_id = " in path or _NESTED_WRAPPER in path
 
 
 def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:

@@ -113,6 +113,23 @@ WAVES_MAX = 4.0
 EXCESS_DRAM_X = 1.5
 """excess_dram_traffic: DRAM bytes at least this many times the cost model's minimum."""
 
+# --- libraries' own ranges and the steps ------------------------------------------------
+LIBRARY_DOMAINS = ("CCCL", "NCCL", "cuDNN", "cuBLAS", "cuBLASLt", "NVSHMEM")
+"""NVTX domains libraries annotate their own calls with (compared without case): CUB's
+`cub::DeviceSelect::Flagged`, NCCL's collectives. Their ranges are the library's: listed
+under the user's range that holds them, no finding and no diff row of their own."""
+STEP_MIN_NS = 1_000_000
+"""A step found without the user naming it (a range picked by its count, a period of the
+kernel sequence) is at least this long: a shorter repeat is an op or a collective, never
+the step of a training run."""
+STEP_MIN_COUNT = 3
+"""Steps a source needs to give before its steps are taken."""
+STEP_MATCH_PCT = 90.0
+"""A period of a GPU's kernel sequence: kernels equal to the kernel one period later in
+at least this % of the repeating part."""
+DIFF_CONFIDENCE = 0.95
+"""The diff's intervals: this coverage for a median and for a change between medians."""
+
 # --- several ranks ------------------------------------------------------------------------
 STRAGGLER_PCT = 5.0
 """straggler: a rank's compute per step above the median rank's by this % of the step."""

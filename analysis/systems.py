@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import busy, compile_events, guards, host, model, pylines, rules, summary
+from . import busy, compile_events, guards, host, library, model, pylines, rules, summary
 from . import ranges as rng
-from .apart import APART_TAGS, apart_prefix
+from .apart import apart_prefix, steady_path
+from .capture_totals import capture_totals
 from .documents import (
     Gpu,
     GpuOp,
@@ -38,12 +39,14 @@ from .documents import (
 from .levers import add_levers
 from .load.nsys_pysamples import load_py_samples
 from .load.nsys_samples import load_samples
+from .load.nsys_sequence import kernel_sequence
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
 from .paths import relative_compiled, relative_events
 from .range_build import add_by_row, range_table
 from .range_table import RangeEntries
 from .ranks import compare, export_ranks, rank_row
+from .step_find import find_steps
 from .timeline.loops import StepModels, model_columns, model_loops
 from .timeline.pricing import Pricer
 
@@ -170,11 +173,13 @@ class Measured:
 
 def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
             torch_events: pd.DataFrame | list[dict] | None = None,
-            trace: model.Trace | None = None) -> Measured:
+            trace: model.Trace | None = None, step: str | None = None) -> Measured:
     """The document's measured part: ranges, variants, notes, kernel summary, op table
-    and GPU busy time, no findings (`trace`: the export's attributed trace, when the
-    caller already made it). The document's range list is a RangeEntries over the range
-    table: entries are made where they are read, the files written from the table."""
+    and GPU busy time, the steps and the capture's totals, no findings (`trace`: the
+    export's attributed trace, when the caller already made it; `step`: the range that
+    is the step, else found: step_find.py). The document's range list is a RangeEntries
+    over the range table: entries are made where they are read, the files written from
+    the table."""
     meta, events = as_meta(meta), event_list(torch_events)
     cwd = (meta.cwd if meta else None) or export.working_dir
     events = relative_events(events, cwd)
@@ -198,6 +203,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                                                        "domain", "wall_ns")},
                          rules.registry.is_op_path)
     add_by_row(table, model_columns(models, table.column("wall_ns")), "timeline")
+    add_by_row(table, library_columns(trace, per_range["key"].to_numpy()), "library")
     source = SystemsSource(path=str(export.path),
                            export_schema_version=export.export_schema_version,
                            nsys_version=export.product_version,
@@ -218,7 +224,18 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
         gpu_busy=summary.gpu_busy(trace.devices),
         copies=host.copy_summary(trace.copy_names))
+    sequence = functools.cache(lambda: kernel_sequence(export.db))
+    doc.steps = find_steps(trace.ranges, rules.registry.is_op_path, sequence, step)
+    doc.capture = capture_totals(doc, sequence)
     return Measured(doc, meta, events, trace, steps)
+
+
+def library_columns(trace: model.Trace, keys: np.ndarray) -> pd.DataFrame:
+    """`parent` of the library ranges (library.parents), by range table row."""
+    held = library.parents(trace.ranges, rules.registry.user_path)
+    rows = [i for i, k in enumerate(keys.tolist()) if k in held]
+    return pd.DataFrame({"parent": pd.Series([held[int(keys[i])] for i in rows],
+                                             index=rows, dtype=object)})
 
 
 def judge(measured: Measured) -> SystemsDoc:
@@ -280,14 +297,7 @@ def once(found: list) -> list:
     steady = {(f.rule, f.range) for f in found}
     return [f for f in found if not (f.range and apart_prefix(f.range)
                                      and f.rule != "first_calls"
-                                     and (f.rule, _steady(f.range)) in steady)]
-
-
-def _steady(path: str) -> str:
-    """A set-apart range's path with its tag taken out."""
-    for tag in APART_TAGS:
-        path = path.replace(tag, "")
-    return path
+                                     and (f.rule, steady_path(f.range)) in steady)]
 
 
 def _run_info(meta: Meta | None, events: list[dict[str, Any]] | None) -> dict[str, Any] | None:

@@ -24,10 +24,10 @@ from . import tables
 from .documents import SystemsDoc, entry_column, entry_pick
 from .entries import RangeEntry
 from .io import atomic_path, load_json_doc, write_json_atomic
+from .ops import is_op_path
 from .range_build import from_entries
 from .range_table import RangeEntries, RangeTable, scalars
 from .render.markdown import page_rows
-from .rules.registry import is_op_path
 
 LOOP_MIN_INSTANCES = 3
 """A user range repeated at least this many times is a loop: its entry stays in

@@ -152,13 +152,14 @@ def ranges_section(doc: SystemsDoc) -> list[str]:
     of = [p or 0 for p in entry_column(doc.ranges, "pid")]
     pids = sorted(set(of))
     for pid in pids:
-        mine = [e for e in shown if (e.pid or 0) == pid]
+        mine = under_parents([e for e in shown if (e.pid or 0) == pid])
         if len(pids) > 1:
             gpus = sorted({d for p, devices in zip(of, entry_column(doc.ranges, "devices"),
                                                    strict=True) if p == pid for d in devices})
             lines += [f"### Process {pid}" + (f" (GPU {', '.join(map(str, gpus))})"
                                               if gpus else ""), ""]
-        body = [[esc(short(e.name)) + (" (warm-up)" if e.warmup else ""),
+        body = [[("↳ " if e.parent else "") + esc(short(e.name))
+                 + (" (warm-up)" if e.warmup else ""),
                  esc(e.domain or "(default)"), num(e.wall_instances), dur(e.wall_median_ns),
                  _busy(e), num(e.kernel_count), us(e.kernel_time_ns), us(e.gpu_span_ns),
                  us(e.gpu_idle_ns), _other(e)] for e in mine]
@@ -167,6 +168,21 @@ def ranges_section(doc: SystemsDoc) -> list[str]:
                         "other threads' kernels"], body, "llrrrrrrrr")
         lines.append("")
     return lines + _more(left_out)
+
+
+def under_parents(entries: list[RangeEntry]) -> list[RangeEntry]:
+    """The entries in their order, each library range (its `parent` set) moved right
+    below the user's range that held it, where that range is among them."""
+    names = {e.name for e in entries}
+    below: dict[str, list[RangeEntry]] = {}
+    for e in entries:
+        if e.parent in names:
+            below.setdefault(e.parent, []).append(e)
+    out = []
+    for e in entries:
+        if e.parent not in names:
+            out += [e, *below.get(e.name, [])]
+    return out
 
 
 def _other(e: RangeEntry) -> str:

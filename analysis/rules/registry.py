@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..apart import steady_path
 from ..documents import (
     SEVERITY_ORDER,
     ComputeDoc,
@@ -25,8 +26,9 @@ from ..documents import (
     entry_column,
     entry_pick,
 )
+from ..library import library_mask
 from ..model import Trace
-from ..ops import WRAPPER
+from ..ops import _NESTED_WRAPPER, WRAPPER, is_op_path  # noqa: F401  (re-exported)
 from ..ranges import leaf_paths
 from ..settings import FINDING_MIN_PCT, OFF_PATH_PCT
 from ..timeline.whatif import CHANGES as CHANGE_SAID
@@ -73,11 +75,9 @@ class Context:
     @cached_property
     def entries(self) -> dict[str, RangeEntry]:
         """systems range entries by path, warm-up ranges left out (they ran compilation:
-        only the compile rules look at them), and the ranges libraries annotate their own
-        calls with (LIBRARY_DOMAINS: NCCL's collectives; the user cannot change them, the
-        cross-rank rules judge communication)."""
+        only the compile rules look at them)."""
         ranges = self._ranges
-        kept = [not e.warmup and e.domain not in LIBRARY_DOMAINS for e in ranges]
+        kept = [not e.warmup for e in ranges]
         return dict(zip(compress(self._names, kept), compress(ranges, kept), strict=True))
 
     @cached_property
@@ -117,7 +117,8 @@ class Context:
     def _judged(self) -> tuple[list[RangeEntry], list[str]]:
         ranges = self.systems.ranges if self.systems else []
         names = entry_column(ranges, "name")
-        kept = [not is_op_path(n) for n in names]
+        lib = library_mask(entry_column(ranges, "domain"))
+        kept = [not (is_op_path(n) or x) for n, x in zip(names, lib.tolist(), strict=True)]
         if self.pid is not None:
             kept = [k and p == self.pid for k, p in zip(kept, entry_column(ranges, "pid"),
                                                          strict=True)]
@@ -178,7 +179,7 @@ class Context:
         kernels and no other such path extends, sorted (warm-up ranges left out)."""
         warm = {e.name for e in self._ranges if e.warmup}
         users = {user_path(p) for p in self.seq_names["path"].unique().tolist()}
-        return sorted(leaf_paths(list(users - {""})) - warm)
+        return sorted(leaf_paths(list(users - {""})) - warm - self.library_paths)
 
     @cached_property
     def leaves(self) -> list[str]:
@@ -187,9 +188,13 @@ class Context:
         users = {user_path(e.name) for e in self.entries.values() if e.instances}
         return sorted(p for p in leaf_paths(list(users - {""})) if p in self.entries)
 
-
-LIBRARY_DOMAINS = ("NCCL",)
-"""NVTX domains of libraries' own ranges (not the user's code)."""
+    @cached_property
+    def library_paths(self) -> frozenset[str]:
+        """Paths of the ranges libraries annotate their own calls with (library.py: CUB,
+        NCCL, cuDNN; the user cannot change them): no rule judges them."""
+        ranges = self.systems.ranges if self.systems else []
+        lib = library_mask(entry_column(ranges, "domain"))
+        return frozenset(compress(entry_column(ranges, "name"), lib.tolist()))
 
 
 def user_path(path: str) -> str:
@@ -206,13 +211,6 @@ def user_path(path: str) -> str:
     return path if cut == len(path) else path[:max(cut - 1, 0)]
 
 
-_NESTED_WRAPPER = "/" + WRAPPER
-
-
-def is_op_path(path: str) -> bool:
-    """Whether the path runs into an emit_nvtx op range (user_path(path) != path),
-    by three searches in C (user_path's own, for every one of 110k names, took 0.1 s)."""
-    return path.startswith(WRAPPER) or ", op_id = " in path or _NESTED_WRAPPER in path
 
 
 @dataclass(frozen=True)
@@ -265,6 +263,9 @@ def sort_key(f: Finding) -> tuple:
 def run(source: str, ctx: Context) -> list[Finding]:
     """Every registered rule of `source`, in registration order, then sorted."""
     found = [f for r in REGISTRY.values() if r.source == source for f in r.fn(r, ctx)]
+    if source == "systems" and ctx.library_paths:     # a library's range is not the user's
+        found = [f for f in found if not f.range or steady_path(f.range)
+                 not in ctx.library_paths]
     total = ctx.analyzed_ns()
     for f in found:
         _priced(f, REGISTRY[f.rule], ctx)

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..apart import first_calls
+from ..library import is_library
 from ..load.nsys_sqlite import PID_MASK
 from ..load.nsys_steps import read_steps
 from ..settings import LOOP_MIN_INSTANCES
@@ -44,7 +45,6 @@ one larger than this not at all (its inner loops are). About 0.3 s of model work
 2-core machine."""
 MAX_LOOPS = 32
 """Loop ranges modeled per export at most (those with most wall time)."""
-LIBRARY_DOMAINS = ("NCCL", "CCCL")
 
 
 class StepModels:
@@ -198,7 +198,7 @@ def loop_rows(table_cols: dict[str, list], is_op: object) -> list[int]:
                               >= LOOP_MIN_INSTANCES).tolist()   # few of 110k op ranges
     name, warm, dom = table_cols["name"], table_cols["warmup"], table_cols["domain"]
     rows = [i for i in repeated
-            if not warm[i] and dom[i] not in LIBRARY_DOMAINS and not is_op(name[i])]
+            if not warm[i] and not is_library(dom[i]) and not is_op(name[i])]
     walls = table_cols["wall_ns"]
     return sorted(rows, key=lambda i: -walls[i])[:MAX_LOOPS]
 

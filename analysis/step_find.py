@@ -1,0 +1,129 @@
+"""The steps of each process, in any trace (the document's `steps`).
+
+Per process, the first source that gives at least STEP_MIN_COUNT steps:
+1. `named`: the range `--step NAME` names;
+2. `user range`: the user's loop range (repeated, not an emit_nvtx op range, not a
+   library's, not warm-up): one whose name ends in "step" first, else the loop with the
+   most wall time whose median instance lasts STEP_MIN_NS or more;
+3. `profiler marker`: PyTorch profiler's `ProfilerStep#N` ranges;
+4. `detected`: the period of the repeating kernel sequence of the process's busiest
+   stream (step_period.py), each step from the kernel that follows the longest gap of the
+   period to the same kernel one period later, in GPU time; NCCL's cadence (its kernels,
+   else its ranges, as many in every step) said beside it; at least STEP_MIN_NS;
+5. `whole capture`: the process's GPU work, first to last kernel, as one step.
+A step shorter than STEP_MIN_NS is never taken unless the user named it, or named it a
+step: a repeat that short is an op or a collective, not the step of a training run.
+Steady steps only: a range's warm-up instances are set apart already (apart.py), and a
+leading detected step WARMUP_WALL_FACTOR times the median is warm-up too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from .apart import APART_TAGS
+from .documents import StepSet
+from .library import library_mask
+from .settings import STEP_MIN_COUNT, STEP_MIN_NS, WARMUP_WALL_FACTOR
+from .step_period import nccl_cadence, period_steps
+from .step_stats import described
+
+MARKER = re.compile(r"^ProfilerStep#\d+")
+
+
+def find_steps(ranges: pd.DataFrame, is_op: Callable[[str], bool],
+               sequence: Callable[[], pd.DataFrame], step: str | None = None
+               ) -> list[StepSet]:
+    """One StepSet per process of the trace's ranges and kernels (see the module doc);
+    `sequence` reads the kernel sequence (load/nsys_sequence.py) when a process needs it."""
+    seq: pd.DataFrame | None = None
+    pids = set(ranges["pid"].dropna().astype("int64").tolist()) if len(ranges) else set()
+    out = []
+    for pid in sorted(pids) or [None]:
+        mine = ranges[ranges["pid"] == pid] if pid is not None else ranges
+        found = _from_ranges(mine, is_op, step)
+        if found is None:
+            seq = sequence() if seq is None else seq
+            found = _from_kernels(seq, mine, pid)
+        found.pid = pid
+        out.append(found)
+    return out
+
+
+def _from_ranges(r: pd.DataFrame, is_op: Callable[[str], bool], step: str | None
+                 ) -> StepSet | None:
+    """Steps from a range: named, the user's loop, or the profiler's markers."""
+    if step is not None:
+        rows = r[(r["path"] == step) | (r["name"] == step)]
+        if len(rows) >= STEP_MIN_COUNT:
+            return _of_rows(rows, "named", step, _warm(r, step))
+    user = r[~library_mask(r["domain"]) & ~r["path"].map(is_op).to_numpy(dtype=bool)]
+    user = user[~user["path"].str.contains("|".join(map(re.escape, APART_TAGS)))]
+    pick = _loop(user)
+    if pick is not None:
+        return _of_rows(user[user["path"] == pick], "user range", pick, _warm(r, pick))
+    marks = r[r["name"].astype(str).str.match(MARKER.pattern)]
+    if len(marks) >= STEP_MIN_COUNT:
+        return _of_rows(marks, "profiler marker", "ProfilerStep#N", 0)
+    return None
+
+
+def _loop(user: pd.DataFrame) -> str | None:
+    """The user's loop range that gives the steps (see the module doc), or None."""
+    wall = (user["end_ns"] - user["start_ns"]).groupby(user["path"])
+    stats = pd.DataFrame({"n": wall.size(), "total": wall.sum(), "median": wall.median()})
+    stats = stats[stats["n"] >= STEP_MIN_COUNT]
+    if stats.empty:
+        return None
+    named = stats[[p.rsplit("/", 1)[-1].lower().endswith("step") for p in stats.index]]
+    if len(named):
+        return str(named["total"].idxmax())
+    long = stats[stats["median"] >= STEP_MIN_NS]
+    return str(long["total"].idxmax()) if len(long) else None
+
+
+def _warm(r: pd.DataFrame, path: str) -> int:
+    """Instances of `path` set apart as warm-up (their path tagged)."""
+    tagged = [path.replace("/", tag + "/", 1) if "/" in path else path + tag
+              for tag in APART_TAGS] + [path + tag for tag in APART_TAGS]
+    return int(r["path"].isin(tagged).sum())
+
+
+def _of_rows(rows: pd.DataFrame, source: str, name: str, warm: int) -> StepSet:
+    rows = rows.sort_values("start_ns", kind="stable")
+    d = (rows["end_ns"] - rows["start_ns"]).to_numpy(dtype="int64")
+    return described(StepSet(source=source, name=name, warmup=warm), d)
+
+
+def _from_kernels(seq: pd.DataFrame, r: pd.DataFrame, pid: int | None) -> StepSet:
+    """Steps detected in the process's kernel sequence, else the whole capture."""
+    mine = seq[seq["pid"] == pid] if pid is not None else seq
+    if mine.empty:
+        return StepSet(source="whole capture", note="no kernel in the capture")
+    busiest = mine.groupby(["device", "stream"]).size().idxmax()
+    lane = mine[(mine["device"] == busiest[0]) & (mine["stream"] == busiest[1])]
+    found = period_steps(lane["name_id"].to_numpy(), lane["start_ns"].to_numpy(),
+                         lane["end_ns"].to_numpy())
+    note = "no range of the user's, no profiler step marker"
+    if found is not None:
+        lo, hi, period, lead = found
+        d = hi - lo
+        warm = int(np.argmax(d[:-1] < WARMUP_WALL_FACTOR * np.median(d))) if len(d) > 1 else 0
+        lo, hi, d = lo[warm:], hi[warm:], d[warm:]
+        if len(d) >= STEP_MIN_COUNT and np.median(d) >= STEP_MIN_NS:
+            note += f"; {lead:,} kernels ran before the sequence repeated"
+            s = described(StepSet(source="detected", device=int(busiest[0]),
+                                  period_kernels=period, warmup=warm, note=note), d)
+            s.nccl_per_step = nccl_cadence(mine, r, lo, hi)
+            return s
+        note += (f"; the kernel sequence repeats every {period} kernels "
+                 f"({np.median(d) / 1e3:,.1f} µs): shorter than a step")
+    else:
+        note += "; no repeating kernel sequence"
+    s = described(StepSet(source="whole capture", note=note),
+                  np.array([int(mine["end_ns"].max() - mine["start_ns"].min())]))
+    return s
