@@ -130,8 +130,9 @@ def parser(prog: str = "python -m analysis", epilog: str | None = None
     s.add_argument("trace", nargs="+", help="TRACE.sqlite (nsys export --type=sqlite) or "
                    "TRACE.nsys-rep; several (files, a folder, a glob): one per rank, and a "
                    "cross-rank report")
-    s.add_argument("--step", help="with several ranks: the step range (default: the range "
-                   "ending in 'step' with most instances)")
+    s.add_argument("--step", help="the range that is the step (default: found; see "
+                   "`steps` in systems.json: the user's loop, profiler markers, the period "
+                   "of the kernel sequence, else the whole capture)")
     s.add_argument("--jobs", type=int, help="worker processes: windows of one export read "
                    "in parallel, or with several ranks one export each (default: the "
                    "machine's cores)")

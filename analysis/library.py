@@ -30,7 +30,8 @@ def library_mask(domains: pd.Series | list) -> np.ndarray:
     """is_library for a column of domain names (each distinct name tested once)."""
     values = pd.Series(domains, dtype=object)
     names = {d: is_library(d) for d in values.dropna().unique().tolist()}
-    return values.map(names).fillna(False).to_numpy(dtype=bool)
+    return np.array([names.get(d, False) if isinstance(d, str) else False
+                     for d in values.tolist()], dtype=bool)
 
 
 def parents(ranges: pd.DataFrame, user_path) -> dict[int, str]:

@@ -127,7 +127,8 @@ def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
                                         jobs=getattr(opts, "jobs", None), progress=bar,
                                         events=events, ranks=_several_processes(export))
         export.path = trace
-        return systems.measure(export, meta, events, trace=tr)
+        return systems.measure(export, meta, events, trace=tr,
+                               step=getattr(opts, "step", None))
 
 
 def _several_processes(export: nsys_sqlite.NsysExport) -> bool:

@@ -19,6 +19,23 @@ NCCL = re.compile(r"^nccl", re.I)
 COLUMNS = ["pid", "device", "stream", "name_id", "start_ns", "end_ns", "nccl"]
 
 
+def from_ops(ops: pd.DataFrame) -> pd.DataFrame:
+    """The kernel sequence of an ops frame held in memory (nsys_sqlite.ops_frame's
+    columns; an export built in memory has no file to read)."""
+    k = ops[(ops["kind"] == "kernel").to_numpy()].sort_values("start_ns", kind="stable")
+    names = k["name"].astype(str)
+
+    def col(name: str) -> np.ndarray:              # a frame made by hand may lack it
+        return k[name].to_numpy(dtype="int64") if name in k else np.zeros(len(k), "int64")
+    return pd.DataFrame({
+        "pid": os_pid(col("global_pid")), "device": col("device_id"),
+        "stream": col("stream_id"),
+        "name_id": pd.factorize(names)[0].astype("int64"),
+        "start_ns": k["start_ns"].to_numpy(dtype="int64"),
+        "end_ns": k["end_ns"].to_numpy(dtype="int64"),
+        "nccl": names.str.match(NCCL.pattern, case=False).to_numpy(dtype=bool)})
+
+
 def kernel_sequence(path: Path, limit: int = SEQUENCE_ROWS) -> pd.DataFrame:
     """Every kernel of the export (at most `limit`), by start: COLUMNS (`nccl`: a
     communication kernel)."""

@@ -15,18 +15,8 @@ REPORTS="--report nvtx_sum --report nvtx_kern_sum:base --report nvtx_gpu_proj_su
 { nvidia-smi; nsys --version
   python3 -c "import torch,triton;print('torch',torch.__version__,'triton',triton.__version__,'cuda',torch.version.cuda,'cudnn',torch.backends.cudnn.version())"
 } > "$R/env.txt" 2>&1
-capture() {  # $1 scenario, $2 flags, rest: the program
-  local s=$1 flags=$2; shift 2
-  mkdir -p "$R/$s"
-  /usr/bin/time -f "$s profile wall %e s" nsys profile $flags --output="$R/$s/raw" "$@" > "$R/$s/log.txt" 2>&1
-  grep -E "planted|fixed|Error|error" "$R/$s/log.txt" | tail -3
-  nsys export --type=sqlite --force-overwrite=true --output="$R/$s/raw.sqlite" "$R/$s/raw.nsys-rep" >> "$R/$s/log.txt" 2>&1
-  python3 -m analysis scrub "$R/$s/raw.sqlite" "$R/$s/trace.sqlite" >> "$R/$s/log.txt" 2>&1
-  rm -f "$R/$s/raw.sqlite" "$R/$s/raw.nsys-rep"
-  nsys stats $REPORTS --format csv --force-overwrite=true --output "$R/$s/nsys_stats" \
-    "$R/$s/trace.sqlite" > "$R/$s/stats.log" 2>&1 || echo "$s: stats FAILED"
-  ls -la "$R/$s/trace.sqlite" | awk '{print $5, $9}'
-}
+SAID="planted|fixed"
+source tests/data/tools/capture_one.sh
 pack() {  # $1 tarball name, rest: scenarios
   local name=$1; shift
   (cd "$R" && XZ_OPT=-9T16 tar cJf "$OUT/$name" env.txt "$@") && ls -la "$OUT/$name"

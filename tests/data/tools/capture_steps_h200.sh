@@ -13,19 +13,8 @@ REPORTS="--report nvtx_sum --report nvtx_gpu_proj_sum --report cuda_gpu_kern_sum
 { nvidia-smi; nsys --version
   python3 -c "import torch,triton;print('torch',torch.__version__,'triton',triton.__version__,'cuda',torch.version.cuda,'nccl',torch.cuda.nccl.version())"
 } > "$R/env.txt" 2>&1
-capture() {  # $1 scenario, rest: the program's arguments
-  local s=$1; shift
-  mkdir -p "$R/$s"
-  /usr/bin/time -f "$s profile wall %e s" nsys profile $FLAGS --output="$R/$s/raw" python3 $P "$@" > "$R/$s/log.txt" 2>&1
-  grep -E "median|Error|error" "$R/$s/log.txt" | tail -3
-  nsys export --type=sqlite --force-overwrite=true --output="$R/$s/raw.sqlite" "$R/$s/raw.nsys-rep" >> "$R/$s/log.txt" 2>&1
-  python3 -m analysis scrub "$R/$s/raw.sqlite" "$R/$s/trace.sqlite" >> "$R/$s/log.txt" 2>&1
-  rm -f "$R/$s/raw.sqlite" "$R/$s/raw.nsys-rep"
-  nsys stats $REPORTS --format csv --force-overwrite=true --output "$R/$s/nsys_stats" \
-    "$R/$s/trace.sqlite" > "$R/$s/stats.log" 2>&1 || echo "$s: stats FAILED"
-  ls -la "$R/$s/trace.sqlite" | awk '{print $5, $9}'
-}
-capture emit_nccl --nccl
-capture emit_nccl_fast --nccl --fast
-capture emit_markers --markers
+source tests/data/tools/capture_one.sh
+capture emit_nccl "$FLAGS" python3 $P --nccl
+capture emit_nccl_fast "$FLAGS" python3 $P --nccl --fast
+capture emit_markers "$FLAGS" python3 $P --markers
 (cd "$R" && XZ_OPT=-9T16 tar cJf "$OUT/steps.tar.xz" env.txt emit_nccl emit_nccl_fast emit_markers) && ls -la "$OUT/steps.tar.xz"
