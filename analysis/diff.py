@@ -197,10 +197,10 @@ def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
               f"gated). span: the range's own GPU span (as `nsys stats`); kernel: its "
               "kernel time, own and other threads' (backward included); busy: its wall "
               f"time with any GPU operation running. Gate: `{m}` slower by more than "
-              f"{diff['threshold_pct']:g}%. "
-              + (f"**{len(regressions)} regression(s)**: {esc(named)}{esc(more)}."
-                 if regressions else "No regression.") + " Rows: most time at stake in "
-              "the whole trace first (change per instance x instances).", ""]
+              f"{diff['threshold_pct']:g}%. Rows: most time at stake in the whole trace "
+              "first (change per instance x instances).", "",
+              f"**{len(regressions)} regression(s)**: {esc(named)}{esc(more)}."
+              if regressions else "No regression.", ""]
     lines += table(["variant or range", f"base {m}", f"new {m}", "span", "kernel", "busy",
                     "kernels / iter", "kernels added", "kernels removed"], body, "lrrrrrrll") \
         if body else ["No range of the user's in both captures (the steps above compare "
