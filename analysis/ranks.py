@@ -23,9 +23,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from . import rules
 from .documents import RankRow, RanksDoc
 from .model import Trace
+from .steps import rank_measures
 
 RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
 
@@ -45,19 +49,51 @@ def rank_row(trace: Trace, rank: int, pid: int | None = None) -> RankRow:
         rows = rows[trace.ranges["pid"].to_numpy(dtype="int64")[rows] == pid]
     lo = trace.ranges["start_ns"].to_numpy(dtype="int64")[rows]
     hi = trace.ranges["end_ns"].to_numpy(dtype="int64")[rows]
-    n = max(len(rows), 1)
     m: dict[str, int] = {}
     for p, measures in trace.rank.items():
         if pid is None or p == pid:
             m = {k: m.get(k, 0) + v for k, v in measures.items()}
-    window = int((hi - lo).sum())
+    return row_of(m, len(rows), int((hi - lo).sum()), rank, str(trace.export.path), pid)
+
+
+def row_of(m: dict[str, int], steps: int, window: int, rank: int, path: str,
+           pid: int | None) -> RankRow:
+    """A rank's row from its summed measures (steps.rank_measures) over `steps` steps
+    that lasted `window` ns together."""
+    n = max(steps, 1)
     return RankRow(
-        rank=rank, steps=len(rows), path=str(trace.export.path), step_ns=window / n,
+        rank=rank, steps=steps, path=path, step_ns=window / n,
         compute_kernel_ns=float(m.get("compute_ns", 0)) / n,
         nccl_kernel_ns=float(m.get("nccl_ns", 0)) / n,
         nccl_kernel_total_ns=int(m.get("nccl_total_ns", 0)),
         exposed_comm_ns=float(m.get("nccl_union_ns", 0) - m.get("overlap_ns", 0)) / n,
         busy_pct=float(100.0 * m.get("busy_ns", 0) / window) if window else 0.0, pid=pid)
+
+
+def detected_measures(seq: pd.DataFrame, windows: dict) -> dict[int | None, tuple]:
+    """Per process whose steps were detected (step_find.py): its rank measures over its
+    kernels in those steps' windows (GPU time), the steps and their summed length."""
+    out = {}
+    for pid, (lo, hi) in windows.items():
+        k = seq[seq["pid"] == pid] if pid is not None else seq
+        ops = pd.DataFrame({"name": np.where(k["nccl"].to_numpy(), "nccl", "kernel"),
+                            "kind": "kernel", "start_ns": k["start_ns"].to_numpy(),
+                            "end_ns": k["end_ns"].to_numpy(), "halo": False})
+        whole = (int(k["start_ns"].min()), int(k["end_ns"].max()) + 1)
+        out[pid] = (rank_measures(ops, lo, hi, *whole), len(lo), int((hi - lo).sum()))
+    return out
+
+
+def detected_ranks(measures: dict[int | None, tuple], devices: dict[int | None, int],
+                   path: str) -> list[RankRow]:
+    """Rows of the processes whose steps were detected: rank = the device their steps
+    ran on where those are distinct, else the order by pid."""
+    pids = sorted(measures, key=lambda p: -1 if p is None else p)
+    ranks = [devices.get(p) for p in pids]
+    if None in ranks or len(set(ranks)) < len(ranks):
+        ranks = list(range(len(pids)))
+    return [row_of(measures[p][0], measures[p][1], measures[p][2], r, path, p)
+            for p, r in zip(pids, ranks, strict=True)]
 
 
 def export_ranks(trace: Trace) -> list[tuple[int, int]]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import systems
 from .apart import with_warmup_apart
-from .documents import RanksDoc, SystemsDoc
+from .documents import RankRow, RanksDoc, SystemsDoc
 from .errors import ToolMissing
 from .host import pageable_launchers
 from .load import nsys_sqlite
@@ -30,7 +30,7 @@ from .load.nsys_host import read_host
 from .load.nsys_sqlite import NsysExport, versioned
 from .model import ATEN_EAGER, Trace, combine, context
 from .partial import ChunkContext, Partial, compute
-from .ranks import compare, export_ranks, rank_of, rank_row
+from .ranks import compare, export_ranks, rank_of, rank_row, row_of
 from .settings import CHUNK_ROWS
 
 Task = tuple  # (layout, context index, window index)
@@ -172,6 +172,15 @@ def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] 
                                    apart=apart)], runner, chunk_rows)[0])
 
 
+def _one_rank(trace: Trace, measured: systems.Measured, rank: int) -> RankRow:
+    """The row of an export holding one rank: over its step range, else over the steps
+    detected in its kernel sequence (step_find.py)."""
+    if len(trace.steps) or len(measured.detected) != 1:
+        return rank_row(trace, rank)
+    pid, (m, n, window) = next(iter(measured.detected.items()))
+    return row_of(m, n, window, rank, str(trace.export.path), None)
+
+
 def analyze_ranks(paths: list[Path], step: str | None, jobs: int, dask: str | None = None,
                   progress: Progress | None = None) -> tuple[list[SystemsDoc], RanksDoc]:
     """Every rank's export, read window by window: every window of every export is one
@@ -184,8 +193,9 @@ def analyze_ranks(paths: list[Path], step: str | None, jobs: int, dask: str | No
     traces = attribute_files(paths, exports, ctxs, runner)
     docs, rows = [], []
     for i, (p, trace) in enumerate(zip(paths, traces, strict=True)):
-        docs.append(systems.build(trace.export, trace=trace))
+        measured = systems.measure(trace.export, trace=trace, step=step)
+        docs.append(systems.judge(measured))
         inside = export_ranks(trace)          # one export holding several ranks
-        rows += [rank_row(trace, r, pid) for pid, r in inside] or [rank_row(trace,
-                                                                            rank_of(p, i))]
+        rows += [rank_row(trace, r, pid) for pid, r in inside] or systems.detected_rows(
+            measured) or [_one_rank(trace, measured, rank_of(p, i))]
     return docs, compare(rows)

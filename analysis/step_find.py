@@ -14,11 +14,12 @@ Per process, the first source that gives at least STEP_MIN_COUNT steps:
 A step shorter than STEP_MIN_NS is never taken unless the user named it, or named it a
 step: a repeat that short is an op or a collective, not the step of a training run.
 Steady steps only: a range's warm-up instances are set apart already (apart.py), and a
-leading detected step WARMUP_WALL_FACTOR times the median is warm-up too.
+leading marked or detected step WARMUP_WALL_FACTOR times the median is warm-up too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 
@@ -35,23 +36,27 @@ from .step_stats import described
 MARKER = re.compile(r"^ProfilerStep#\d+")
 
 
+Windows = dict[int | None, tuple[np.ndarray, np.ndarray]]
+
+
 def find_steps(ranges: pd.DataFrame, is_op: Callable[[str], bool],
                sequence: Callable[[], pd.DataFrame], step: str | None = None
-               ) -> list[StepSet]:
-    """One StepSet per process of the trace's ranges and kernels (see the module doc);
+               ) -> tuple[list[StepSet], Windows]:
+    """One StepSet per process of the trace's ranges and kernels (see the module doc),
+    and the detected steps' windows per process (GPU time: the ranks' measures);
     `sequence` reads the kernel sequence (load/nsys_sequence.py) when a process needs it."""
     seq: pd.DataFrame | None = None
     pids = set(ranges["pid"].dropna().astype("int64").tolist()) if len(ranges) else set()
-    out = []
+    out, windows = [], {}
     for pid in sorted(pids) or [None]:
         mine = ranges[ranges["pid"] == pid] if pid is not None else ranges
         found = _from_ranges(mine, is_op, step)
         if found is None:
             seq = sequence() if seq is None else seq
-            found = _from_kernels(seq, mine, pid)
+            found, windows[pid] = _from_kernels(seq, mine, pid)
         found.pid = pid
         out.append(found)
-    return out
+    return out, {p: w for p, w in windows.items() if len(w[0])}
 
 
 def _from_ranges(r: pd.DataFrame, is_op: Callable[[str], bool], step: str | None
@@ -68,8 +73,19 @@ def _from_ranges(r: pd.DataFrame, is_op: Callable[[str], bool], step: str | None
         return _of_rows(user[user["path"] == pick], "user range", pick, _warm(r, pick))
     marks = r[r["name"].astype(str).str.match(MARKER.pattern)]
     if len(marks) >= STEP_MIN_COUNT:
-        return _of_rows(marks, "profiler marker", "ProfilerStep#N", 0)
+        s = _of_rows(marks, "profiler marker", "ProfilerStep#N", 0)
+        warm = leading_warmup(np.array(s.durations_ns))
+        return described(dataclasses.replace(s, warmup=warm), s.durations_ns[warm:])
     return None
+
+
+def leading_warmup(d: np.ndarray) -> int:
+    """How many leading steps took WARMUP_WALL_FACTOR times the median or more (the first
+    steps of a loop nothing set apart: compilation, first calls, allocation)."""
+    if len(d) < 2:
+        return 0
+    slow = d >= WARMUP_WALL_FACTOR * np.median(d)
+    return int(np.argmin(slow)) if not slow.all() else 0
 
 
 def _loop(user: pd.DataFrame) -> str | None:
@@ -99,11 +115,14 @@ def _of_rows(rows: pd.DataFrame, source: str, name: str, warm: int) -> StepSet:
     return described(StepSet(source=source, name=name, warmup=warm), d)
 
 
-def _from_kernels(seq: pd.DataFrame, r: pd.DataFrame, pid: int | None) -> StepSet:
-    """Steps detected in the process's kernel sequence, else the whole capture."""
+def _from_kernels(seq: pd.DataFrame, r: pd.DataFrame, pid: int | None
+                  ) -> tuple[StepSet, tuple[np.ndarray, np.ndarray]]:
+    """Steps detected in the process's kernel sequence, else the whole capture; with the
+    detected steps' windows (none for the whole capture)."""
+    none = (np.zeros(0, dtype="int64"), np.zeros(0, dtype="int64"))
     mine = seq[seq["pid"] == pid] if pid is not None else seq
     if mine.empty:
-        return StepSet(source="whole capture", note="no kernel in the capture")
+        return StepSet(source="whole capture", note="no kernel in the capture"), none
     busiest = mine.groupby(["device", "stream"]).size().idxmax()
     lane = mine[(mine["device"] == busiest[0]) & (mine["stream"] == busiest[1])]
     found = period_steps(lane["name_id"].to_numpy(), lane["start_ns"].to_numpy(),
@@ -112,18 +131,18 @@ def _from_kernels(seq: pd.DataFrame, r: pd.DataFrame, pid: int | None) -> StepSe
     if found is not None:
         lo, hi, period, lead = found
         d = hi - lo
-        warm = int(np.argmax(d[:-1] < WARMUP_WALL_FACTOR * np.median(d))) if len(d) > 1 else 0
+        warm = leading_warmup(d)
         lo, hi, d = lo[warm:], hi[warm:], d[warm:]
         if len(d) >= STEP_MIN_COUNT and np.median(d) >= STEP_MIN_NS:
             note += f"; {lead:,} kernels ran before the sequence repeated"
             s = described(StepSet(source="detected", device=int(busiest[0]),
                                   period_kernels=period, warmup=warm, note=note), d)
             s.nccl_per_step = nccl_cadence(mine, r, lo, hi)
-            return s
+            return s, (lo, hi)
         note += (f"; the kernel sequence repeats every {period} kernels "
                  f"({np.median(d) / 1e3:,.1f} µs): shorter than a step")
     else:
         note += "; no repeating kernel sequence"
     s = described(StepSet(source="whole capture", note=note),
                   np.array([int(mine["end_ns"].max() - mine["start_ns"].min())]))
-    return s
+    return s, none

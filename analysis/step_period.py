@@ -104,7 +104,8 @@ def walk(names: np.ndarray, template: np.ndarray, anchor: int) -> list[int]:
 
 def nccl_cadence(kernels: pd.DataFrame, ranges: pd.DataFrame, lo: np.ndarray,
                  hi: np.ndarray) -> int | None:
-    """NCCL launches per step when every step holds as many and at least one: its kernels,
+    """NCCL launches per step when STEP_MATCH_PCT of the steps hold as many, at least one
+    (a first step may hold one more: the start's broadcast): its kernels,
     else the ranges of NCCL's domain (the host's clock, which the steps' GPU times follow
     closely where the loop waits on its GPU each step; else the counts do not agree)."""
     comm = kernels[kernels["nccl"]]["start_ns"].to_numpy()
@@ -114,4 +115,7 @@ def nccl_cadence(kernels: pd.DataFrame, ranges: pd.DataFrame, lo: np.ndarray,
     if not len(comm):
         return None
     per = np.searchsorted(comm, hi) - np.searchsorted(comm, lo)
-    return int(per[0]) if per.min() == per.max() and per[0] > 0 else None
+    values, counts = np.unique(per, return_counts=True)
+    mode = int(values[np.argmax(counts)])
+    agree = counts.max() * 100 >= STEP_MATCH_PCT * len(per)
+    return mode if agree and mode > 0 else None

@@ -45,7 +45,7 @@ from .ops import op_table
 from .paths import relative_compiled, relative_events
 from .range_build import add_by_row, range_table
 from .range_table import RangeEntries
-from .ranks import compare, export_ranks, rank_row
+from .ranks import compare, detected_measures, detected_ranks, export_ranks, rank_row
 from .step_find import find_steps
 from .timeline.loops import StepModels, model_columns, model_loops
 from .timeline.pricing import Pricer
@@ -169,6 +169,7 @@ class Measured:
     events: list[dict[str, Any]] | None
     trace: model.Trace
     steps: StepModels | None = None      # the step models the findings are priced on
+    detected: dict = dataclasses.field(default_factory=dict)   # ranks.detected_measures
 
 
 def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
@@ -226,9 +227,10 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         copies=host.copy_summary(trace.copy_names))
     sequence = functools.cache(lambda: kernel_sequence(export.db) if export.db.is_file()
                                else from_ops(export.ops))
-    doc.steps = find_steps(trace.ranges, rules.registry.is_op_path, sequence, step)
+    doc.steps, windows = find_steps(trace.ranges, rules.registry.is_op_path, sequence, step)
     doc.capture = capture_totals(doc, sequence)
-    return Measured(doc, meta, events, trace, steps)
+    detected = detected_measures(sequence(), windows) if windows else {}
+    return Measured(doc, meta, events, trace, steps, detected)
 
 
 def library_columns(trace: model.Trace, keys: np.ndarray) -> pd.DataFrame:
@@ -246,7 +248,7 @@ def judge(measured: Measured) -> SystemsDoc:
         doc.findings = run_rules(doc, meta, measured.events or [], measured.trace,
                                  measured.steps)
         ranked = [rank_row(measured.trace, r, pid)
-                  for pid, r in export_ranks(measured.trace)]
+                  for pid, r in export_ranks(measured.trace)] or detected_rows(measured)
         if ranked:                    # every rank's process in this one export
             cross = compare(ranked)
             doc.ranks = cross.ranks
@@ -260,6 +262,15 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
           trace: model.Trace | None = None) -> SystemsDoc:
     """The systems/2 document for one export, with its findings: `judge(measure(...))`."""
     return judge(measure(export, meta, torch_events, trace))
+
+
+def detected_rows(measured: Measured) -> list:
+    """Ranks of the processes of one export whose steps were detected (step_find.py),
+    when there are several: measured over their detected steps' windows."""
+    if len(measured.detected) < 2:
+        return []
+    devices = {s.pid: s.device for s in measured.doc.steps if s.source == "detected"}
+    return detected_ranks(measured.detected, devices, str(measured.trace.export.path))
 
 
 def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],
