@@ -3,8 +3,9 @@
 Per process, the first source that gives at least STEP_MIN_COUNT steps:
 1. `named`: the range `--step NAME` names;
 2. `user range`: the user's loop range (repeated, not an emit_nvtx op range, not a
-   library's, not warm-up): one whose name ends in "step" first, else the loop with the
-   most wall time whose median instance lasts STEP_MIN_NS or more;
+   library's, not warm-up): the one whose name ends in "step" with the most instances
+   first, else the loop with the most wall time whose median instance lasts STEP_MIN_NS
+   or more;
 3. `profiler marker`: PyTorch profiler's `ProfilerStep#N` ranges;
 4. `detected`: the period of the repeating kernel sequence of the process's busiest
    stream (step_period.py), each step from the kernel that follows the longest gap of the
@@ -66,8 +67,7 @@ def _from_ranges(r: pd.DataFrame, is_op: Callable[[str], bool], step: str | None
         rows = r[(r["path"] == step) | (r["name"] == step)]
         if len(rows) >= STEP_MIN_COUNT:
             return _of_rows(rows, "named", step, _warm(r, step))
-    user = r[~library_mask(r["domain"]) & ~r["path"].map(is_op).to_numpy(dtype=bool)]
-    user = user[~user["path"].str.contains("|".join(map(re.escape, APART_TAGS)))]
+    user = user_ranges(r, is_op)
     pick = _loop(user)
     if pick is not None:
         return _of_rows(user[user["path"] == pick], "user range", pick, _warm(r, pick))
@@ -88,6 +88,18 @@ def leading_warmup(d: np.ndarray) -> int:
     return int(np.argmin(slow)) if not slow.all() else 0
 
 
+def user_ranges(r: pd.DataFrame, is_op: Callable[[str], bool]) -> pd.DataFrame:
+    """The user's own range instances: not a library's, not an emit_nvtx op, not set
+    apart as warm-up."""
+    user = r[~library_mask(r["domain"]) & ~r["path"].map(is_op).to_numpy(dtype=bool)]
+    return user[~user["path"].str.contains("|".join(map(re.escape, APART_TAGS)))]
+
+
+def loop_path(r: pd.DataFrame, is_op: Callable[[str], bool]) -> str | None:
+    """The user's loop range that gives the steps (the ranks' step range too)."""
+    return _loop(user_ranges(r, is_op))
+
+
 def _loop(user: pd.DataFrame) -> str | None:
     """The user's loop range that gives the steps (see the module doc), or None."""
     wall = (user["end_ns"] - user["start_ns"]).groupby(user["path"])
@@ -96,8 +108,8 @@ def _loop(user: pd.DataFrame) -> str | None:
     if stats.empty:
         return None
     named = stats[[p.rsplit("/", 1)[-1].lower().endswith("step") for p in stats.index]]
-    if len(named):
-        return str(named["total"].idxmax())
+    if len(named):                       # the most instances (a warm-up call of the
+        return str(named.sort_values(["n", "total"]).index[-1])   # step outside the loop)
     long = stats[stats["median"] >= STEP_MIN_NS]
     return str(long["total"].idxmax()) if len(long) else None
 

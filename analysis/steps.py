@@ -1,8 +1,8 @@
 """The step range of a rank and its per-window measures (part of the attribution pass).
 
-Per rank, over the instances of its step range (`--step NAME`, by default the user's range
-whose name ends in "step" with the most instances, else the one with the most instances
-among those of STEP_MIN_NS or more: never a library's range or an emit_nvtx op), each
+Per rank, over the instances of its step range (`--step NAME`, by default the user's loop
+range step_find.loop_path picks: never a library's range, an emit_nvtx op or a repeat
+shorter than STEP_MIN_NS unless named a step), each
 window of the timeline (analysis/partial.py) sums: compute and NCCL kernel time of the
 kernels of the process that started inside the step (`nccl*` names are communication), and
 the unions of NCCL kernels, of compute beside NCCL, and of every operation inside the
@@ -17,9 +17,8 @@ import numpy as np
 import pandas as pd
 
 from .intervals import clipped_union, covered, union
-from .library import library_mask
 from .ops import is_op_path
-from .settings import STEP_MIN_NS
+from .step_find import loop_path
 
 NCCL = re.compile(r"^nccl", re.I)
 
@@ -29,13 +28,7 @@ def step_rows(ranges: pd.DataFrame, step: str | None) -> np.ndarray:
     names = ranges["path"].to_numpy(dtype=object)
     if step is not None:
         return np.flatnonzero((names == step) | (ranges["name"].to_numpy(dtype=object) == step))
-    user = ~library_mask(ranges["domain"]) & ~np.array([is_op_path(p) for p in names],
-                                                       dtype=bool)
-    wall = (ranges["end_ns"] - ranges["start_ns"])[user].groupby(ranges["path"][user])
-    counts, median = wall.size(), wall.median()
-    steps = counts[[p.split("/")[-1].lower().endswith("step") for p in counts.index]]
-    long = counts[median >= STEP_MIN_NS]
-    pick = (steps if len(steps) else long).idxmax() if len(steps) or len(long) else None
+    pick = loop_path(ranges, is_op_path)
     return np.flatnonzero(names == pick) if pick is not None else np.zeros(0, dtype=int)
 
 
