@@ -9,6 +9,7 @@ percentile bootstrap of the ratio (seeded: the same inputs give the same interva
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -23,7 +24,6 @@ KEEP = 10_000
 
 def _z() -> float:
     """The normal quantile of DIFF_CONFIDENCE (two-sided)."""
-    from statistics import NormalDist
     return NormalDist().inv_cdf(0.5 + DIFF_CONFIDENCE / 2)
 
 
