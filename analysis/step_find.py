@@ -30,6 +30,7 @@ import pandas as pd
 from .apart import APART_TAGS
 from .documents import StepSet
 from .library import library_mask
+from .load.nsys_sequence import DETECT_ROWS
 from .settings import STEP_MIN_COUNT, STEP_MIN_NS, WARMUP_WALL_FACTOR
 from .step_period import nccl_cadence, period_steps
 from .step_stats import described
@@ -139,7 +140,9 @@ def _from_kernels(seq: pd.DataFrame, r: pd.DataFrame, pid: int | None
     lane = mine[(mine["device"] == busiest[0]) & (mine["stream"] == busiest[1])]
     found = period_steps(lane["name_id"].to_numpy(), lane["start_ns"].to_numpy(),
                          lane["end_ns"].to_numpy())
-    note = "no range of the user's, no profiler step marker"
+    note = "no range of the user's, no profiler step marker" + (
+        f"; read: the capture's first {DETECT_ROWS:,} kernels" if len(seq) >= DETECT_ROWS
+        else "")
     if found is not None:
         lo, hi, period, lead = found
         d = hi - lo

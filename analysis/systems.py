@@ -39,7 +39,7 @@ from .documents import (
 from .levers import add_levers
 from .load.nsys_pysamples import load_py_samples
 from .load.nsys_samples import load_samples
-from .load.nsys_sequence import from_ops, kernel_sequence
+from .load.nsys_sequence import DETECT_ROWS, SEQUENCE_ROWS, from_ops, kernel_sequence
 from .load.nsys_sqlite import NsysExport
 from .ops import op_table
 from .paths import relative_compiled, relative_events
@@ -225,11 +225,13 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
         gpu_busy=summary.gpu_busy(trace.devices),
         copies=host.copy_summary(trace.copy_names))
-    sequence = functools.cache(lambda: kernel_sequence(export.db) if export.db.is_file()
-                               else from_ops(export.ops))
-    doc.steps, windows = find_steps(trace.ranges, rules.registry.is_op_path, sequence, step)
-    doc.capture = capture_totals(doc, sequence)
-    detected = detected_measures(sequence(), windows) if windows else {}
+    def sequence(limit: int) -> pd.DataFrame:
+        return kernel_sequence(export.db, limit) if export.db.is_file() else \
+            from_ops(export.ops)
+    first = functools.cache(lambda: sequence(DETECT_ROWS))
+    doc.steps, windows = find_steps(trace.ranges, rules.registry.is_op_path, first, step)
+    doc.capture = capture_totals(doc, functools.cache(lambda: sequence(SEQUENCE_ROWS)))
+    detected = detected_measures(first(), windows) if windows else {}
     return Measured(doc, meta, events, trace, steps, detected)
 
 

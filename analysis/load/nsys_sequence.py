@@ -1,7 +1,9 @@
 """The GPU's kernel sequence of an export, for finding steps where no range marks them
-(analysis/step_find.py): per kernel its process, device, stream, name id, start and end,
-in start order; the names of NCCL's kernels (communication) marked. Read only when a
-process has no step range of its own; at most SEQUENCE_ROWS kernels (the first ones)."""
+(analysis/step_find.py) and for the exposed communication (capture_totals.py): per kernel
+its process, device, stream, name id, start and end, in start order; the names of NCCL's
+kernels (communication) marked. Read only where needed: the first DETECT_ROWS kernels
+when a process has no step range of its own, every kernel (up to SEQUENCE_ROWS) when the
+capture holds NCCL kernels."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from .nsys_sqlite import _fetch_ints, connect, os_pid
 
 SEQUENCE_ROWS = 4_000_000
 """Kernels read at most (the first by start: 160 MB of integers)."""
+DETECT_ROWS = 200_000
+"""Kernels the step detection reads (the first: thousands of steps of most loops; reading
+a 5M-kernel export whole would cost seconds and 160 MB for no better period)."""
 NCCL = re.compile(r"^nccl", re.I)
 COLUMNS = ["pid", "device", "stream", "name_id", "start_ns", "end_ns", "nccl"]
 
