@@ -5,7 +5,8 @@ Per process, the first source that gives at least STEP_MIN_COUNT steps:
 2. `user range`: the user's loop range (repeated, not an emit_nvtx op range, not a
    library's, not warm-up): the one whose name ends in "step" with the most instances
    first, else the loop with the most wall time whose median instance lasts STEP_MIN_NS
-   or more;
+   or more and that no sibling repeats as often (`fwd`, `bwd`, `opt`: phases of a step
+   no range marks);
 3. `profiler marker`: PyTorch profiler's `ProfilerStep#N` ranges;
 4. `detected`: the period of the repeating kernel sequence of the process's busiest
    stream (step_period.py), each step from the kernel that follows the longest gap of the
@@ -111,8 +112,16 @@ def _loop(user: pd.DataFrame) -> str | None:
     named = stats[[p.rsplit("/", 1)[-1].lower().endswith("step") for p in stats.index]]
     if len(named):                       # the most instances (a warm-up call of the
         return str(named.sort_values(["n", "total"]).index[-1])   # step outside the loop)
-    long = stats[stats["median"] >= STEP_MIN_NS]
+    long = stats[(stats["median"] >= STEP_MIN_NS) & ~_with_twin(stats["n"])]
     return str(long["total"].idxmax()) if len(long) else None
+
+
+def _with_twin(n: pd.Series) -> np.ndarray:
+    """Loops with a sibling repeated as often (`fwd`, `bwd`, `opt` under one parent): each
+    is a phase of an iteration no range marks, not the step."""
+    parent = pd.Series([p.rpartition("/")[0] for p in n.index], index=n.index)
+    return pd.DataFrame({"parent": parent, "n": n}).duplicated(
+        ["parent", "n"], keep=False).to_numpy()
 
 
 def _warm(r: pd.DataFrame, path: str) -> int:
@@ -140,7 +149,7 @@ def _from_kernels(seq: pd.DataFrame, r: pd.DataFrame, pid: int | None
     lane = mine[(mine["device"] == busiest[0]) & (mine["stream"] == busiest[1])]
     found = period_steps(lane["name_id"].to_numpy(), lane["start_ns"].to_numpy(),
                          lane["end_ns"].to_numpy())
-    note = "no range of the user's, no profiler step marker" + (
+    note = "no step range (a *step range, a loop of 1 ms or more), no profiler marker" + (
         f"; read: the capture's first {DETECT_ROWS:,} kernels" if len(seq) >= DETECT_ROWS
         else "")
     if found is not None:

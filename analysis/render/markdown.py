@@ -22,6 +22,7 @@ from ..documents import (
     top_findings,
 )
 from ..kernel_names import kernel_labels
+from .steps_md import steps_section
 from .text import (
     NAME_WIDTH,
     WIDTH,
@@ -398,7 +399,7 @@ def render_systems(doc: SystemsDoc, images: dict[str, str] | None = None) -> str
         lines.append(f"> Note: {esc(note)}")
     if doc.notes:
         lines.append("")
-    lines += whole_trace_section(doc)
+    lines += whole_trace_section(doc) + steps_section(doc)
     lines += findings_section(doc.findings, "systems.json")
     lines += ranks_section(doc.ranks)
     lines += variants_section(doc)

@@ -33,6 +33,7 @@ from .markdown import (
     variants_section,
 )
 from .markdown import kernels_section as systems_kernels
+from .steps_md import steps_lines
 from .text import code, html
 from .timeline_md import loop_entries, sentence
 
@@ -127,29 +128,6 @@ def where_time_went(doc: SystemsDoc) -> list[str]:
     return [said + ".", ""]
 
 
-STEP_SAID = {"user range": "the range {name}", "named": "the range {name} (--step)",
-             "profiler marker": "the profiler's step markers",
-             "detected": "the repeating kernel sequence of GPU {device} ({period} kernels "
-                         "a step)", "whole capture": "the whole capture, as one step"}
-
-
-def steps_lines(doc: SystemsDoc) -> list[str]:
-    """The steps each process ran (step_find.py): where they came from, their median and
-    spread."""
-    out = []
-    for s in doc.steps:
-        where = STEP_SAID.get(s.source, s.source).format(
-            name=code(s.name or ""), device=s.device, period=s.period_kernels)
-        who = f"Process {s.pid}: " if len(doc.steps) > 1 else ""
-        nccl = f", {s.nccl_per_step} NCCL calls each" if s.nccl_per_step else ""
-        out.append(f"{who}{s.count} steady step(s) from {where}{nccl}: median "
-                   f"{dur(s.median_ns)} (95% interval {dur(s.median_low_ns)}–"
-                   f"{dur(s.median_high_ns)}; 10th–90th percentile {dur(s.p10_ns)}–"
-                   f"{dur(s.p90_ns)})" + (f", {s.warmup} warm-up step(s) left out"
-                                           if s.warmup else "") + ".")
-    return [*out, ""] if out else []
-
-
 def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
             warnings: list[str] | None = None) -> list[str]:
     """The first screen: fastest variant, speedup, % of roofline, top findings."""
@@ -157,7 +135,7 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
     lines = ["## Verdict", ""] + [f"**Warning:** {esc(w)}" for w in warnings or []]
     if warnings:
         lines.append("")
-    lines += where_time_went(systems) + steps_lines(systems)
+    lines += where_time_went(systems) + ([] if systems.variants else steps_lines(systems))
     if rows:
         best = min(rows, key=lambda r: r.time_per_iter_ns)
         speed = best.speedup_vs_baseline
