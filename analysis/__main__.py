@@ -6,6 +6,7 @@
     python -m analysis compute NCU.csv|NCU.ncu-rep [--meta META.json] -o DIR
     python -m analysis page DIR [--workload NAME]
     python -m analysis diff A B [--threshold PCT] [--metric auto|span|kernel|busy] [-o DIFF.md]
+    python -m analysis picks REPORT [--trace EXPORT.sqlite] [--instances N] [--json]
     python -m analysis demo [DATA] [-o OUT]
     python -m analysis scrub IN.sqlite OUT.sqlite
     python -m analysis rules
@@ -17,7 +18,10 @@ samples; ops.parquet; CSV too with --csv), DIR/systems.md and two plots
 DIR/compute.md and DIR/roofline.png; `page` merges what DIR holds into DIR/README.md;
 `diff` compares two runs (each a systems.json, a folder holding one, or a run folder with
 trace.sqlite and meta.json) and exits 1 when a variant got slower than the threshold;
-`demo` renders every committed H200 capture under DATA (default tests/data).
+`picks` prints the Nsight Compute plan of a Systems run (the kernels covering 90% of the
+steady-state GPU time, the launches and ncu runs that reach them, the time it will take)
+before any GPU time is spent; `demo` renders every committed H200 capture under DATA
+(default tests/data).
 
 Exit 0 on success; 2 on bad input or usage, with one line on stderr naming the file and
 what is wrong; 3 when a needed tool (nsys or ncu, to read a report file) is missing.
@@ -41,8 +45,11 @@ from . import demo, diff, reports
 from .documents import to_json
 from .errors import InputError, ToolkitError
 from .io import write_atomic
+from .picks import plan_dict
+from .render.picks_md import plan_text
 from .rules import markdown_table
 from .scrub import scrub
+from .settings import NCU_INSTANCES
 
 
 def cmd_systems(args: argparse.Namespace) -> int:
@@ -101,6 +108,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
         write_atomic(out.with_suffix(".json"), to_json({**result, "variants": rows}))
     print(text, end="")
     return 1 if result["regressions"] else 0
+
+
+def cmd_picks(args: argparse.Namespace) -> int:
+    plan, export = reports.compute_plan(Path(args.report), _path(args.trace), args.instances)
+    found = plan_dict(plan, str(export))
+    print(to_json(found) if args.json else plan_text(found), end="")
+    return 0
 
 
 def cmd_scrub(args: argparse.Namespace) -> int:
@@ -171,6 +185,15 @@ def parser(prog: str = "python -m analysis", epilog: str | None = None
     d.add_argument("-o", "--output", help="also write the diff as markdown here (and its "
                    "JSON, every row, beside it)")
     d.set_defaults(func=cmd_diff)
+    k = sub.add_parser("picks", help="the Nsight Compute plan of a Systems run, before any "
+                       "GPU time is spent")
+    k.add_argument("report", help="a systems.json, its report folder, or a run folder")
+    k.add_argument("--trace", help="the export the report was made from (default: the one "
+                   "it names, else the run folder's trace.sqlite)")
+    k.add_argument("--instances", type=int, default=NCU_INSTANCES, help="launch "
+                   f"configurations per kernel name at most (default {NCU_INSTANCES})")
+    k.add_argument("--json", action="store_true", help="the plan as JSON")
+    k.set_defaults(func=cmd_picks)
     x = sub.add_parser("scrub", help="a copy of an export safe to share: no environment, "
                        "same numbers")
     x.add_argument("input", help="IN.sqlite (never modified)")

@@ -1,71 +1,124 @@
-"""Systems picks, Compute measures: from a systems document, the kernels Nsight Compute
-should profile, each a few times, instead of a program's first launches.
+"""Systems picks, Compute measures: the plan of what Nsight Compute profiles, made from
+the Systems run of the same program over the whole program, every loop and thread.
 
-`choose(doc)` takes the steady-state GPU time per kernel name (the whole trace's kernels
-less those inside set-apart warm-up instances), keeps the names that cover at least
-`share` of it, most time first, and finds the loop range that launches them (the
-outermost repeated range with the most kernel time). `ncu_filter(picks)` gives the ncu
-arguments: the loop's NVTX range, the chosen names as one regex, and, per launch
-configuration (`--filter-mode per-launch-config`: each kernel and its grid, block and
-shared memory counted apart), the launches to skip (the most any chosen kernel launched
-in the loop's warm-up instances) and `instances` launches to profile: each hot kernel
-once by default.
+1. The kernel names that cover SHARE of the steady-state GPU time (every kernel of the
+   trace less those inside set-apart warm-up instances), most time first.
+2. Per name, its launch configurations (grid, block, shared memory) by the GPU time their
+   steady launches held: the `instances` that held the most (settings.NCU_INSTANCES).
+   A steady launch is one past the name's launches inside warm-up instances and past its
+   first (load/nsys_launches.py numbers each launch as Nsight Compute counts invocations).
+3. Each chosen configuration is one target, reached by its kernel name and one of its
+   invocation numbers, on whatever thread launched it (the backward's GEMMs on the
+   autograd thread too): no NVTX range is needed. Nsight Compute takes one `--kernel-id`
+   per run, `::regex:^(A|B)$:N` profiling the N-th invocation of each name listed, so the
+   targets are grouped into runs by a common invocation number (`group`): a run profiles
+   exactly its targets, one launch each; every name's top configuration decides the runs,
+   the others join a run, or get runs of their own when they hold NCU_RUN_SHARE of the
+   steady time, else are left (a run is the whole program under ncu).
+4. The time it will take, before any is spent: per run the program under ncu
+   (NCU_RUN_OVERHEAD_S plus the capture's span), per profiled launch NCU_PASSES replay
+   passes of the kernel plus NCU_PASS_OVERHEAD_S each.
+`python -m analysis picks REPORT [--json]` prints it; `make compute` runs it.
 """
 
 from __future__ import annotations
 
-import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
-from .apart import APART_TAGS, apart_prefix
-from .documents import RangeEntry, SystemsDoc
+import numpy as np
+import pandas as pd
+
+from .apart import apart_prefix
+from .documents import SystemsDoc
+from .settings import (
+    NCU_INSTANCES,
+    NCU_PASS_OVERHEAD_S,
+    NCU_PASSES,
+    NCU_RUN_OVERHEAD_S,
+    NCU_RUN_SHARE,
+)
 
 SHARE = 0.9
 """The share of the steady-state GPU time the chosen kernels cover."""
+CANDIDATES = 4096
+"""Invocation numbers kept per target for the grouping (evenly spaced among its steady
+launches: a kernel launched a million times needs no million votes)."""
 
 
 @dataclass
-class Picks:
-    """The kernels chosen for Nsight Compute and how to reach them."""
+class Target:
+    """One launch configuration of a chosen kernel name, reached by one invocation."""
 
-    kernels: list[tuple[str, int]]            # name, steady-state GPU ns, most first
+    name: str
+    config: str                       # "grid x,y,z block x,y,z shared N"
+    steady_ns: int                    # GPU time of its steady launches
+    launches: int                     # its steady launches
+    duration_ns: float                # their mean duration
+    invocation: int = 0               # the one profiled (Nsight Compute's numbering)
+    candidates: list[int] = field(default_factory=list, repr=False)
+
+
+@dataclass
+class Run:
+    """One ncu run: the N-th invocation of each of its names."""
+
+    invocation: int
+    names: list[str]
+
+    def argv(self) -> list[str]:
+        regex = "|".join(re.escape(n) for n in self.names)
+        return ["--kernel-id", f"::regex:^({regex})$:{self.invocation}"]
+
+
+@dataclass
+class Plan:
+    """What Nsight Compute profiles, why, and how long it will take."""
+
+    kernels: list[tuple[str, int]]            # chosen names, steady-state GPU ns, most first
     steady_ns: int                            # every kernel's steady-state GPU time
     left_out: list[tuple[str, int]] = field(default_factory=list)
-    loop: RangeEntry | None = None
-    skip: int = 0                             # chosen kernels' launches before the loop's
-    count: int = 0                            # steady instances, and how many to profile
-    launches: int = 0                         # (per launch configuration) and in all
-    other_threads: list[str] = field(default_factory=list)   # chosen, but launched by
-    # another thread than the loop's (backward): the loop's NVTX range does not hold them
+    targets: list[Target] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    unreached: list[str] = field(default_factory=list)   # chosen, no steady launch found
+    not_profiled: int = 0                     # configurations no run's number reaches
+    program_s: float = 0.0                    # the capture's span (a run's program time)
 
     @property
     def covered_pct(self) -> float:
         return 100.0 * sum(ns for _, ns in self.kernels) / self.steady_ns \
             if self.steady_ns else 0.0
 
+    @property
+    def estimate_s(self) -> float:
+        """Seconds the plan should take on the GPU machine (see the module doc)."""
+        passes = sum(NCU_PASSES * (t.duration_ns * 1e-9 + NCU_PASS_OVERHEAD_S)
+                     for t in self.targets)
+        return len(self.runs) * (NCU_RUN_OVERHEAD_S + self.program_s) + passes
+
 
 def steady_time(doc: SystemsDoc) -> dict[str, int]:
     """GPU ns per kernel name outside the set-apart warm-up instances."""
     total = {k.name: k.total_ns for k in doc.kernel_summary}
-    for e in doc.ranges:
-        if e.warmup and apart_prefix(e.name) == e.name:
-            for k in e.kernels:
-                total[k.name] = total.get(k.name, 0) - k.total_ns
+    for name, n in warmup_counts(doc, "total_ns").items():
+        total[name] = total.get(name, 0) - n
     return {n: ns for n, ns in total.items() if ns > 0}
 
 
-def _loop(doc: SystemsDoc, names: set[str]) -> RangeEntry | None:
-    """The outermost repeated steady range that launched the most of the chosen kernels."""
-    loops = [e for e in doc.ranges if e.wall_instances >= 3 and not e.warmup]
-    outer = [e for e in loops if not any(e.name.startswith(o.name + "/") for o in loops)]
-    held = [(sum(k.total_ns for k in e.kernels if k.name in names), e) for e in outer]
-    best = max(held, key=lambda t: t[0], default=(0, None))
-    return best[1] if best[0] else None
+def warmup_counts(doc: SystemsDoc, what: str = "count") -> dict[str, int]:
+    """Per kernel name, its launches (or GPU ns) inside set-apart warm-up instances."""
+    out: Counter = Counter()
+    for e in doc.ranges:
+        if e.warmup and apart_prefix(e.name) == e.name:
+            for k in e.kernels:
+                out[k.name] += getattr(k, what)
+    return dict(out)
 
 
-def choose(doc: SystemsDoc, share: float = SHARE, instances: int = 1) -> Picks:
-    """The kernels that cover `share` of the steady-state GPU time (see the module doc)."""
+def choose(doc: SystemsDoc, share: float = SHARE) -> Plan:
+    """The names that cover `share` of the steady-state GPU time (no targets yet)."""
     steady = sorted(steady_time(doc).items(), key=lambda kv: -kv[1])
     total = sum(ns for _, ns in steady)
     chosen, covered = [], 0
@@ -74,50 +127,123 @@ def choose(doc: SystemsDoc, share: float = SHARE, instances: int = 1) -> Picks:
             break
         chosen.append((name, ns))
         covered += ns
-    picks = Picks(kernels=chosen, steady_ns=total, left_out=steady[len(chosen):])
-    names = {n for n, _ in chosen}
-    picks.loop = _loop(doc, names)
-    if picks.loop is None:
-        picks.count = instances
-        return picks
-    loop = picks.loop
-    own = {k.name for k in loop.kernels}
-    picks.other_threads = [n for n, _ in chosen if n not in own]
-    picks.kernels = [(n, ns) for n, ns in chosen if n in own]
-    names = {n for n, _ in picks.kernels}
-    per_iter = sum(math.ceil(k.count / loop.wall_instances) for k in loop.kernels
-                   if k.name in names)
-    warm = {e.name: e for e in doc.ranges}
-    picks.skip = max((k.count for tag in APART_TAGS for k in getattr(
-        warm.get(loop.name + tag), "kernels", []) if k.name in names), default=0)
-    picks.count = instances
-    picks.launches = per_iter * instances
-    return picks
+    span = doc.capture.span_ns if doc.capture else 0
+    return Plan(kernels=chosen, steady_ns=total, left_out=steady[len(chosen):],
+                program_s=span * 1e-9)
 
 
-def ncu_filter(picks: Picks) -> list[str]:
-    """ncu arguments that profile the chosen kernels' steady launches."""
-    regex = "|".join(re.escape(n) for n, _ in picks.kernels)
-    argv = ["--kernel-name", f"regex:^({regex})$", "--filter-mode", "per-launch-config"]
-    if picks.loop is not None:
-        domain = f"{picks.loop.domain}@" if picks.loop.domain else ""
-        argv += ["--nvtx-include", f"{domain}{picks.loop.name}/"]
-    if picks.skip:
-        argv += ["--launch-skip", str(picks.skip)]
-    return argv + ["--launch-count", str(picks.count)]
+def plan(doc: SystemsDoc, launches: pd.DataFrame, instances: int = NCU_INSTANCES,
+         share: float = SHARE) -> Plan:
+    """The whole plan from a systems document and its chosen names' launches
+    (load/nsys_launches.launches)."""
+    p = choose(doc, share)
+    found = targets(launches, warmup_counts(doc), instances)
+    p.runs = group(found, NCU_RUN_SHARE / 100 * p.steady_ns)
+    p.targets = [t for t in found if t.invocation]
+    p.not_profiled = len(found) - len(p.targets)
+    reached = {t.name for t in p.targets}
+    p.unreached = [n for n, _ in p.kernels if n not in reached]
+    return p
 
 
-def said(picks: Picks) -> str:
+def targets(launches: pd.DataFrame, warm: dict[str, int], instances: int) -> list[Target]:
+    """Per name, its `instances` launch configurations with the most steady GPU time."""
+    if launches.empty:
+        return []
+    skip = launches["name"].map(lambda n: warm.get(n, 0)).to_numpy()
+    steady = launches[(launches["invocation"].to_numpy() > skip)
+                      & (launches["invocation"].to_numpy() > 1)]
+    if steady.empty:
+        steady = launches
+    per = steady.groupby(["name", "config"], sort=False).agg(
+        steady_ns=("duration_ns", "sum"), launches=("duration_ns", "size"),
+        duration_ns=("duration_ns", "mean"), candidates=("invocation", list)).reset_index()
+    per = per.sort_values(["name", "steady_ns"], ascending=[True, False])
+    top = per.groupby("name", sort=False).head(max(instances, 1))
+    return [Target(name=r.name, config=r.config, steady_ns=int(r.steady_ns),
+                   launches=int(r.launches), duration_ns=float(r.duration_ns),
+                   candidates=_spaced(r.candidates)) for r in top.itertuples()]
+
+
+def _spaced(values: list[int]) -> list[int]:
+    """At most CANDIDATES of the values, evenly spaced, first and last kept."""
+    if len(values) <= CANDIDATES:
+        return list(values)
+    at = np.linspace(0, len(values) - 1, CANDIDATES).round().astype(int)
+    return [values[i] for i in at]
+
+
+def group(found: list[Target], worth_ns: float = 0.0) -> list[Run]:
+    """Runs of a common invocation number (sets each profiled target's `invocation`).
+    First every name's top configuration; then each other configuration joins a run
+    whose number it can take; one that holds `worth_ns` or more of steady GPU time gets
+    runs of its own (a run is the whole program under ncu); the rest are not profiled."""
+    tops, rest = [], []
+    for t in found:
+        (rest if any(o.name == t.name for o in tops) else tops).append(t)
+    runs = _greedy(tops)
+    for t in sorted(rest, key=lambda t: -t.steady_ns):
+        run = next((r for r in runs if t.name not in r.names and r.invocation in
+                    t.candidates), None)
+        if run is not None:
+            t.invocation = run.invocation
+            run.names = sorted([*run.names, t.name])
+    return runs + _greedy([t for t in rest if not t.invocation and t.steady_ns >= worth_ns])
+
+
+def _greedy(left: list[Target]) -> list[Run]:
+    """Runs covering every target: the invocation number that reaches the most steady
+    GPU time of the uncovered ones first (the earliest on a tie), one target per name."""
+    runs = []
+    while left:
+        weight: Counter = Counter()
+        for t in left:
+            for v in set(t.candidates):
+                weight[v] += t.steady_ns
+        n = min(weight, key=lambda v: (-weight[v], v))
+        taken: dict[str, Target] = {}
+        for t in left:
+            if n in t.candidates and t.name not in taken:
+                taken[t.name] = t
+                t.invocation = n
+        runs.append(Run(invocation=n, names=sorted(taken)))
+        left = [t for t in left if not t.invocation]
+    return runs
+
+
+def plan_dict(p: Plan, source: str) -> dict[str, Any]:
+    """The plan as JSON: every field, the shares, each run's ncu arguments, the estimate."""
+    return {"source": source, "steady_ns": p.steady_ns, "covered_pct": p.covered_pct,
+            "kernels": [{"name": n, "steady_ns": ns, "share_pct": _share(p, ns)}
+                        for n, ns in p.kernels],
+            "left_out": [{"name": n, "steady_ns": ns} for n, ns in p.left_out],
+            "targets": [{"name": t.name, "config": t.config, "steady_ns": t.steady_ns,
+                         "launches": t.launches, "duration_ns": t.duration_ns,
+                         "invocation": t.invocation} for t in p.targets],
+            "runs": [{"invocation": r.invocation, "names": r.names, "ncu_args": r.argv()}
+                     for r in p.runs],
+            "unreached": p.unreached, "not_profiled": p.not_profiled,
+            "launches": len(p.targets), "program_s": p.program_s,
+            "passes_per_launch": NCU_PASSES, "pass_overhead_s": NCU_PASS_OVERHEAD_S,
+            "run_overhead_s": NCU_RUN_OVERHEAD_S, "run_share_pct": NCU_RUN_SHARE,
+            "estimate_s": p.estimate_s}
+
+
+def _share(p: Plan, ns: int) -> float:
+    return 100.0 * ns / p.steady_ns if p.steady_ns else 0.0
+
+
+def said(p: Plan) -> str:
     """The compute page's note: what was chosen, what it covers, what was left out."""
-    names = ", ".join(n[:60] for n, _ in picks.kernels)
-    left = 100.0 * sum(ns for _, ns in picks.left_out) / max(picks.steady_ns, 1)
-    rest = (f"; left out: {len(picks.left_out)} kernel name(s) holding {left:.1f}% (e.g. "
-            f"{picks.left_out[0][0][:60]})" if picks.left_out else "")
-    where = f" in `{picks.loop.name}`, after {picks.skip} warm-up launch(es)" \
-        if picks.loop is not None else ""
-    if picks.other_threads:
-        rest += (f"; not reachable through the loop's NVTX range (launched by another "
-                 f"thread, e.g. backward): {', '.join(n[:60] for n in picks.other_threads)}")
-    return (f"Nsight Systems picked {len(picks.kernels)} kernel name(s) covering "
-            f"{picks.covered_pct:.1f}% of the steady-state GPU time: {names}; "
-            f"{picks.count} launch(es) of each launch configuration profiled{where}{rest}.")
+    names = ", ".join(n[:60] for n, _ in p.kernels)
+    left = 100.0 * sum(ns for _, ns in p.left_out) / max(p.steady_ns, 1)
+    rest = (f"; left out: {len(p.left_out)} kernel name(s) holding {left:.1f}% (e.g. "
+            f"{p.left_out[0][0][:60]})" if p.left_out else "")
+    if p.unreached:
+        rest += f"; no steady launch found for {', '.join(n[:60] for n in p.unreached)}"
+    return (f"Nsight Systems picked {len(p.kernels)} kernel name(s) covering "
+            f"{p.covered_pct:.1f}% of the steady-state GPU time, on every thread: {names}; "
+            f"{len(p.targets)} launch(es), one per launch configuration (at most "
+            f"{max((sum(t.name == n for t in p.targets) for n, _ in p.kernels), default=0)} "
+            f"per name), by kernel name and invocation in {len(p.runs)} ncu run(s); "
+            f"estimated {p.estimate_s:.0f} s{rest}.")

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import compute, runners, systems, tables
+from . import compute, picks, runners, systems, tables
 from .documents import ComputeDoc, SystemsDoc
 from .errors import InputError
 from .io import (
@@ -44,7 +44,7 @@ from .io import (
     write_json_atomic,
     write_png,
 )
-from .load import ncu_csv, nsys_sqlite, torch_logs
+from .load import ncu_csv, nsys_launches, nsys_sqlite, torch_logs
 from .progress import progress_bar
 from .ranks import rank_of
 from .render import plots
@@ -53,6 +53,7 @@ from .render.markdown import render_systems
 from .render.page import render_page
 from .render.ranks_md import render_ranks
 from .render.svg import critical_path_svg
+from .settings import NCU_INSTANCES
 from .systems_files import load_systems, write_csv, write_systems
 
 PAGE = "README.md"
@@ -242,3 +243,20 @@ def run_doc(path: Path) -> SystemsDoc:
                            logs if logs.exists() else None)
     raise InputError(f"{path}: neither a systems.json nor a folder with systems.json or "
                      "trace.sqlite")
+
+
+def compute_plan(path: Path, trace: Path | None = None,
+                 instances: int = NCU_INSTANCES) -> tuple[picks.Plan, Path]:
+    """The Nsight Compute plan of a Systems run (a systems.json, report or run folder)
+    and the export its launches were read from: `trace`, else the export the document
+    names, else the run folder's trace.sqlite."""
+    doc = run_doc(path)
+    folder = path if path.is_dir() else path.parent
+    found = [p for p in (trace, Path(doc.source.path), folder / "trace.sqlite")
+             if p is not None and p.suffix == ".sqlite" and p.is_file()]
+    if not found:
+        raise InputError(f"{path}: the export it was made from ({doc.source.path}) is not "
+                         "here; name it with --trace EXPORT.sqlite")
+    chosen = picks.choose(doc)
+    rows = nsys_launches.launches(found[0], [n for n, _ in chosen.kernels])
+    return picks.plan(doc, rows, instances), found[0]

@@ -99,6 +99,26 @@ FP32_GEMM_PCT = 10.0
 """fp32_gemm: fp32 GEMMs without tensor cores hold at least this % of a range's kernel
 time."""
 
+# --- the Nsight Compute plan (analysis/picks.py) -----------------------------------------
+NCU_INSTANCES = 3
+"""Launch configurations profiled per kernel name at most (those with the most steady GPU
+time); `make compute NCU_INSTANCES=N` raises it."""
+NCU_RUN_SHARE = 5.0
+"""A launch configuration beyond its name's top one gets an ncu run of its own (the whole
+program again) only when it holds this % of the steady-state GPU time; else it is
+profiled only where a run for other kernels reaches it."""
+NCU_PASSES = 12
+"""Replay passes per profiled launch with the toolkit's section set (SpeedOfLight,
+Occupancy, LaunchStats, MemoryWorkloadAnalysis, the roofline chart): every launch of the
+committed H200 reports says 12 (`profiler__replayer_passes`, tests/data/ncu/); ncu's
+default set takes 10."""
+NCU_PASS_OVERHEAD_S = 0.02
+"""Seconds a replay pass costs beside the kernel itself (saving and restoring the memory
+it writes), for the plan's estimate."""
+NCU_RUN_OVERHEAD_S = 5.0
+"""Seconds one ncu run costs beside the program's own GPU time (Python, torch and CUDA
+start, ncu's own start and the report), for the plan's estimate."""
+
 # --- Nsight Compute classification and rules ----------------------------------------------
 LATENCY_PCT = 60.0
 """A kernel whose SM and memory throughput are both under this % of peak is latency-bound."""

@@ -12,10 +12,12 @@ WORKLOAD is a registered name, a workload file or `FILE.py:NAME`. Writes
 ranges in the toolkit domain, and ncu reads `/` as nesting and needs the domain named
 (checked on the H200, tests/data/ncu/nvtx_filter_probe.txt). A command is profiled with
 the `--nvtx-include` filter you give (e.g. `step/fwd/`); else, when a Systems run of the
-same name left reports/<name>/systems.json, the kernels it picked (analysis/picks.py: the
-names holding 90% of the steady-state GPU time, one loop iteration's launches of them
-after the warm-up, `--instances` iterations); else its first SCRIPT_LAUNCH_CAP launches.
-The report says which. Exit 3 when ncu or counter permission is missing.
+same name left reports/<name>/systems.json, the plan made from it (analysis/picks.py: the
+names holding 90% of the steady-state GPU time on every thread, each in its `--instances`
+launch configurations with the most GPU time, one steady launch each by kernel name and
+invocation number, in as few ncu runs as the invocation numbers allow; their reports are
+merged into one CSV); else its first SCRIPT_LAUNCH_CAP launches. The report says which,
+and with a plan the time ncu took against the plan's estimate. Exit 3 when ncu or counter permission is missing.
 
 Triton autotuning is done before profiling, in one plain run of the workload with
 TRITON_CACHE_AUTOTUNING=1, and the profiled run reads the cached choices: tuned under
@@ -30,10 +32,13 @@ in the profiled run). `--no-pretune` skips this (the profiled run then tunes its
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from . import NVTX_DOMAIN
@@ -53,8 +58,9 @@ from .tools import (
 find_ncu, import_csv_argv = (sibling("analysis.tools").find_ncu,
                              sibling("analysis.tools").import_csv_argv)
 Meta, to_json = sibling("analysis.documents").Meta, sibling("analysis.documents").to_json
+NCU_INSTANCES = sibling("analysis.settings").NCU_INSTANCES
 write_atomic = sibling("analysis.io").write_atomic
-picks, load_systems = sibling("analysis.picks"), sibling("analysis.systems_files").load_systems
+picks, compute_plan = sibling("analysis.picks"), sibling("analysis.reports").compute_plan
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
             "SpeedOfLight_RooflineChart")
@@ -125,15 +131,17 @@ def systems_of(args: argparse.Namespace) -> Path | None:
     return mine if mine.is_file() else None
 
 
-def _picked(args: argparse.Namespace) -> tuple[list[str], list[str]] | None:
-    """(ncu filter arguments, notes) for the kernels the Systems run picked, or None."""
+def _picked(args: argparse.Namespace) -> tuple[list[list[str]], list[str], float] | None:
+    """(ncu filter arguments per run, notes, estimated seconds) of the plan made from the
+    Systems run (analysis/picks.py), or None."""
     source = systems_of(args)
     if source is None:
         return None
-    chosen = picks.choose(load_systems(source), instances=args.instances)
-    if not chosen.kernels:
+    plan, export = compute_plan(source, None, args.instances)
+    if not plan.runs:
         return None
-    return picks.ncu_filter(chosen), [picks.said(chosen) + f" (from {source})"]
+    return ([r.argv() for r in plan.runs], [picks.said(plan) + f" (from {source}, "
+                                                               f"{export})"], plan.estimate_s)
 
 
 def _plan(args: argparse.Namespace, run_dir: Path) -> tuple[list[str], str | None, list[str]]:
@@ -144,7 +152,7 @@ def _plan(args: argparse.Namespace, run_dir: Path) -> tuple[list[str], str | Non
                 f"kernels inside NVTX ranges matching --nvtx-include {args.nvtx_include!r}"]
         picked = None if args.launch_count else _picked(args)
         if picked is not None:
-            args.filter_argv = picked[0]
+            args.filter_runs, args.estimate_s = picked[0], picked[2]
             return args.command, None, picked[1]
         args.launch_count = args.launch_count or SCRIPT_LAUNCH_CAP
         return args.command, None, [
@@ -169,24 +177,62 @@ def capture(args: argparse.Namespace) -> Path:
         if args.pretune and not args.command:
             pre = runner_command(args.workload, args.size, 1, run_dir / "pretune")
             env = pretune(pre + (["--variants", args.variant] if args.variant else []))
-        argv = profile_argv(ncu, run_dir / "profile", flt, command, args.clock_control,
-                            args.launch_count, getattr(args, "filter_argv", None))
-        try:
-            output = run_tool(argv, "ncu profile", env=env, stream=True)
-        except ToolError as exc:
-            check_output(str(exc), flt or "", run_dir / "meta.json")
-            raise
-        write_atomic(run_dir / "ncu_log.txt", output)
-        check_output(output, flt or "", run_dir / "meta.json")
+        runs = getattr(args, "filter_runs", None) or [None]
+        t0 = time.monotonic()
+        logs = [_profile(ncu, run_dir / f"profile{i if len(runs) > 1 else ''}", flt, command,
+                         args, picked, env) for i, picked in enumerate(runs)]
+        took = time.monotonic() - t0
+        write_atomic(run_dir / "ncu_log.txt", "".join(logs))
+        if getattr(args, "estimate_s", None) is not None:
+            notes.append(f"ncu took {took:.1f} s in {len(runs)} run(s) against the plan's "
+                         f"estimate of {args.estimate_s:.1f} s")
         if args.command:
             meta = Meta(workload=args.name, description=f"command: {shlex.join(command)}",
                         command=command, notes=notes, started=started(),
                         code_version=code_version(), cwd=os.getcwd())
             write_atomic(run_dir / "meta.json", to_json(meta))
         csv = run_dir / "ncu_raw.csv"
-        write_atomic(csv, run_tool(import_csv_argv(ncu, run_dir / "profile.ncu-rep"),
-                                   "ncu --import", stdout_only=True))
+        write_atomic(csv, merged_csv([run_tool(import_csv_argv(ncu, rep), "ncu --import",
+                                               stdout_only=True)
+                                      for rep in sorted(run_dir.glob("profile*.ncu-rep"))]))
     return csv
+
+
+def _profile(ncu: Path | str, output_base: Path, flt: str | None, command: list[str],
+             args: argparse.Namespace, picked: list[str] | None,
+             env: dict[str, str] | None) -> str:
+    """One ncu run (of the plan's runs, or the only one), checked; its output."""
+    argv = profile_argv(ncu, output_base, flt, command, args.clock_control,
+                        args.launch_count, picked)
+    try:
+        output = run_tool(argv, "ncu profile", env=env, stream=True)
+    except ToolError as exc:
+        check_output(str(exc), flt or "", output_base.parent / "meta.json")
+        raise
+    check_output(output, flt or "", output_base.parent / "meta.json")
+    return output
+
+
+def merged_csv(texts: list[str]) -> str:
+    """Raw-page CSVs of several runs as one: the first's header and units row, every run's
+    profiled launches after it in run order, IDs numbered again, columns by name."""
+    tables = [list(csv.reader(io.StringIO(t))) for t in texts if t.strip()]
+    tables = [t for t in tables if t]
+    if len(tables) <= 1:
+        return texts[0] if texts else ""
+    header, units = tables[0][0], tables[0][1]
+    out = io.StringIO()
+    w = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    w.writerows([header, units])
+    n = 0
+    for t in tables:
+        at = {c: i for i, c in enumerate(t[0])}
+        for row in t[2:]:
+            cells = [row[at[c]] if c in at and at[c] < len(row) else "" for c in header]
+            cells[header.index("ID")] = str(n)
+            w.writerow(cells)
+            n += 1
+    return out.getvalue()
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -200,8 +246,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch-count", type=int, help="stop after this many profiled kernels")
     p.add_argument("--systems", help="a command's systems.json to pick the kernels from "
                    "(default: reports/<name>/systems.json of a Systems run of that name)")
-    p.add_argument("--instances", type=int, default=1, help="with picked kernels: launches "
-                   "of each per loop iteration to profile (default 1)")
+    p.add_argument("--instances", type=int, default=NCU_INSTANCES, help="with picked "
+                   "kernels: launch configurations profiled per kernel name, those with the "
+                   f"most GPU time (default {NCU_INSTANCES})")
     p.add_argument("--no-pretune", dest="pretune", action="store_false",
                    help="let the profiled run autotune Triton kernels itself (under ncu)")
 
