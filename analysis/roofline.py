@@ -9,36 +9,59 @@ two ("Compute is more heavily utilized than Memory" and vice versa). 80% is the 
 
 Roofline: attainable FLOP/s at intensity I (FLOP per DRAM byte) is
 min(peak FLOP/s, I x peak DRAM bytes/s), with true upper bounds only: the DRAM peak from
-ncu's own counters and the dtype's dense peak from the datasheet (DATASHEET_FLOPS); a
+ncu's own counters and the dtype's dense peak from the datasheet (settings.DATASHEET_FLOPS:
+the workload's dtype, else the one the longest GEMM kernels' names say); a
 variant's "% of roofline" is its achieved FLOP/s over that attainable value. The GEMM rate
 measured in the run is reported beside it ("% of measured cuBLAS"), never as a ceiling.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
 from .documents import Ceilings, Meta
-from .settings import LATENCY_PCT
+from .settings import DATASHEET_BW, DATASHEET_FLOPS, DATASHEET_SOURCE, LATENCY_PCT
 
-# True upper bounds from NVIDIA's datasheets (dense): the dtype's tensor-core rate for
-# fp16/bf16/tf32, the vector rate for fp32 (a float32 GEMM in torch uses tf32 only when
-# allowed), and HBM bandwidth. Rates measured in a run (a device copy, a cuBLAS GEMM) can
-# beat neither, but a kernel can beat them: they are second references, never ceilings.
-DATASHEET_FLOPS = {
-    "NVIDIA H200": {"float16": 989.4e12, "bfloat16": 989.4e12, "tfloat32": 494.7e12,
-                    "float32": 66.9e12},
-    "NVIDIA H100 80GB HBM3": {"float16": 989.4e12, "bfloat16": 989.4e12,
-                              "tfloat32": 494.7e12, "float32": 66.9e12},
-}
-DATASHEET_BW = {"NVIDIA H200": 4.8e12, "NVIDIA H100 80GB HBM3": 3.35e12}
+DTYPES = {"fp8": "float8", "float8_e4m3fn": "float8", "float8_e5m2": "float8",
+          "e4m3": "float8", "e5m2": "float8", "fp16": "float16", "half": "float16",
+          "f16": "float16", "bf16": "bfloat16", "tf32": "tfloat32", "fp32": "float32",
+          "f32": "float32", "float": "float32"}
+"""Other spellings of the datasheet's dtypes (torch's `torch.float16` loses its prefix)."""
+GEMM_DTYPE = [(re.compile(p), d) for p, d in (
+    (r"e4m3|e5m2|fp8|_qgmma|f8f8", "float8"), (r"bf16|bfloat16|_bsb_|_bbb_|bf16bf16", "bfloat16"),
+    (r"tf32|_tst_|_tss_", "tfloat32"), (r"f16f16|fp16|_hsh_|_hhs_|_hss_|_h_|f16_|half",
+                                         "float16"), (r"f32f32|sgemm|_sss_|ffma", "float32"))]
+"""A GEMM kernel's dtype from its name (cuBLAS nvjet/xmma/cutlass spellings), first match."""
 
 
 def datasheet(gpu: str | None, dtype: str | None) -> tuple[float | None, float | None]:
-    """(peak FLOP/s for the dtype, peak HBM bytes/s) of a GPU by its name; None unknown."""
-    return (DATASHEET_FLOPS.get(gpu or "", {}).get(dtype or ""),
+    """(peak FLOP/s for the dtype, peak HBM bytes/s) of a GPU by its name; None unknown
+    (settings.DATASHEET_FLOPS, its sources named there)."""
+    return (DATASHEET_FLOPS.get(gpu or "", {}).get(canonical(dtype) or ""),
             DATASHEET_BW.get(gpu or ""))
+
+
+def canonical(dtype: str | None) -> str | None:
+    """The datasheet's name of a dtype (`torch.float16`, `fp16`, `half` -> float16)."""
+    if not dtype:
+        return None
+    d = dtype.lower().removeprefix("torch.")
+    return DTYPES.get(d, d)
+
+
+def gemm_dtype(names: pd.Series, durations: pd.Series) -> str | None:
+    """The dtype of the GEMM kernels that ran longest, read from their names (a command
+    names no dtype): None when no name says one."""
+    time: dict[str, float] = {}
+    for name, d in zip(names.astype(str), durations.fillna(0), strict=True):
+        low = name.lower()
+        found = next((dt for rx, dt in GEMM_DTYPE if rx.search(low)), None)
+        if found and ("gemm" in low or "nvjet" in low or "cutlass" in low or "xmma" in low):
+            time[found] = time.get(found, 0.0) + float(d)
+    return max(time, key=time.get) if time else None
 
 
 def classify(sm_pct: pd.Series, mem_pct: pd.Series) -> pd.Series:
@@ -61,13 +84,17 @@ def ceilings(kernels: pd.DataFrame, meta: Meta | None) -> Ceilings:
     out = Ceilings(dram_bytes_per_s=float(bw.median()) if len(bw) else None,
                    dram_source="ncu: dram__bytes.sum.peak_sustained x "
                    "dram__cycles_elapsed.avg.per_second" if len(bw) else None)
-    dtype = meta.dtype if meta else None
+    dtype = canonical(meta.dtype if meta else None)
+    said = ""
+    if dtype is None and "name" in kernels:
+        dtype = gemm_dtype(kernels["name"], kernels["duration_ns"])
+        said = " (the dtype read from the GEMM kernels' names)" if dtype else ""
     gpu = kernels["gpu"].dropna()
     name = str(gpu.iloc[0]) if len(gpu) else None
     peak, _ = datasheet(name, dtype)
     if peak:
         out.flops_per_s = peak
-        out.flops_source = f"{name} datasheet, dense {dtype}"
+        out.flops_source = f"{name}: {DATASHEET_SOURCE}, {dtype}{said}"
     measured = meta.ceilings.get(f"{dtype}_gemm_flops_per_s") if meta else None
     if measured:
         out.measured_flops_per_s = float(measured)

@@ -119,6 +119,30 @@ NCU_RUN_OVERHEAD_S = 5.0
 """Seconds one ncu run costs beside the program's own GPU time (Python, torch and CUDA
 start, ncu's own start and the report), for the plan's estimate."""
 
+# --- peaks of the GPUs the tool meets (NVIDIA's datasheets, dense: no sparsity) ------------
+DATASHEET_FLOPS = {
+    "NVIDIA H100 80GB HBM3": {"float8": 1978.9e12, "float16": 989.4e12,
+                              "bfloat16": 989.4e12, "tfloat32": 494.7e12,
+                              "float32": 66.9e12},
+    "NVIDIA H100 PCIe": {"float8": 1513e12, "float16": 756.5e12, "bfloat16": 756.5e12,
+                         "tfloat32": 378e12, "float32": 51.2e12},
+    "NVIDIA H100 NVL": {"float8": 1670.5e12, "float16": 835.5e12, "bfloat16": 835.5e12,
+                        "tfloat32": 417.5e12, "float32": 60e12},
+    "NVIDIA H200": {"float8": 1978.9e12, "float16": 989.4e12, "bfloat16": 989.4e12,
+                    "tfloat32": 494.7e12, "float32": 66.9e12},
+    "NVIDIA H200 NVL": {"float8": 1670.5e12, "float16": 835.5e12, "bfloat16": 835.5e12,
+                        "tfloat32": 417.5e12, "float32": 60e12},
+}
+"""Peak FLOP/s per GPU (its CUDA name) and dtype: the tensor-core rate for fp8, fp16, bf16
+and tf32, the CUDA-core rate for fp32; the datasheets list sparse rates, half of which is
+the dense rate kept here. Sources: NVIDIA H100 Tensor Core GPU datasheet (H100 SXM, H100
+PCIe, H100 NVL) and NVIDIA H200 Tensor Core GPU datasheet (H200 SXM, H200 NVL). A rate
+measured in the run (workflows/ceilings.py) is preferred where the run has one."""
+DATASHEET_BW = {"NVIDIA H100 80GB HBM3": 3.35e12, "NVIDIA H100 PCIe": 2.0e12,
+                "NVIDIA H100 NVL": 3.9e12, "NVIDIA H200": 4.8e12, "NVIDIA H200 NVL": 4.8e12}
+"""HBM bytes/s per GPU, from the same datasheets."""
+DATASHEET_SOURCE = "NVIDIA H100 / H200 Tensor Core GPU datasheets, dense rates"
+
 # --- Nsight Compute classification and rules ----------------------------------------------
 LATENCY_PCT = 60.0
 """A kernel whose SM and memory throughput are both under this % of peak is latency-bound."""

@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from analysis import compute
 from analysis.__main__ import main
 from analysis.errors import InputError
 from analysis.load import ncu_csv
@@ -296,3 +298,33 @@ def test_ncu_on_any_command(monkeypatch, fake_tools, tmp_path: Path) -> None:
     prof = fake_tools.calls[0]
     assert prof[prof.index("--nvtx-include") + 1] == "step/fwd/"
     assert "--launch-count" not in prof
+
+
+def test_peaks_for_every_gpu_and_dtype_the_tool_meets() -> None:
+    from analysis import roofline
+    from analysis.settings import DATASHEET_FLOPS
+
+    for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL",
+                "NVIDIA H200", "NVIDIA H200 NVL"):
+        for dtype in ("fp8", "torch.float16", "bf16", "tf32", "float32"):
+            flops, bw = roofline.datasheet(gpu, dtype)
+            assert flops and bw, (gpu, dtype)
+        peaks = DATASHEET_FLOPS[gpu]               # tensor cores: fp8 2x fp16 2x tf32
+        assert peaks["float8"] == pytest.approx(2 * peaks["float16"], rel=0.01)
+        assert peaks["float16"] == pytest.approx(2 * peaks["tfloat32"], rel=0.01)
+    assert roofline.datasheet("NVIDIA H200", "float16")[0] == 989.4e12
+    assert roofline.datasheet("NVIDIA A100", "float16") == (None, None)
+
+
+def test_a_commands_dtype_comes_from_its_gemm_kernels() -> None:
+    from analysis import roofline
+
+    names = pd.Series(["nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT",
+                       "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "vectorized_elementwise_kernel",
+                       "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8"])
+    assert roofline.gemm_dtype(names, pd.Series([5.0, 9.0, 100.0, 1.0])) == "bfloat16"
+    assert roofline.gemm_dtype(names, pd.Series([50.0, 9.0, 100.0, 1.0])) == "float16"
+    assert roofline.gemm_dtype(names[2:3], pd.Series([1.0])) is None
+    doc = compute.build(ncu_csv.load(NCU / "fp32_gemm_raw.csv"), None)
+    assert doc.ceilings.flops_per_s == 66.9e12 and "float32" in doc.ceilings.flops_source
+    assert not [n for n in doc.notes if "no peak FLOP/s" in n]

@@ -17,7 +17,8 @@ names holding 90% of the steady-state GPU time on every thread, each in its `--i
 launch configurations with the most GPU time, one steady launch each by kernel name and
 invocation number, in as few ncu runs as the invocation numbers allow; their reports are
 merged into one CSV); else its first SCRIPT_LAUNCH_CAP launches. The report says which,
-and with a plan the time ncu took against the plan's estimate. Exit 3 when ncu or counter permission is missing.
+and with a plan the time ncu took against the plan's estimate. Exit 3 when ncu or counter
+permission is missing.
 
 Triton autotuning is done before profiling, in one plain run of the workload with
 TRITON_CACHE_AUTOTUNING=1, and the profiled run reads the cached choices: tuned under
@@ -179,8 +180,9 @@ def capture(args: argparse.Namespace) -> Path:
             env = pretune(pre + (["--variants", args.variant] if args.variant else []))
         runs = getattr(args, "filter_runs", None) or [None]
         t0 = time.monotonic()
-        logs = [_profile(ncu, run_dir / f"profile{i if len(runs) > 1 else ''}", flt, command,
-                         args, picked, env) for i, picked in enumerate(runs)]
+        bases = [run_dir / f"profile{i if len(runs) > 1 else ''}" for i in range(len(runs))]
+        logs = [_profile(ncu, base, flt, command, args, picked, env)
+                for base, picked in zip(bases, runs, strict=True)]
         took = time.monotonic() - t0
         write_atomic(run_dir / "ncu_log.txt", "".join(logs))
         if getattr(args, "estimate_s", None) is not None:
@@ -192,9 +194,9 @@ def capture(args: argparse.Namespace) -> Path:
                         code_version=code_version(), cwd=os.getcwd())
             write_atomic(run_dir / "meta.json", to_json(meta))
         csv = run_dir / "ncu_raw.csv"
-        write_atomic(csv, merged_csv([run_tool(import_csv_argv(ncu, rep), "ncu --import",
-                                               stdout_only=True)
-                                      for rep in sorted(run_dir.glob("profile*.ncu-rep"))]))
+        write_atomic(csv, merged_csv([run_tool(import_csv_argv(
+            ncu, base.with_name(base.name + ".ncu-rep")), "ncu --import", stdout_only=True)
+            for base in bases]))
     return csv
 
 
