@@ -35,14 +35,20 @@ from .apart import apart_prefix
 from .documents import SystemsDoc
 from .settings import (
     NCU_INSTANCES,
+    NCU_MAX_RUNS,
     NCU_PASS_OVERHEAD_S,
     NCU_PASSES,
     NCU_RUN_OVERHEAD_S,
     NCU_RUN_SHARE,
+    NCU_SLOWDOWN,
 )
 
 SHARE = 0.9
-"""The share of the steady-state GPU time the chosen kernels cover."""
+"""The share of the steady-state GPU time the profiled kernels cover."""
+POOL_SHARE = 0.995
+"""The names the plan may pick from: those that cover this share of the steady time ..."""
+POOL_NAMES = 60
+"""... at most this many of them."""
 CANDIDATES = 4096
 """Invocation numbers kept per target for the grouping (evenly spaced among its steady
 launches: a kernel launched a million times needs no million votes)."""
@@ -96,7 +102,7 @@ class Plan:
         """Seconds the plan should take on the GPU machine (see the module doc)."""
         passes = sum(NCU_PASSES * (t.duration_ns * 1e-9 + NCU_PASS_OVERHEAD_S)
                      for t in self.targets)
-        return len(self.runs) * (NCU_RUN_OVERHEAD_S + self.program_s) + passes
+        return len(self.runs) * (NCU_RUN_OVERHEAD_S + NCU_SLOWDOWN * self.program_s) + passes
 
 
 def steady_time(doc: SystemsDoc) -> dict[str, int]:
@@ -134,16 +140,29 @@ def choose(doc: SystemsDoc, share: float = SHARE) -> Plan:
 
 def plan(doc: SystemsDoc, launches: pd.DataFrame, instances: int = NCU_INSTANCES,
          share: float = SHARE) -> Plan:
-    """The whole plan from a systems document and its chosen names' launches
-    (load/nsys_launches.launches)."""
-    p = choose(doc, share)
+    """The whole plan from a systems document and the launches of its candidate names
+    (`candidates(doc)`, load/nsys_launches.launches): the runs that reach `share` of the
+    steady GPU time in as few runs as they can (NCU_MAX_RUNS at most), the names they
+    profile, what is left."""
+    pool = choose(doc, POOL_SHARE)
+    time_of = dict(pool.kernels)
     found = targets(launches, warmup_counts(doc), instances)
-    p.runs = group(found, NCU_RUN_SHARE / 100 * p.steady_ns)
+    p = Plan(kernels=[], steady_ns=pool.steady_ns, program_s=pool.program_s)
+    p.runs = group(found, time_of, share * pool.steady_ns,
+                   NCU_RUN_SHARE / 100 * pool.steady_ns)
     p.targets = [t for t in found if t.invocation]
-    p.not_profiled = len(found) - len(p.targets)
     reached = {t.name for t in p.targets}
-    p.unreached = [n for n, _ in p.kernels if n not in reached]
+    p.kernels = [(n, ns) for n, ns in pool.kernels + pool.left_out if n in reached]
+    p.left_out = [(n, ns) for n, ns in pool.kernels + pool.left_out if n not in reached]
+    p.not_profiled = sum(t.name in reached and not t.invocation for t in found)
+    p.unreached = [n for n, _ in choose(doc, share).kernels if n not in reached]
     return p
+
+
+def candidates(doc: SystemsDoc) -> list[str]:
+    """The names whose launches the plan reads: those that cover POOL_SHARE of the steady
+    GPU time (a name below the SHARE cut may fit a run the bigger ones need anyway)."""
+    return [n for n, _ in choose(doc, POOL_SHARE).kernels][:POOL_NAMES]
 
 
 def targets(launches: pd.DataFrame, warm: dict[str, int], instances: int) -> list[Target]:
@@ -173,39 +192,45 @@ def _spaced(values: list[int]) -> list[int]:
     return [values[i] for i in at]
 
 
-def group(found: list[Target], worth_ns: float = 0.0) -> list[Run]:
+def group(found: list[Target], time_of: dict[str, int], goal_ns: float,
+          worth_ns: float) -> list[Run]:
     """Runs of a common invocation number (sets each profiled target's `invocation`).
-    First every name's top configuration; then each other configuration joins a run
-    whose number it can take; one that holds `worth_ns` or more of steady GPU time gets
-    runs of its own (a run is the whole program under ncu); the rest are not profiled."""
+    First the names' top configurations, greedily: the number whose run reaches the most
+    steady GPU time of names not yet reached, until the runs reach `goal_ns` or number
+    NCU_MAX_RUNS; then each other configuration joins a run whose number it can take, or,
+    holding `worth_ns` or more while runs are left, gets runs of its own; the rest are not
+    profiled (a run is the whole program under ncu)."""
     tops, rest = [], []
     for t in found:
         (rest if any(o.name == t.name for o in tops) else tops).append(t)
-    runs = _greedy(tops)
+    runs = _greedy(tops, lambda t: time_of.get(t.name, t.steady_ns), goal_ns, NCU_MAX_RUNS)
     for t in sorted(rest, key=lambda t: -t.steady_ns):
         run = next((r for r in runs if t.name not in r.names and r.invocation in
                     t.candidates), None)
         if run is not None:
             t.invocation = run.invocation
             run.names = sorted([*run.names, t.name])
-    return runs + _greedy([t for t in rest if not t.invocation and t.steady_ns >= worth_ns])
+    big = [t for t in rest if not t.invocation and t.steady_ns >= worth_ns]
+    return runs + _greedy(big, lambda t: t.steady_ns, float("inf"), NCU_MAX_RUNS - len(runs))
 
 
-def _greedy(left: list[Target]) -> list[Run]:
-    """Runs covering every target: the invocation number that reaches the most steady
-    GPU time of the uncovered ones first (the earliest on a tie), one target per name."""
-    runs = []
-    while left:
+def _greedy(left: list[Target], weight_of, goal_ns: float, most: int) -> list[Run]:
+    """At most `most` runs, each the invocation number that reaches the most weight of
+    the targets left (the earliest on a tie), one target per name, until `goal_ns`."""
+    runs: list[Run] = []
+    reached = 0.0
+    while left and reached < goal_ns and len(runs) < most:
         weight: Counter = Counter()
         for t in left:
             for v in set(t.candidates):
-                weight[v] += t.steady_ns
+                weight[v] += weight_of(t)
         n = min(weight, key=lambda v: (-weight[v], v))
         taken: dict[str, Target] = {}
         for t in left:
             if n in t.candidates and t.name not in taken:
                 taken[t.name] = t
                 t.invocation = n
+                reached += weight_of(t)
         runs.append(Run(invocation=n, names=sorted(taken)))
         left = [t for t in left if not t.invocation]
     return runs
@@ -226,6 +251,7 @@ def plan_dict(p: Plan, source: str) -> dict[str, Any]:
             "launches": len(p.targets), "program_s": p.program_s,
             "passes_per_launch": NCU_PASSES, "pass_overhead_s": NCU_PASS_OVERHEAD_S,
             "run_overhead_s": NCU_RUN_OVERHEAD_S, "run_share_pct": NCU_RUN_SHARE,
+            "slowdown": NCU_SLOWDOWN, "max_runs": NCU_MAX_RUNS, "share_pct": 100 * SHARE,
             "estimate_s": p.estimate_s}
 
 

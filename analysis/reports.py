@@ -257,6 +257,5 @@ def compute_plan(path: Path, trace: Path | None = None,
     if not found:
         raise InputError(f"{path}: the export it was made from ({doc.source.path}) is not "
                          "here; name it with --trace EXPORT.sqlite")
-    chosen = picks.choose(doc)
-    rows = nsys_launches.launches(found[0], [n for n, _ in chosen.kernels])
+    rows = nsys_launches.launches(found[0], picks.candidates(doc))
     return picks.plan(doc, rows, instances), found[0]

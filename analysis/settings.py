@@ -115,9 +115,16 @@ default set takes 10."""
 NCU_PASS_OVERHEAD_S = 0.02
 """Seconds a replay pass costs beside the kernel itself (saving and restoring the memory
 it writes), for the plan's estimate."""
+NCU_MAX_RUNS = 2
+"""ncu runs a plan makes at most (each runs the whole program again): the runs are chosen
+to reach the most steady GPU time, and names below the 90% cut that fit a run join it."""
 NCU_RUN_OVERHEAD_S = 5.0
-"""Seconds one ncu run costs beside the program's own GPU time (Python, torch and CUDA
-start, ncu's own start and the report), for the plan's estimate."""
+"""Seconds one ncu run costs beside the program (Python, torch and CUDA start, ncu's own
+start and the report), for the plan's estimate ..."""
+NCU_SLOWDOWN = 1.6
+"""... and how much longer the program's GPU span runs under ncu (every launch
+intercepted): 3 runs of tests/data/tools/plan/decode_train.py on the H200 took 74.8 s for
+an 11.9 s span and 11 profiled launches (reports/bench/compute_plan_h200.md)."""
 
 # --- peaks of the GPUs the tool meets (NVIDIA's datasheets, dense: no sparsity) ------------
 DATASHEET_FLOPS = {

@@ -17,7 +17,14 @@ from analysis.__main__ import main
 from analysis.documents import to_json
 from analysis.load.nsys_launches import launches
 from analysis.picks import Target
-from analysis.settings import NCU_INSTANCES, NCU_PASS_OVERHEAD_S, NCU_PASSES, NCU_RUN_OVERHEAD_S
+from analysis.settings import (
+    NCU_INSTANCES,
+    NCU_MAX_RUNS,
+    NCU_PASS_OVERHEAD_S,
+    NCU_PASSES,
+    NCU_RUN_OVERHEAD_S,
+    NCU_SLOWDOWN,
+)
 from tests.conftest import DATA
 from workflows import ncu
 
@@ -30,8 +37,7 @@ def _doc(name: str):
 
 def _plan(name: str, instances: int = NCU_INSTANCES) -> picks.Plan:
     doc = _doc(name)
-    chosen = picks.choose(doc)
-    rows = launches(BATTERY / name / "trace.sqlite", [n for n, _ in chosen.kernels])
+    rows = launches(BATTERY / name / "trace.sqlite", picks.candidates(doc))
     return picks.plan(doc, rows, instances)
 
 
@@ -44,6 +50,7 @@ def test_the_backwards_gemm_on_the_autograd_thread_is_reached() -> None:
     assert shares == sorted(shares, reverse=True)
     per_name = {n: sum(t.name == n for t in p.targets) for n, _ in p.kernels}
     assert max(per_name.values()) <= NCU_INSTANCES and not p.unreached
+    assert len(p.runs) <= NCU_MAX_RUNS
     assert "Kernel2" in picks.said(p) and "on every thread" in picks.said(p)
 
 
@@ -72,7 +79,7 @@ def test_runs_profile_exactly_the_targets() -> None:
         (flag, value), = [r.argv()]
         assert flag == "--kernel-id" and value.startswith("::regex:^(")
         assert value.endswith(f")$:{r.invocation}")
-    expected = len(p.runs) * (NCU_RUN_OVERHEAD_S + p.program_s) + sum(
+    expected = len(p.runs) * (NCU_RUN_OVERHEAD_S + NCU_SLOWDOWN * p.program_s) + sum(
         NCU_PASSES * (t.duration_ns * 1e-9 + NCU_PASS_OVERHEAD_S) for t in p.targets)
     assert p.estimate_s == pytest.approx(expected)
 
@@ -82,13 +89,21 @@ def _t(name: str, ns: int, candidates: list[int]) -> Target:
                   duration_ns=1.0, candidates=candidates)
 
 
-def test_grouping_shares_runs_and_spends_none_on_small_configurations() -> None:
-    found = [_t("a", 100, [5, 9]), _t("b", 90, [9, 12]), _t("a", 50, [12, 13]),
-             _t("c", 80, [3]), _t("b", 2, [7])]
-    runs = picks.group(found, worth_ns=10)
-    assert [(r.invocation, r.names) for r in runs] == [(9, ["a", "b"]), (3, ["c"]),
-                                                      (12, ["a"])]
-    assert [t.invocation for t in found] == [9, 9, 12, 3, 0]      # b's 2-ns config: left
+def test_grouping_reaches_the_most_time_in_few_runs() -> None:
+    """Runs by the most steady time of names not yet reached; a second configuration joins
+    a run or is left once NCU_MAX_RUNS (2) are spent; the goal reached, no more runs."""
+    def found() -> list[Target]:
+        return [_t("a", 100, [5, 9]), _t("b", 90, [9, 12]), _t("a", 50, [12, 13]),
+                _t("c", 80, [3]), _t("b", 2, [7])]
+    time_of = {"a": 150, "b": 92, "c": 80}
+    got = found()
+    runs = picks.group(got, time_of, goal_ns=1e9, worth_ns=10)
+    assert [(r.invocation, r.names) for r in runs] == [(9, ["a", "b"]), (3, ["c"])]
+    assert [t.invocation for t in got] == [9, 9, 0, 3, 0]
+    got = found()
+    runs = picks.group(got, time_of, goal_ns=200, worth_ns=10)    # 242 reached in one
+    assert [(r.invocation, r.names) for r in runs] == [(9, ["a", "b"]), (12, ["a"])]
+    assert [t.invocation for t in got] == [9, 9, 12, 0, 0]
 
 
 def test_one_configuration_per_name_gives_one_target_per_name() -> None:

@@ -33,9 +33,10 @@ def plan_text(p: dict[str, Any]) -> str:
     lines += [f"    {shlex.join(r['ncu_args'])}" for r in p["runs"]] + [""]
     lines += _left(p)
     lines += [f"Estimate: {p['estimate_s']:.1f} s = {len(p['runs'])} run(s) x "
-              f"({p['run_overhead_s']:g} s start + {p['program_s']:.1f} s of the program's "
-              f"GPU span) + {p['launches']} launch(es) x {p['passes_per_launch']} passes x "
-              f"(the kernel + {p['pass_overhead_s']:g} s).", ""]
+              f"({p['run_overhead_s']:g} s start + {p['slowdown']:g} x {p['program_s']:.1f} s "
+              f"of the program's GPU span) + {p['launches']} launch(es) x "
+              f"{p['passes_per_launch']} passes x (the kernel + {p['pass_overhead_s']:g} s).",
+              ""]
     return "\n".join(reflow(lines)) + "\n"
 
 
@@ -48,5 +49,7 @@ def _left(p: dict[str, Any]) -> list[str]:
                 f"each holds under {p['run_share_pct']:g}% of the steady time (a run of their "
                 "own would be the whole program again).", ""]
     if p["unreached"]:
-        out += [f"No steady launch found for: {esc(', '.join(p['unreached']))}.", ""]
+        out += [f"Not profiled, though among the names that hold {pct(p['share_pct'])} of the "
+                f"time: {esc(', '.join(p['unreached']))} (no steady launch, or no run of "
+                f"the {p['max_runs']} allowed reaches it).", ""]
     return out
