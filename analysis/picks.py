@@ -15,9 +15,11 @@ the Systems run of the same program over the whole program, every loop and threa
    exactly its targets, one launch each; every name's top configuration decides the runs,
    the others join a run, or get runs of their own when they hold NCU_RUN_SHARE of the
    steady time, else are left (a run is the whole program under ncu).
-4. The time it will take, before any is spent: per run the program under ncu
-   (NCU_RUN_OVERHEAD_S plus the capture's span), per profiled launch NCU_PASSES replay
-   passes of the kernel plus NCU_PASS_OVERHEAD_S each.
+4. Each run stops the program once its launches are profiled (`--launch-count`,
+   `--kill`). The time it will take, before any is spent: per run NCU_RUN_OVERHEAD_S plus
+   the program under ncu (NCU_SLOWDOWN times the Systems timeline up to the run's last
+   target launch), per profiled launch NCU_PASSES replay passes of the kernel plus
+   NCU_PASS_OVERHEAD_S each.
 `python -m analysis picks REPORT [--json]` prints it; `make compute` runs it.
 """
 
@@ -65,18 +67,29 @@ class Target:
     duration_ns: float                # their mean duration
     invocation: int = 0               # the one profiled (Nsight Compute's numbering)
     candidates: list[int] = field(default_factory=list, repr=False)
+    starts: list[int] = field(default_factory=list, repr=False)   # each candidate's start,
+    # ns after the program's first kernel (when a run reaches it)
+
+    @property
+    def at_s(self) -> float:
+        """Seconds into the program the profiled launch comes (0: none chosen)."""
+        return self.starts[self.candidates.index(self.invocation)] * 1e-9 \
+            if self.invocation in self.candidates else 0.0
 
 
 @dataclass
 class Run:
-    """One ncu run: the N-th invocation of each of its names."""
+    """One ncu run: the N-th invocation of each of its names; the program is stopped once
+    they are profiled (`--kill`), `until_s` into it."""
 
     invocation: int
     names: list[str]
+    until_s: float = 0.0
 
     def argv(self) -> list[str]:
         regex = "|".join(re.escape(n) for n in self.names)
-        return ["--kernel-id", f"::regex:^({regex})$:{self.invocation}"]
+        return ["--kernel-id", f"::regex:^({regex})$:{self.invocation}",
+                "--launch-count", str(len(self.names)), "--kill", "yes"]
 
 
 @dataclass
@@ -90,7 +103,7 @@ class Plan:
     runs: list[Run] = field(default_factory=list)
     unreached: list[str] = field(default_factory=list)   # chosen, no steady launch found
     not_profiled: int = 0                     # configurations no run's number reaches
-    program_s: float = 0.0                    # the capture's span (a run's program time)
+    program_s: float = 0.0                    # the capture's GPU span
 
     @property
     def covered_pct(self) -> float:
@@ -102,7 +115,7 @@ class Plan:
         """Seconds the plan should take on the GPU machine (see the module doc)."""
         passes = sum(NCU_PASSES * (t.duration_ns * 1e-9 + NCU_PASS_OVERHEAD_S)
                      for t in self.targets)
-        return len(self.runs) * (NCU_RUN_OVERHEAD_S + NCU_SLOWDOWN * self.program_s) + passes
+        return sum(NCU_RUN_OVERHEAD_S + NCU_SLOWDOWN * r.until_s for r in self.runs) + passes
 
 
 def steady_time(doc: SystemsDoc) -> dict[str, int]:
@@ -151,6 +164,9 @@ def plan(doc: SystemsDoc, launches: pd.DataFrame, instances: int = NCU_INSTANCES
     p.runs = group(found, time_of, share * pool.steady_ns,
                    NCU_RUN_SHARE / 100 * pool.steady_ns)
     p.targets = [t for t in found if t.invocation]
+    for r in p.runs:
+        r.until_s = max((t.at_s for t in p.targets if t.invocation == r.invocation
+                         and t.name in r.names), default=0.0)
     reached = {t.name for t in p.targets}
     p.kernels = [(n, ns) for n, ns in pool.kernels + pool.left_out if n in reached]
     p.left_out = [(n, ns) for n, ns in pool.kernels + pool.left_out if n not in reached]
@@ -174,22 +190,25 @@ def targets(launches: pd.DataFrame, warm: dict[str, int], instances: int) -> lis
                       & (launches["invocation"].to_numpy() > 1)]
     if steady.empty:
         steady = launches
+    steady = steady.assign(since=steady["start_ns"] - int(launches["start_ns"].min()))
     per = steady.groupby(["name", "config"], sort=False).agg(
         steady_ns=("duration_ns", "sum"), launches=("duration_ns", "size"),
-        duration_ns=("duration_ns", "mean"), candidates=("invocation", list)).reset_index()
+        duration_ns=("duration_ns", "mean"), candidates=("invocation", list),
+        starts=("since", list)).reset_index()
     per = per.sort_values(["name", "steady_ns"], ascending=[True, False])
     top = per.groupby("name", sort=False).head(max(instances, 1))
     return [Target(name=r.name, config=r.config, steady_ns=int(r.steady_ns),
                    launches=int(r.launches), duration_ns=float(r.duration_ns),
-                   candidates=_spaced(r.candidates)) for r in top.itertuples()]
+                   candidates=_spaced(r.candidates), starts=_spaced(r.starts))
+            for r in top.itertuples()]
 
 
 def _spaced(values: list[int]) -> list[int]:
     """At most CANDIDATES of the values, evenly spaced, first and last kept."""
     if len(values) <= CANDIDATES:
-        return list(values)
+        return [int(v) for v in values]
     at = np.linspace(0, len(values) - 1, CANDIDATES).round().astype(int)
-    return [values[i] for i in at]
+    return [int(values[i]) for i in at]
 
 
 def group(found: list[Target], time_of: dict[str, int], goal_ns: float,
@@ -245,8 +264,8 @@ def plan_dict(p: Plan, source: str) -> dict[str, Any]:
             "targets": [{"name": t.name, "config": t.config, "steady_ns": t.steady_ns,
                          "launches": t.launches, "duration_ns": t.duration_ns,
                          "invocation": t.invocation} for t in p.targets],
-            "runs": [{"invocation": r.invocation, "names": r.names, "ncu_args": r.argv()}
-                     for r in p.runs],
+            "runs": [{"invocation": r.invocation, "names": r.names, "until_s": r.until_s,
+                      "ncu_args": r.argv()} for r in p.runs],
             "unreached": p.unreached, "not_profiled": p.not_profiled,
             "launches": len(p.targets), "program_s": p.program_s,
             "passes_per_launch": NCU_PASSES, "pass_overhead_s": NCU_PASS_OVERHEAD_S,

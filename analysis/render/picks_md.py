@@ -32,11 +32,12 @@ def plan_text(p: dict[str, Any]) -> str:
               "gives):", ""]
     lines += [f"    {shlex.join(r['ncu_args'])}" for r in p["runs"]] + [""]
     lines += _left(p)
+    until = " + ".join(f"{r['until_s']:.1f}" for r in p["runs"])
     lines += [f"Estimate: {p['estimate_s']:.1f} s = {len(p['runs'])} run(s) x "
-              f"({p['run_overhead_s']:g} s start + {p['slowdown']:g} x {p['program_s']:.1f} s "
-              f"of the program's GPU span) + {p['launches']} launch(es) x "
-              f"{p['passes_per_launch']} passes x (the kernel + {p['pass_overhead_s']:g} s).",
-              ""]
+              f"{p['run_overhead_s']:g} s start + {p['slowdown']:g} x ({until}) s of the "
+              "program until each run's last launch (then it is stopped) + "
+              f"{p['launches']} launch(es) x {p['passes_per_launch']} passes x (the kernel + "
+              f"{p['pass_overhead_s']:g} s).", ""]
     return "\n".join(reflow(lines)) + "\n"
 
 
