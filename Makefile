@@ -19,6 +19,7 @@ need_name = $(if $(SCRIPT),$(if $(NAME),,$(error SCRIPT needs NAME=..., the run 
 TARGET = $(if $(SCRIPT),--name $(NAME) --runs $(RUNS) -- $(SCRIPT),$(WORKLOAD) --name $(NAME) --runs $(RUNS))
 NCU_ITERS ?= 1
 NCU_INSTANCES ?=
+NCU_RUNS ?=
 CLOCK_CONTROL ?= none
 VARIANT ?=
 LAUNCH_COUNT ?=
@@ -41,7 +42,7 @@ help: ## list targets and their variables
 	@echo "           SIZE=$(SIZE) (default|small) NPROC=$(NPROC) STRAGGLER=$(STRAGGLER) (ddp_step)"
 	@echo "           SAMPLE=$(SAMPLE) (none|cpu: CPU and Python samples in the capture)"
 	@echo "           ITERS=$(ITERS) NCU_ITERS=$(NCU_ITERS) CLOCK_CONTROL=$(CLOCK_CONTROL) (none|base)"
-	@echo "           LAUNCH_COUNT=$(LAUNCH_COUNT) RUNS=$(RUNS) PY=$(PY)"
+	@echo "           LAUNCH_COUNT=$(LAUNCH_COUNT) NCU_INSTANCES=$(NCU_INSTANCES) NCU_RUNS=$(NCU_RUNS) (the Compute plan) RUNS=$(RUNS) PY=$(PY)"
 	@echo "           BASE=$(BASE) NEW=$(NEW) THRESHOLD=$(THRESHOLD) METRIC=$(METRIC) COPIES=$(COPIES) REPEAT=$(REPEAT)"
 
 setup: ## create .venv and install the package with test dependencies (CPU torch for kernel tests)
@@ -93,6 +94,7 @@ compute: ## KERNEL=name|file.py [VARIANT=v] or SCRIPT="cmd" NAME=n [NVTX_INCLUDE
 	    $(if $(NVTX_INCLUDE),--nvtx-include "$(NVTX_INCLUDE)") \
 	    $(if $(LAUNCH_COUNT),--launch-count $(LAUNCH_COUNT)) \
 	    $(if $(NCU_INSTANCES),$(if $(SCRIPT),--instances $(NCU_INSTANCES))) \
+	    $(if $(NCU_RUNS),$(if $(SCRIPT),--max-runs $(NCU_RUNS))) \
 	    $(if $(SCRIPT),--name $(KNAME) --runs $(RUNS) -- $(SCRIPT),$(KERNEL) --name $(KNAME) --runs $(RUNS))
 	$(PY) -m analysis compute $(NCU_RUN)/ncu_raw.csv --meta $(NCU_RUN)/meta.json -o reports/$(KNAME)
 	$(if $(wildcard reports/$(KNAME)/systems.json),$(PY) -m analysis page reports/$(KNAME),\

@@ -6,7 +6,7 @@
     python -m analysis compute NCU.csv|NCU.ncu-rep [--meta META.json] -o DIR
     python -m analysis page DIR [--workload NAME]
     python -m analysis diff A B [--threshold PCT] [--metric auto|span|kernel|busy] [-o DIFF.md]
-    python -m analysis picks REPORT [--trace EXPORT.sqlite] [--instances N] [--json]
+    python -m analysis picks REPORT [--trace EXPORT.sqlite] [--instances N] [--runs N] [--json]
     python -m analysis demo [DATA] [-o OUT]
     python -m analysis scrub IN.sqlite OUT.sqlite
     python -m analysis rules
@@ -49,7 +49,7 @@ from .picks import plan_dict
 from .render.picks_md import plan_text
 from .rules import markdown_table
 from .scrub import scrub
-from .settings import NCU_INSTANCES
+from .settings import NCU_INSTANCES, NCU_MAX_RUNS
 
 
 def cmd_systems(args: argparse.Namespace) -> int:
@@ -111,7 +111,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_picks(args: argparse.Namespace) -> int:
-    plan, export = reports.compute_plan(Path(args.report), _path(args.trace), args.instances)
+    plan, export = reports.compute_plan(Path(args.report), _path(args.trace), args.instances,
+                                        args.runs)
     found = plan_dict(plan, str(export))
     print(to_json(found) if args.json else plan_text(found), end="")
     return 0
@@ -192,6 +193,8 @@ def parser(prog: str = "python -m analysis", epilog: str | None = None
                    "it names, else the run folder's trace.sqlite)")
     k.add_argument("--instances", type=int, default=NCU_INSTANCES, help="launch "
                    f"configurations per kernel name at most (default {NCU_INSTANCES})")
+    k.add_argument("--runs", type=int, default=NCU_MAX_RUNS, help="ncu runs at most (each "
+                   f"runs the whole program again; default {NCU_MAX_RUNS})")
     k.add_argument("--json", action="store_true", help="the plan as JSON")
     k.set_defaults(func=cmd_picks)
     x = sub.add_parser("scrub", help="a copy of an export safe to share: no environment, "

@@ -104,6 +104,7 @@ class Plan:
     unreached: list[str] = field(default_factory=list)   # chosen, no steady launch found
     not_profiled: int = 0                     # configurations no run's number reaches
     program_s: float = 0.0                    # the capture's GPU span
+    max_runs: int = NCU_MAX_RUNS              # ncu runs allowed
 
     @property
     def covered_pct(self) -> float:
@@ -152,17 +153,18 @@ def choose(doc: SystemsDoc, share: float = SHARE) -> Plan:
 
 
 def plan(doc: SystemsDoc, launches: pd.DataFrame, instances: int = NCU_INSTANCES,
-         share: float = SHARE) -> Plan:
+         share: float = SHARE, max_runs: int = NCU_MAX_RUNS) -> Plan:
     """The whole plan from a systems document and the launches of its candidate names
     (`candidates(doc)`, load/nsys_launches.launches): the runs that reach `share` of the
-    steady GPU time in as few runs as they can (NCU_MAX_RUNS at most), the names they
+    steady GPU time in as few runs as they can (`max_runs` at most), the names they
     profile, what is left."""
     pool = choose(doc, POOL_SHARE)
     time_of = dict(pool.kernels)
     found = targets(launches, warmup_counts(doc), instances)
-    p = Plan(kernels=[], steady_ns=pool.steady_ns, program_s=pool.program_s)
+    p = Plan(kernels=[], steady_ns=pool.steady_ns, program_s=pool.program_s,
+             max_runs=max_runs)
     p.runs = group(found, time_of, share * pool.steady_ns,
-                   NCU_RUN_SHARE / 100 * pool.steady_ns)
+                   NCU_RUN_SHARE / 100 * pool.steady_ns, max_runs)
     p.targets = [t for t in found if t.invocation]
     for r in p.runs:
         r.until_s = max((t.at_s for t in p.targets if t.invocation == r.invocation
@@ -212,17 +214,17 @@ def _spaced(values: list[int]) -> list[int]:
 
 
 def group(found: list[Target], time_of: dict[str, int], goal_ns: float,
-          worth_ns: float) -> list[Run]:
+          worth_ns: float, max_runs: int = NCU_MAX_RUNS) -> list[Run]:
     """Runs of a common invocation number (sets each profiled target's `invocation`).
     First the names' top configurations, greedily: the number whose run reaches the most
     steady GPU time of names not yet reached, until the runs reach `goal_ns` or number
-    NCU_MAX_RUNS; then each other configuration joins a run whose number it can take, or,
+    `max_runs`; then each other configuration joins a run whose number it can take, or,
     holding `worth_ns` or more while runs are left, gets runs of its own; the rest are not
     profiled (a run is the whole program under ncu)."""
     tops, rest = [], []
     for t in found:
         (rest if any(o.name == t.name for o in tops) else tops).append(t)
-    runs = _greedy(tops, lambda t: time_of.get(t.name, t.steady_ns), goal_ns, NCU_MAX_RUNS)
+    runs = _greedy(tops, lambda t: time_of.get(t.name, t.steady_ns), goal_ns, max_runs)
     for t in sorted(rest, key=lambda t: -t.steady_ns):
         run = next((r for r in runs if t.name not in r.names and r.invocation in
                     t.candidates), None)
@@ -230,7 +232,7 @@ def group(found: list[Target], time_of: dict[str, int], goal_ns: float,
             t.invocation = run.invocation
             run.names = sorted([*run.names, t.name])
     big = [t for t in rest if not t.invocation and t.steady_ns >= worth_ns]
-    return runs + _greedy(big, lambda t: t.steady_ns, float("inf"), NCU_MAX_RUNS - len(runs))
+    return runs + _greedy(big, lambda t: t.steady_ns, float("inf"), max_runs - len(runs))
 
 
 def _greedy(left: list[Target], weight_of, goal_ns: float, most: int) -> list[Run]:
@@ -270,7 +272,7 @@ def plan_dict(p: Plan, source: str) -> dict[str, Any]:
             "launches": len(p.targets), "program_s": p.program_s,
             "passes_per_launch": NCU_PASSES, "pass_overhead_s": NCU_PASS_OVERHEAD_S,
             "run_overhead_s": NCU_RUN_OVERHEAD_S, "run_share_pct": NCU_RUN_SHARE,
-            "slowdown": NCU_SLOWDOWN, "max_runs": NCU_MAX_RUNS, "share_pct": 100 * SHARE,
+            "slowdown": NCU_SLOWDOWN, "max_runs": p.max_runs, "share_pct": 100 * SHARE,
             "estimate_s": p.estimate_s}
 
 

@@ -53,7 +53,7 @@ from .render.markdown import render_systems
 from .render.page import render_page
 from .render.ranks_md import render_ranks
 from .render.svg import critical_path_svg
-from .settings import NCU_INSTANCES
+from .settings import NCU_INSTANCES, NCU_MAX_RUNS
 from .systems_files import load_systems, write_csv, write_systems
 
 PAGE = "README.md"
@@ -245,8 +245,8 @@ def run_doc(path: Path) -> SystemsDoc:
                      "trace.sqlite")
 
 
-def compute_plan(path: Path, trace: Path | None = None,
-                 instances: int = NCU_INSTANCES) -> tuple[picks.Plan, Path]:
+def compute_plan(path: Path, trace: Path | None = None, instances: int = NCU_INSTANCES,
+                 max_runs: int = NCU_MAX_RUNS) -> tuple[picks.Plan, Path]:
     """The Nsight Compute plan of a Systems run (a systems.json, report or run folder)
     and the export its launches were read from: `trace`, else the export the document
     names, else the run folder's trace.sqlite."""
@@ -258,4 +258,4 @@ def compute_plan(path: Path, trace: Path | None = None,
         raise InputError(f"{path}: the export it was made from ({doc.source.path}) is not "
                          "here; name it with --trace EXPORT.sqlite")
     rows = nsys_launches.launches(found[0], picks.candidates(doc))
-    return picks.plan(doc, rows, instances), found[0]
+    return picks.plan(doc, rows, instances, max_runs=max_runs), found[0]

@@ -76,10 +76,13 @@ def test_runs_profile_exactly_the_targets() -> None:
     by_run = {(r.invocation, n) for r in p.runs for n in r.names}
     assert by_run == {(t.invocation, t.name) for t in p.targets}
     for r in p.runs:
-        (flag, value), = [r.argv()]
-        assert flag == "--kernel-id" and value.startswith("::regex:^(")
-        assert value.endswith(f")$:{r.invocation}")
-    expected = len(p.runs) * (NCU_RUN_OVERHEAD_S + NCU_SLOWDOWN * p.program_s) + sum(
+        argv = r.argv()
+        value = argv[argv.index("--kernel-id") + 1]
+        assert value.startswith("::regex:^(") and value.endswith(f")$:{r.invocation}")
+        assert argv[argv.index("--launch-count") + 1] == str(len(r.names))
+        assert argv[argv.index("--kill") + 1] == "yes"          # stopped once profiled
+        assert 0 < r.until_s <= p.program_s
+    expected = sum(NCU_RUN_OVERHEAD_S + NCU_SLOWDOWN * r.until_s for r in p.runs) + sum(
         NCU_PASSES * (t.duration_ns * 1e-9 + NCU_PASS_OVERHEAD_S) for t in p.targets)
     assert p.estimate_s == pytest.approx(expected)
 

@@ -60,6 +60,7 @@ find_ncu, import_csv_argv = (sibling("analysis.tools").find_ncu,
                              sibling("analysis.tools").import_csv_argv)
 Meta, to_json = sibling("analysis.documents").Meta, sibling("analysis.documents").to_json
 NCU_INSTANCES = sibling("analysis.settings").NCU_INSTANCES
+NCU_MAX_RUNS = sibling("analysis.settings").NCU_MAX_RUNS
 write_atomic = sibling("analysis.io").write_atomic
 picks, compute_plan = sibling("analysis.picks"), sibling("analysis.reports").compute_plan
 
@@ -138,7 +139,8 @@ def _picked(args: argparse.Namespace) -> tuple[list[list[str]], list[str], float
     source = systems_of(args)
     if source is None:
         return None
-    plan, export = compute_plan(source, None, args.instances)
+    plan, export = compute_plan(source, None, args.instances,
+                                getattr(args, "max_runs", None) or NCU_MAX_RUNS)
     if not plan.runs:
         return None
     return ([r.argv() for r in plan.runs], [picks.said(plan) + f" (from {source}, "
@@ -251,6 +253,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instances", type=int, default=NCU_INSTANCES, help="with picked "
                    "kernels: launch configurations profiled per kernel name, those with the "
                    f"most GPU time (default {NCU_INSTANCES})")
+    p.add_argument("--max-runs", type=int, default=NCU_MAX_RUNS, help="with picked "
+                   "kernels: ncu runs at most, each the whole program again (default "
+                   f"{NCU_MAX_RUNS})")
     p.add_argument("--no-pretune", dest="pretune", action="store_false",
                    help="let the profiled run autotune Triton kernels itself (under ncu)")
 
