@@ -287,7 +287,8 @@ def said(p: Plan) -> str:
     rest = (f"; left out: {len(p.left_out)} kernel name(s) holding {left:.1f}% (e.g. "
             f"{p.left_out[0][0][:60]})" if p.left_out else "")
     if p.unreached:
-        rest += f"; no steady launch found for {', '.join(n[:60] for n in p.unreached)}"
+        rest += (f"; not reached in the {p.max_runs} run(s) allowed (or no steady launch): "
+                 f"{', '.join(n[:60] for n in p.unreached)}")
     return (f"Nsight Systems picked {len(p.kernels)} kernel name(s) covering "
             f"{p.covered_pct:.1f}% of the steady-state GPU time, on every thread: {names}; "
             f"{len(p.targets)} launch(es), one per launch configuration (at most "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -166,3 +167,31 @@ def test_the_runs_csvs_are_merged_with_ids_numbered_again() -> None:
     assert merged[:2] == ['"ID","Kernel Name","gpu__time_duration.sum"', '"","","ns"']
     assert merged[2:] == ['"0","a","5"', '"1","b","6"', '"2","c","7"']
     assert ncu.merged_csv([one]) == one
+
+
+PLAN = DATA / "plan" / "decode_train"
+
+
+def test_a_decode_loop_and_a_training_loop_under_one_plan() -> None:
+    """The H200 capture of tests/data/tools/plan/decode_train.py: the plan covers 90% of
+    the steady GPU time with at most 3 configurations per name in at most 2 runs, reaches
+    the decode loop's KV-cache copies and the backward's GEMMs, launched by the autograd
+    thread (not the thread that holds the ranges); its estimate is the one the H200 run
+    printed, within 15% of the time ncu took there."""
+    doc = calibration.document(PLAN / "trace.sqlite")
+    rows = launches(PLAN / "trace.sqlite", picks.candidates(doc))
+    p = picks.plan(doc, rows)
+    assert p.covered_pct >= 90 and len(p.runs) <= NCU_MAX_RUNS
+    per_name = {n: sum(t.name == n for t in p.targets) for n, _ in p.kernels}
+    assert max(per_name.values()) <= NCU_INSTANCES
+    names = {t.name for t in p.targets}
+    assert "CatArrayBatchedCopy" in names                           # the decode loop's
+    main_tid = rows.loc[rows["name"] == "CatArrayBatchedCopy", "tid"].iloc[0]
+    launched = {(r.name, r.invocation): r.tid for r in rows.itertuples()}
+    backward = [t for t in p.targets if "nvjet" in t.name
+                and launched[(t.name, t.invocation)] != main_tid]
+    assert backward, "a GEMM launched by the autograd thread is profiled"
+    said = json.loads((PLAN / "ncu_meta.json").read_text())["notes"][-1]
+    took, estimate = (float(x) for x in re.findall(r"([\d.]+) s", said)[:2])
+    assert p.estimate_s == pytest.approx(estimate, abs=0.1)
+    assert abs(p.estimate_s - took) / took < 0.15
