@@ -69,6 +69,9 @@ class Target:
     candidates: list[int] = field(default_factory=list, repr=False)
     starts: list[int] = field(default_factory=list, repr=False)   # each candidate's start,
     # ns after the program's first kernel (when a run reaches it)
+    range: str = ""                   # the user's range that launched the profiled launch
+    thread: str = ""                  # "own" (its thread) or "other thread" (backward)
+    call_ns: int = 0                  # when its launch call started
 
     @property
     def at_s(self) -> float:
@@ -265,7 +268,8 @@ def plan_dict(p: Plan, source: str) -> dict[str, Any]:
             "left_out": [{"name": n, "steady_ns": ns} for n, ns in p.left_out],
             "targets": [{"name": t.name, "config": t.config, "steady_ns": t.steady_ns,
                          "launches": t.launches, "duration_ns": t.duration_ns,
-                         "invocation": t.invocation} for t in p.targets],
+                         "invocation": t.invocation, "range": t.range, "thread": t.thread,
+                         "call_ns": t.call_ns} for t in p.targets],
             "runs": [{"invocation": r.invocation, "names": r.names, "until_s": r.until_s,
                       "ncu_args": r.argv()} for r in p.runs],
             "unreached": p.unreached, "not_profiled": p.not_profiled,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import compute, picks, runners, systems, tables
+from . import compute, launch_ranges, picks, runners, systems, tables
 from .documents import ComputeDoc, SystemsDoc
 from .errors import InputError
 from .io import (
@@ -53,6 +54,7 @@ from .render.markdown import render_systems
 from .render.page import render_page
 from .render.ranks_md import render_ranks
 from .render.svg import critical_path_svg
+from .rules.registry import user_path
 from .settings import NCU_INSTANCES, NCU_MAX_RUNS
 from .systems_files import load_systems, write_csv, write_systems
 
@@ -199,6 +201,9 @@ def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDo
         csv_path = ncu_rep_to_csv(source, Path(tmp)) if source.suffix == ".ncu-rep" else source
         data = ncu_csv.load(csv_path)
         data.path = source
+        plan_path = source.parent / "plan.json"
+        if plan_path.is_file():               # a plan's launches: their Systems ranges
+            data.kernels = launch_ranges.fill(data.kernels, json.loads(plan_path.read_text()))
         doc = compute.build(data, meta)
     with report_folder(out, "compute") as stage:
         png = write_png(stage, "roofline.png", lambda p: plots.roofline_png(doc, p))
@@ -258,4 +263,17 @@ def compute_plan(path: Path, trace: Path | None = None, instances: int = NCU_INS
         raise InputError(f"{path}: the export it was made from ({doc.source.path}) is not "
                          "here; name it with --trace EXPORT.sqlite")
     rows = nsys_launches.launches(found[0], picks.candidates(doc))
-    return picks.plan(doc, rows, instances, max_runs=max_runs), found[0]
+    plan = picks.plan(doc, rows, instances, max_runs=max_runs)
+    held_by(plan, rows, nsys_sqlite.load(found[0], ops=False).ranges)
+    return plan, found[0]
+
+
+def held_by(plan: picks.Plan, rows: pd.DataFrame, ranges: pd.DataFrame) -> None:
+    """Each profiled launch's range and thread (launch_ranges.holders), in the plan."""
+    if not plan.targets:
+        return
+    at = rows.drop_duplicates(["name", "invocation"]).set_index(["name", "invocation"])
+    calls = at.loc[[(t.name, t.invocation) for t in plan.targets], ["tid", "call_ns"]]
+    for t, (path, thread), call in zip(plan.targets, launch_ranges.holders(
+            ranges, calls, user_path), calls["call_ns"].tolist(), strict=True):
+        t.range, t.thread, t.call_ns = path, thread, int(call)

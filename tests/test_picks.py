@@ -195,3 +195,24 @@ def test_a_decode_loop_and_a_training_loop_under_one_plan() -> None:
     took, estimate = (float(x) for x in re.findall(r"([\d.]+) s", said)[:2])
     assert p.estimate_s == pytest.approx(estimate, abs=0.1)
     assert abs(p.estimate_s - took) / took < 0.15
+
+
+def test_profiled_launches_are_tied_to_the_ranges_that_launched_them() -> None:
+    """ncu's own NVTX record has no range for the backward's kernels (the autograd thread
+    opens none); the plan knows each launch's Systems range, and the compute report takes
+    it: every launch of the H200 run gets one, the backward's GEMMs `train_step`."""
+    from analysis import launch_ranges
+    from analysis.load import ncu_csv
+
+    plan = json.loads((PLAN / "plan.json").read_text())
+    other = [t for t in plan["targets"] if t["thread"] == "other thread"]
+    assert other and all(t["range"] == "train_step" for t in other)
+    data = ncu_csv.load(PLAN / "ncu_raw.csv")
+    assert (data.kernels["range"] == "").any()                 # what ncu alone says
+    filled = launch_ranges.fill(data.kernels, plan)
+    assert (filled["range"] != "").all()
+    gemms = filled[filled["name"].str.contains("nvjet_sm90_hsh_256x128")]
+    assert set(gemms["range"]) == {"train_step"}
+    assert launch_ranges.base_name("void at::native::vectorized_elementwise_kernel<4, "
+                                   "at::native::GeluCUDAKernelImpl>(int, T2, T3)") == \
+        "vectorized_elementwise_kernel"

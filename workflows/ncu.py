@@ -135,7 +135,8 @@ def systems_of(args: argparse.Namespace) -> Path | None:
 
 def _picked(args: argparse.Namespace) -> tuple[list[list[str]], list[str], float] | None:
     """(ncu filter arguments per run, notes, estimated seconds) of the plan made from the
-    Systems run (analysis/picks.py), or None."""
+    Systems run (analysis/picks.py), or None; the plan's JSON in `args.plan_json` (written
+    beside the CSV: the compute report reads each launch's Systems range from it)."""
     source = systems_of(args)
     if source is None:
         return None
@@ -143,6 +144,7 @@ def _picked(args: argparse.Namespace) -> tuple[list[list[str]], list[str], float
                                 getattr(args, "max_runs", None) or NCU_MAX_RUNS)
     if not plan.runs:
         return None
+    args.plan_json = to_json(picks.plan_dict(plan, str(export)))
     return ([r.argv() for r in plan.runs], [picks.said(plan) + f" (from {source}, "
                                                                f"{export})"], plan.estimate_s)
 
@@ -195,6 +197,8 @@ def capture(args: argparse.Namespace) -> Path:
                         command=command, notes=notes, started=started(),
                         code_version=code_version(), cwd=os.getcwd())
             write_atomic(run_dir / "meta.json", to_json(meta))
+        if getattr(args, "plan_json", None):
+            write_atomic(run_dir / "plan.json", args.plan_json)
         csv = run_dir / "ncu_raw.csv"
         write_atomic(csv, merged_csv([run_tool(import_csv_argv(
             ncu, base.with_name(base.name + ".ncu-rep")), "ncu --import", stdout_only=True)

@@ -5,8 +5,9 @@ Nsight Compute's `--kernel-id ::NAME:N` profiles the N-th invocation of the func
 (its base name, as Nsight Systems' `shortName`); invocations are counted per process in
 launch order, which CUPTI's correlation ids follow on every thread. A launch
 configuration is the grid, the block and the shared memory (static + dynamic), as
-`--filter-mode per-launch-config` tells them apart. Read from the export directly: the
-report folder keeps per-name totals, not launches.
+`--filter-mode per-launch-config` tells them apart; `call_ns` is when its launch call
+started (-1 where not traced). Read from the export directly: the report folder keeps
+per-name totals, not launches.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pandas as pd
 
 from .nsys_sqlite import _fetch_ints, connect, os_pid
 
-COLUMNS = ["pid", "tid", "name", "config", "invocation", "start_ns", "duration_ns"]
+COLUMNS = ["pid", "tid", "name", "config", "invocation", "start_ns", "duration_ns",
+           "call_ns"]
 
 
 def launches(path: Path, names: list[str]) -> pd.DataFrame:
@@ -36,10 +38,11 @@ def launches(path: Path, names: list[str]) -> pd.DataFrame:
         raw = _fetch_ints(conn, path, (
             "SELECT k.globalPid, ifnull(r.globalTid, -1), k.shortName, k.gridX, k.gridY, "
             "k.gridZ, k.blockX, k.blockY, k.blockZ, ifnull(k.staticSharedMemory, 0) + "
-            "ifnull(k.dynamicSharedMemory, 0), k.correlationId, k.start, k.end - k.start "
+            "ifnull(k.dynamicSharedMemory, 0), k.correlationId, k.start, k.end - k.start, "
+            "ifnull(r.start, -1) "
             "FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON "
             f"r.correlationId = k.correlationId AND r.globalTid / 16777216 = k.globalPid / "
-            f"16777216 WHERE k.shortName IN ({marks}) ORDER BY k.correlationId, k.start"), 13)
+            f"16777216 WHERE k.shortName IN ({marks}) ORDER BY k.correlationId, k.start"), 14)
     finally:
         conn.close()
     return _frame(raw, {v: k for k, v in ids.items()})
@@ -52,6 +55,7 @@ def _frame(raw: np.ndarray, name_of: dict[int, str]) -> pd.DataFrame:
                         for a, b, c, d, e, f, s in g.tolist()], dtype=object)
     out = pd.DataFrame({"pid": os_pid(raw[:, 0]), "tid": raw[:, 1],
                         "name": pd.Series([name_of[int(i)] for i in raw[:, 2]], dtype=object),
-                        "config": config, "start_ns": raw[:, 11], "duration_ns": raw[:, 12]})
+                        "config": config, "start_ns": raw[:, 11], "duration_ns": raw[:, 12],
+                        "call_ns": raw[:, 13]})
     out["invocation"] = out.groupby(["pid", "name"], sort=False).cumcount() + 1
     return out[COLUMNS]
