@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import compute, launch_ranges, picks, runners, systems, tables
+from . import compute, compute_wall, launch_ranges, picks, runners, systems, tables
 from .documents import ComputeDoc, SystemsDoc
 from .errors import InputError
 from .io import (
@@ -205,6 +205,8 @@ def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDo
         if plan_path.is_file():               # a plan's launches: their Systems ranges
             data.kernels = launch_ranges.fill(data.kernels, json.loads(plan_path.read_text()))
         doc = compute.build(data, meta)
+        if plan_path.is_file():
+            _wall_savings(doc, out)
     with report_folder(out, "compute") as stage:
         png = write_png(stage, "roofline.png", lambda p: plots.roofline_png(doc, p))
         write_json_atomic(stage / "compute.json", doc)
@@ -248,6 +250,22 @@ def run_doc(path: Path) -> SystemsDoc:
                            logs if logs.exists() else None)
     raise InputError(f"{path}: neither a systems.json nor a folder with systems.json or "
                      "trace.sqlite")
+
+
+def _wall_savings(doc: ComputeDoc, out: Path) -> None:
+    """The Compute findings' wall-time savings replayed on the Systems step models
+    (compute_wall.py), where DIR holds the Systems report of the same program and its
+    export is still there; a note says how many were priced."""
+    systems_json = out / "systems.json"
+    if not systems_json.is_file():
+        return
+    export = Path(load_systems(systems_json).source.path)
+    if export.suffix != ".sqlite" or not export.is_file():
+        return
+    priced = compute_wall.wall_savings(doc, measure_systems(export, None, None))
+    doc.notes.append(f"{priced} finding(s) replayed on the Systems step model of the range "
+                     f"that launched their kernels ({export}): their wall-time saving is in "
+                     "their message and evidence (wall_saving_ns)")
 
 
 def compute_plan(path: Path, trace: Path | None = None, instances: int = NCU_INSTANCES,

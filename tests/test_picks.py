@@ -216,3 +216,23 @@ def test_profiled_launches_are_tied_to_the_ranges_that_launched_them() -> None:
     assert launch_ranges.base_name("void at::native::vectorized_elementwise_kernel<4, "
                                    "at::native::GeluCUDAKernelImpl>(int, T2, T3)") == \
         "vectorized_elementwise_kernel"
+
+
+def test_compute_findings_get_the_wall_saving_the_step_model_replays(tmp_path: Path) -> None:
+    """With the Systems report of the same program beside it, each Compute finding of a
+    modeled loop is replayed there with its kernels as fast as it says they can be: the
+    training step's kernels shorten its wall time; the decode loop, held by its host
+    (cuDNN builds a plan every token), gains nothing from faster kernels."""
+    from analysis import reports
+
+    out = tmp_path / "decode_train"
+    reports.systems_report(out, PLAN / "trace.sqlite", PLAN / "meta.json", None)
+    doc = reports.compute_report(out, PLAN / "ncu_raw.csv", PLAN / "ncu_meta.json")
+    priced = [f for f in doc.findings if "wall_saving_ns" in f.evidence]
+    assert priced and any("replayed on the Systems step model" in n for n in doc.notes)
+    train = [f for f in priced if f.range == "train_step"]
+    decode = [f for f in priced if f.range == "decode"]
+    assert train and all(f.evidence["wall_saving_ns"] > 0 for f in train)
+    assert decode and all(f.evidence["wall_saving_ns"] == 0 for f in decode)
+    assert all(0 <= f.evidence["kernel_speed_factor"] < 1 for f in priced)
+    assert "off its critical path" in decode[0].message
