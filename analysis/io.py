@@ -67,15 +67,20 @@ def write_json_atomic(path: Path, doc: object) -> None:
     _replace_atomically(path, lambda fh: dump_json(doc, fh))
 
 
-def unpack_xz(root: Path) -> list[Path]:
-    """Decompress every `*.sqlite.xz` under `root` beside itself, unless an up-to-date
-    copy is there already; return the paths written.
+PACKED = ("*.sqlite.xz", "*_raw*.csv.xz")
+"""What unpack_xz decompresses: the exports, and Nsight Compute's raw CSVs (`nsys stats`
+references stay packed: their reader takes .csv.xz as it is)."""
 
-    The committed captures (tests/data) are stored xz-compressed (a fifth of their size)
-    and read as plain SQLite files; the unpacked copies are git-ignored.
+
+def unpack_xz(root: Path) -> list[Path]:
+    """Decompress every export and ncu raw CSV (PACKED) under `root` beside itself,
+    unless an up-to-date copy is there already; return the paths written.
+
+    The committed captures (tests/data) are stored xz-compressed (a fifth of their size,
+    a tenth for the CSVs) and read as plain files; the unpacked copies are git-ignored.
     """
     written = []
-    for packed in sorted(root.rglob("*.sqlite.xz")):
+    for packed in sorted(p for pattern in PACKED for p in root.rglob(pattern)):
         plain = packed.with_suffix("")
         if plain.is_file() and plain.stat().st_mtime >= packed.stat().st_mtime:
             continue
