@@ -225,14 +225,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
         ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
         gpu_busy=summary.gpu_busy(trace.devices),
         copies=host.copy_summary(trace.copy_names))
-    def sequence(limit: int) -> pd.DataFrame:
-        return kernel_sequence(export.db, limit) if export.db.is_file() else \
-            from_ops(export.ops)
-    first = functools.cache(lambda: sequence(DETECT_ROWS))
-    doc.steps, windows = find_steps(trace.ranges, rules.registry.is_op_path, first, step)
-    doc.capture = capture_totals(doc, functools.cache(lambda: sequence(SEQUENCE_ROWS)))
-    detected = detected_measures(first(), windows) if windows else {}
-    return Measured(doc, meta, events, trace, steps, detected)
+    return Measured(doc, meta, events, trace, steps, add_steps(doc, export, trace, step))
 
 
 def library_columns(trace: model.Trace, keys: np.ndarray) -> pd.DataFrame:
@@ -241,6 +234,21 @@ def library_columns(trace: model.Trace, keys: np.ndarray) -> pd.DataFrame:
     rows = [i for i, k in enumerate(keys.tolist()) if k in held]
     return pd.DataFrame({"parent": pd.Series([held[int(keys[i])] for i in rows],
                                              index=rows, dtype=object)})
+
+
+def add_steps(doc: SystemsDoc, export: NsysExport, trace: model.Trace,
+              step: str | None) -> dict:
+    """The document's `steps` (step_find.py) and `capture` totals; returns the detected
+    steps' rank measures (ranks.detected_measures). The kernel sequence is read only
+    where needed: its first DETECT_ROWS kernels to detect steps, all of them where NCCL
+    ran (exposed communication)."""
+    def sequence(limit: int) -> pd.DataFrame:
+        return kernel_sequence(export.db, limit) if export.db.is_file() else \
+            from_ops(export.ops)
+    first = functools.cache(lambda: sequence(DETECT_ROWS))
+    doc.steps, windows = find_steps(trace.ranges, rules.registry.is_op_path, first, step)
+    doc.capture = capture_totals(doc, functools.cache(lambda: sequence(SEQUENCE_ROWS)))
+    return detected_measures(first(), windows) if windows else {}
 
 
 def judge(measured: Measured) -> SystemsDoc:

@@ -5,7 +5,8 @@
 # backward runs on the autograd thread) profiled as a user does, `make systems` then
 # `make compute` of the same NAME, each timed end to end; `python -m analysis picks` prints
 # the plan in between. Writes $OUT/plan.tar.xz: the report folder, the scrubbed export,
-# the merged ncu CSV and meta, the plan (JSON and page), the logs and times.
+# the merged ncu CSV and meta, the plan (JSON and page), the logs and times. NCU_RUNS=N
+# in the environment caps the plan's ncu runs.
 set -u
 P="python3 tests/data/tools/plan/decode_train.py"
 W=$OUT/plan; mkdir -p $W
@@ -16,7 +17,7 @@ tail -1 $W/systems.log
 python3 -m analysis picks reports/decode_train --json > $W/plan.json 2> $W/picks.err
 python3 -m analysis picks reports/decode_train > $W/plan.md 2>> $W/picks.err
 tail -3 $W/plan.md
-/usr/bin/time -f "make compute: %e s" make compute SCRIPT="$P" NAME=decode_train > $W/compute.log 2>&1
+/usr/bin/time -f "make compute: %e s" make compute SCRIPT="$P" NAME=decode_train ${NCU_RUNS:+NCU_RUNS=$NCU_RUNS} > $W/compute.log 2>&1
 tail -1 $W/compute.log
 grep -h "ncu took" reports/decode_train/compute.md | head -2
 cp -r reports/decode_train $W/report
