@@ -88,9 +88,16 @@ def headline_lines(diff: dict[str, Any]) -> list[str]:
             if out else [])
 
 
+SOURCE_SAID = {"detected": "steps detected in the kernel sequence",
+               "profiler marker": "profiler step markers",
+               "whole capture": "the whole capture"}
+
+
 def _said(side: dict[str, Any]) -> str:
-    name = f" {code(side['name'])}" if side["name"] else ""
-    return f"{side['source']}{name}"
+    """Where one side's steps came from, in words."""
+    if side["source"] in ("user range", "named") and side["name"]:
+        return code(side["name"])
+    return SOURCE_SAID.get(side["source"], side["source"])
 
 
 def _pct(v: float | None) -> str:
