@@ -32,7 +32,7 @@ STRAGGLER ?=
 BASE ?=
 NEW ?=
 
-.PHONY: help setup test test-gpu lint demo systems report report-one compute profile profile-all diff bench \
+.PHONY: help setup test test-gpu lint demo systems report report-one picks compute profile profile-all diff bench \
         sweep bench-analysis
 
 help: ## list targets and their variables
@@ -86,6 +86,10 @@ report-one:
 
 diff: ## BASE=runs/w/a NEW=runs/w/b [THRESHOLD=5] [METRIC=span|kernel|busy]: fails on a regression
 	$(PY) -m analysis diff $(BASE) $(NEW) --threshold $(THRESHOLD) --metric $(METRIC)
+
+picks: ## NAME=n: the Nsight Compute plan of reports/NAME (kernels, launches, ncu runs, time), before any GPU time
+	$(PY) -m analysis picks reports/$(NAME) $(if $(NCU_INSTANCES),--instances $(NCU_INSTANCES)) \
+	    $(if $(NCU_RUNS),--runs $(NCU_RUNS))
 
 compute: ## KERNEL=name|file.py [VARIANT=v] or SCRIPT="cmd" NAME=n [NVTX_INCLUDE=f]: ncu -> reports/NAME/compute.md
 	$(need_name)
