@@ -55,11 +55,10 @@ def base_name(demangled: str) -> str:
 def fill(kernels: pd.DataFrame, plan: dict) -> pd.DataFrame:
     """`range` of the profiled launches that have none, from the plan they were profiled
     by (its targets' `range`, matched name by name in the runs' launch order)."""
+    run_of = {r["invocation"]: i for i, r in enumerate(plan.get("runs") or [])}
     queue: dict[str, list[str]] = {}
     for t in sorted(plan.get("targets") or [], key=lambda t: (
-            [r["invocation"] for r in plan["runs"]].index(t["invocation"])
-            if t["invocation"] in [r["invocation"] for r in plan["runs"]] else 0,
-            t.get("call_ns", 0))):
+            run_of.get(t["invocation"], 0), t.get("call_ns", 0))):
         queue.setdefault(t["name"], []).append(t.get("range") or "")
     out = kernels.copy()
     ranges = out["range"].tolist()

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .apart import apart_prefix
-from .documents import SystemsDoc
+from .documents import SystemsDoc, entry_column, entry_pick
 from .settings import (
     NCU_INSTANCES,
     NCU_MAX_RUNS,
@@ -131,18 +131,24 @@ def steady_time(doc: SystemsDoc) -> dict[str, int]:
 
 
 def warmup_counts(doc: SystemsDoc, what: str = "count") -> dict[str, int]:
-    """Per kernel name, its launches (or GPU ns) inside set-apart warm-up instances."""
+    """Per kernel name, its launches (or GPU ns) inside set-apart warm-up instances (only
+    those entries made: a document may hold 100k ranges)."""
+    names, warm = entry_column(doc.ranges, "name"), entry_column(doc.ranges, "warmup")
+    at = [i for i, (n, w) in enumerate(zip(names, warm, strict=True))
+          if w and apart_prefix(n) == n]
     out: Counter = Counter()
-    for e in doc.ranges:
-        if e.warmup and apart_prefix(e.name) == e.name:
-            for k in e.kernels:
-                out[k.name] += getattr(k, what)
+    for e in entry_pick(doc.ranges, at):
+        for k in e.kernels:
+            out[k.name] += getattr(k, what)
     return dict(out)
 
 
-def choose(doc: SystemsDoc, share: float = SHARE) -> Plan:
-    """The names that cover `share` of the steady-state GPU time (no targets yet)."""
-    steady = sorted(steady_time(doc).items(), key=lambda kv: -kv[1])
+def choose(doc: SystemsDoc, share: float = SHARE,
+           ranked: list[tuple[str, int]] | None = None) -> Plan:
+    """The names that cover `share` of the steady-state GPU time (no targets yet);
+    `ranked`: steady_time, most first, where the caller has it already."""
+    steady = ranked if ranked is not None else sorted(steady_time(doc).items(),
+                                                      key=lambda kv: -kv[1])
     total = sum(ns for _, ns in steady)
     chosen, covered = [], 0
     for name, ns in steady:
@@ -161,7 +167,8 @@ def plan(doc: SystemsDoc, launches: pd.DataFrame, instances: int = NCU_INSTANCES
     (`candidates(doc)`, load/nsys_launches.launches): the runs that reach `share` of the
     steady GPU time in as few runs as they can (`max_runs` at most), the names they
     profile, what is left."""
-    pool = choose(doc, POOL_SHARE)
+    ranked = sorted(steady_time(doc).items(), key=lambda kv: -kv[1])
+    pool = choose(doc, POOL_SHARE, ranked)
     time_of = dict(pool.kernels)
     found = targets(launches, warmup_counts(doc), instances)
     p = Plan(kernels=[], steady_ns=pool.steady_ns, program_s=pool.program_s,
@@ -176,7 +183,7 @@ def plan(doc: SystemsDoc, launches: pd.DataFrame, instances: int = NCU_INSTANCES
     p.kernels = [(n, ns) for n, ns in pool.kernels + pool.left_out if n in reached]
     p.left_out = [(n, ns) for n, ns in pool.kernels + pool.left_out if n not in reached]
     p.not_profiled = sum(t.name in reached and not t.invocation for t in found)
-    p.unreached = [n for n, _ in choose(doc, share).kernels if n not in reached]
+    p.unreached = [n for n, _ in choose(doc, share, ranked).kernels if n not in reached]
     return p
 
 

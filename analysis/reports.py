@@ -202,10 +202,11 @@ def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDo
         data = ncu_csv.load(csv_path)
         data.path = source
         plan_path = source.parent / "plan.json"
-        if plan_path.is_file():               # a plan's launches: their Systems ranges
+        planned = plan_path.is_file()         # a plan's launches: their Systems ranges
+        if planned:
             data.kernels = launch_ranges.fill(data.kernels, json.loads(plan_path.read_text()))
         doc = compute.build(data, meta)
-        if plan_path.is_file():
+        if planned:
             _wall_savings(doc, out)
     with report_folder(out, "compute") as stage:
         png = write_png(stage, "roofline.png", lambda p: plots.roofline_png(doc, p))

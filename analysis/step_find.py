@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from .apart import APART_TAGS
+from .apart import APART_TAGS, steady_path
 from .documents import StepSet
 from .library import library_mask
 from .load.nsys_sequence import DETECT_ROWS
@@ -125,10 +125,10 @@ def _with_twin(n: pd.Series) -> np.ndarray:
 
 
 def _warm(r: pd.DataFrame, path: str) -> int:
-    """Instances of `path` set apart as warm-up (their path tagged)."""
-    tagged = [path.replace("/", tag + "/", 1) if "/" in path else path + tag
-              for tag in APART_TAGS] + [path + tag for tag in APART_TAGS]
-    return int(r["path"].isin(tagged).sum())
+    """Instances of `path` set apart as warm-up (a tag anywhere in their path)."""
+    paths = r["path"]
+    tagged = paths[paths.str.contains("|".join(map(re.escape, APART_TAGS)))]
+    return int(sum(n for p, n in tagged.value_counts().items() if steady_path(p) == path))
 
 
 def _of_rows(rows: pd.DataFrame, source: str, name: str, warm: int) -> StepSet:

@@ -11,16 +11,13 @@ steps. analysis/ranks.py turns the summed measures into the cross-rank document.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from .intervals import clipped_union, covered, union
+from .load.nsys_sequence import NCCL
 from .ops import is_op_path
 from .step_find import loop_path
-
-NCCL = re.compile(r"^nccl", re.I)
 
 
 def step_rows(ranges: pd.DataFrame, step: str | None) -> np.ndarray:

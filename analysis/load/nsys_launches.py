@@ -1,5 +1,5 @@
 """Every launch of some kernel names, with its launch configuration and the invocation
-number Nsight Compute gives it (the plan of analysis/compute_plan.py).
+number Nsight Compute gives it (the plan of analysis/picks.py).
 
 Nsight Compute's `--kernel-id ::NAME:N` profiles the N-th invocation of the function NAME
 (its base name, as Nsight Systems' `shortName`); invocations are counted per process in

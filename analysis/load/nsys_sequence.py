@@ -21,6 +21,7 @@ DETECT_ROWS = 200_000
 """Kernels the step detection reads (the first: thousands of steps of most loops; reading
 a 5M-kernel export whole would cost seconds and 160 MB for no better period)."""
 NCCL = re.compile(r"^nccl", re.I)
+"""NCCL's kernels (communication), by name (analysis/steps.py counts them apart too)."""
 COLUMNS = ["pid", "device", "stream", "name_id", "start_ns", "end_ns", "nccl"]
 
 
