@@ -167,6 +167,7 @@ def test_the_runs_csvs_are_merged_with_ids_numbered_again() -> None:
     assert merged[:2] == ['"ID","Kernel Name","gpu__time_duration.sum"', '"","","ns"']
     assert merged[2:] == ['"0","a","5"', '"1","b","6"', '"2","c","7"']
     assert ncu.merged_csv([one]) == one
+    assert ncu.merged_csv(["", one]) == one                  # a run that profiled nothing
 
 
 PLAN = DATA / "plan" / "decode_train"

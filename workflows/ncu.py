@@ -224,10 +224,10 @@ def _profile(ncu: Path | str, output_base: Path, flt: str | None, command: list[
 def merged_csv(texts: list[str]) -> str:
     """Raw-page CSVs of several runs as one: the first's header and units row, every run's
     profiled launches after it in run order, IDs numbered again, columns by name."""
-    tables = [list(csv.reader(io.StringIO(t))) for t in texts if t.strip()]
-    tables = [t for t in tables if t]
-    if len(tables) <= 1:
-        return texts[0] if texts else ""
+    kept = [t for t in texts if t.strip()]
+    if len(kept) <= 1:                      # one run's CSV (or none) as it is
+        return kept[0] if kept else ""
+    tables = [list(csv.reader(io.StringIO(t))) for t in kept]
     header, units = tables[0][0], tables[0][1]
     out = io.StringIO()
     w = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
