@@ -13,8 +13,10 @@ the Systems run of the same program over the whole program, every loop and threa
    per run, `::regex:^(A|B)$:N` profiling the N-th invocation of each name listed, so the
    targets are grouped into runs by a common invocation number (`group`): a run profiles
    exactly its targets, one launch each; every name's top configuration decides the runs,
-   the others join a run, or get runs of their own when they hold NCU_RUN_SHARE of the
-   steady time, else are left (a run is the whole program under ncu).
+   most time first until the runs reach SHARE (a name past it is left out: each launch
+   profiled costs its replay passes), the other configurations of the names reached join
+   a run, or get runs of their own when they hold NCU_RUN_SHARE of the steady time, else
+   are left (a run is the whole program under ncu).
 4. Each run stops the program once its launches are profiled (`--launch-count`,
    `--kill`). The time it will take, before any is spent: per run NCU_RUN_OVERHEAD_S plus
    the program under ncu (NCU_SLOWDOWN times the Systems timeline up to the run's last
@@ -189,7 +191,7 @@ def plan(doc: SystemsDoc, launches: pd.DataFrame, instances: int = NCU_INSTANCES
 
 def candidates(doc: SystemsDoc) -> list[str]:
     """The names whose launches the plan reads: those that cover POOL_SHARE of the steady
-    GPU time (a name below the SHARE cut may fit a run the bigger ones need anyway)."""
+    GPU time (a name below the SHARE cut is reached where a bigger one is not)."""
     return [n for n, _ in choose(doc, POOL_SHARE).kernels][:POOL_NAMES]
 
 
@@ -226,44 +228,58 @@ def _spaced(values: list[int]) -> list[int]:
 def group(found: list[Target], time_of: dict[str, int], goal_ns: float,
           worth_ns: float, max_runs: int = NCU_MAX_RUNS) -> list[Run]:
     """Runs of a common invocation number (sets each profiled target's `invocation`).
-    First the names' top configurations, greedily: the number whose run reaches the most
-    steady GPU time of names not yet reached, until the runs reach `goal_ns` or number
-    `max_runs`; then each other configuration joins a run whose number it can take, or,
-    holding `worth_ns` or more while runs are left, gets runs of its own; the rest are not
+    First the names, greedily: the number whose run reaches the most steady GPU time of
+    names not yet reached (a name through the configuration with the most time that the
+    number reaches), until the runs reach `goal_ns` or number `max_runs`; then each other
+    configuration of a name reached joins a run whose number it can take, or, holding
+    `worth_ns` or more while runs are left, gets runs of its own; the rest are not
     profiled (a run is the whole program under ncu)."""
-    tops, rest = [], []
-    for t in found:
-        (rest if any(o.name == t.name for o in tops) else tops).append(t)
-    runs = _greedy(tops, lambda t: time_of.get(t.name, t.steady_ns), goal_ns, max_runs)
+    names: dict[str, list[Target]] = {}
+    for t in sorted(found, key=lambda t: -t.steady_ns):
+        names.setdefault(t.name, []).append(t)
+    runs = _greedy(list(names.values()), lambda g: time_of.get(g[0].name, g[0].steady_ns),
+                   goal_ns, max_runs)
+    rest = [t for t in found if not t.invocation and any(t.name in r.names for r in runs)]
     for t in sorted(rest, key=lambda t: -t.steady_ns):
         run = next((r for r in runs if t.name not in r.names and r.invocation in
                     t.candidates), None)
         if run is not None:
             t.invocation = run.invocation
             run.names = sorted([*run.names, t.name])
-    big = [t for t in rest if not t.invocation and t.steady_ns >= worth_ns]
-    return runs + _greedy(big, lambda t: t.steady_ns, float("inf"), max_runs - len(runs))
+    big = [[t] for t in rest if not t.invocation and t.steady_ns >= worth_ns]
+    return runs + _greedy(big, lambda g: g[0].steady_ns, float("inf"), max_runs - len(runs))
 
 
-def _greedy(left: list[Target], weight_of, goal_ns: float, most: int) -> list[Run]:
-    """At most `most` runs, each the invocation number that reaches the most weight of
-    the targets left (the earliest on a tie), one target per name, until `goal_ns`."""
+def _greedy(left: list[list[Target]], weight_of, goal_ns: float, most: int) -> list[Run]:
+    """At most `most` runs over groups of targets of one name each (a group is reached
+    through its first target, by most time, that the number reaches), each run the
+    invocation number that reaches the most weight of the groups left (the earliest on a
+    tie), one target per name, most weight first, until `goal_ns`: a group past the goal
+    is left out, as each profiled launch costs NCU_PASSES replays of the kernel with the
+    program's memory saved and restored."""
     runs: list[Run] = []
     reached = 0.0
     while left and reached < goal_ns and len(runs) < most:
-        weight: Counter = Counter()
-        for t in left:
-            for v in set(t.candidates):
-                weight[v] += weight_of(t)
-        n = min(weight, key=lambda v: (-weight[v], v))
+        weight: Counter = Counter()           # the names' time each number reaches ...
+        config: Counter = Counter()           # ... and their configurations' (on a tie)
+        for g in left:
+            best: dict[int, int] = {}
+            for t in g:
+                for v in t.candidates:
+                    best.setdefault(v, t.steady_ns)
+            for v, ns in best.items():
+                weight[v] += weight_of(g)
+                config[v] += ns
+        n = min(weight, key=lambda v: (-weight[v], -config[v], v))
         taken: dict[str, Target] = {}
-        for t in left:
-            if n in t.candidates and t.name not in taken:
+        for g in sorted(left, key=lambda g: -weight_of(g)):
+            t = next((t for t in g if n in t.candidates), None)
+            if t is not None and t.name not in taken and reached < goal_ns:
                 taken[t.name] = t
                 t.invocation = n
-                reached += weight_of(t)
+                reached += weight_of(g)
         runs.append(Run(invocation=n, names=sorted(taken)))
-        left = [t for t in left if not t.invocation]
+        left = [g for g in left if not any(t.invocation for t in g)]
     return runs
 
 
@@ -298,8 +314,9 @@ def said(p: Plan) -> str:
     rest = (f"; left out: {len(p.left_out)} kernel name(s) holding {left:.1f}% (e.g. "
             f"{p.left_out[0][0][:60]})" if p.left_out else "")
     if p.unreached:
-        rest += (f"; not reached in the {p.max_runs} run(s) allowed (or no steady launch): "
-                 f"{', '.join(n[:60] for n in p.unreached)}")
+        why = ("the others cover the share" if p.covered_pct >= 100 * SHARE else
+               f"not reached in the {p.max_runs} run(s) allowed (or no steady launch)")
+        rest += f"; not profiled ({why}): {', '.join(n[:60] for n in p.unreached)}"
     return (f"Nsight Systems picked {len(p.kernels)} kernel name(s) covering "
             f"{p.covered_pct:.1f}% of the steady-state GPU time, on every thread: {names}; "
             f"{len(p.targets)} launch(es), one per launch configuration (at most "

@@ -103,28 +103,36 @@ time."""
 NCU_INSTANCES = 3
 """Launch configurations profiled per kernel name at most (those with the most steady GPU
 time); `make compute NCU_INSTANCES=N` raises it."""
-NCU_RUN_SHARE = 5.0
+NCU_RUN_SHARE = 10.0
 """A launch configuration beyond its name's top one gets an ncu run of its own (the whole
 program again) only when it holds this % of the steady-state GPU time; else it is
-profiled only where a run for other kernels reaches it."""
+profiled only where a run for other kernels reaches it. On the H200, such a run of
+tests/data/tools/plan/decode_train.py took 20 s for a configuration holding 6.5%
+(reports/bench/compute_plan_h200.md)."""
 NCU_PASSES = 12
 """Replay passes per profiled launch with the toolkit's section set (SpeedOfLight,
 Occupancy, LaunchStats, MemoryWorkloadAnalysis, the roofline chart): every launch of the
 committed H200 reports says 12 (`profiler__replayer_passes`, tests/data/ncu/); ncu's
 default set takes 10."""
-NCU_PASS_OVERHEAD_S = 0.02
-"""Seconds a replay pass costs beside the kernel itself (saving and restoring the memory
-it writes), for the plan's estimate."""
+NCU_PASS_OVERHEAD_S = 0.1
+"""Seconds a replay pass costs beside the kernel itself (ncu saves the program's device
+memory before the first pass and restores what the kernel wrote before each other), for
+the plan's estimate. On the H200, with decode_train.py: the same 12 launches cost 15.5 s
+more with 12 passes each than with 1 (33.8 s against 18.3 s), 0.117 s a pass, from 0.05
+s in the decode loop (little memory held) to 0.16 s in the training loop; its plan of 9
+launches took 27.6 s, 0.074 s a pass beside the run's start and the program."""
 NCU_MAX_RUNS = 2
 """ncu runs a plan makes at most (each runs the whole program again): the runs are chosen
-to reach the most steady GPU time, and names below the 90% cut that fit a run join it."""
-NCU_RUN_OVERHEAD_S = 5.0
-"""Seconds one ncu run costs beside the program (Python, torch and CUDA start, ncu's own
-start and the report), for the plan's estimate ..."""
-NCU_SLOWDOWN = 1.6
-"""... and how much longer the program's GPU span runs under ncu (every launch
-intercepted): 3 runs of tests/data/tools/plan/decode_train.py on the H200 took 74.8 s for
-an 11.9 s span and 11 profiled launches (reports/bench/compute_plan_h200.md)."""
+to reach the most steady GPU time, most first, until they reach the 90% cut."""
+NCU_RUN_OVERHEAD_S = 6.0
+"""Seconds one ncu run costs beside the program's GPU span (Python, torch and CUDA start
+under ncu, ncu's own start and the report: on the H200, ncu attached to decode_train.py
+6.1 s after it started), for the plan's estimate ..."""
+NCU_SLOWDOWN = 1.0
+"""... and how much longer the program's GPU span runs under ncu than under Nsight
+Systems (every launch intercepted by both): on the H200, decode_train.py ran 13.4 s under
+ncu profiling nothing, 12.8 s alone; its Systems span up to the last launch profiled was
+12.9 s, under ncu 11.9 s (the 1-pass run above)."""
 
 # --- peaks of the GPUs the tool meets (NVIDIA's datasheets, dense: no sparsity) ------------
 DATASHEET_FLOPS = {

@@ -50,7 +50,9 @@ def _left(p: dict[str, Any]) -> list[str]:
                 f"each holds under {p['run_share_pct']:g}% of the steady time (a run of their "
                 "own would be the whole program again).", ""]
     if p["unreached"]:
+        why = (f"the names profiled cover {pct(p['covered_pct'])} without them, so no run "
+               "was made for them" if p["covered_pct"] >= p["share_pct"] else
+               f"no steady launch, or no run of the {p['max_runs']} allowed reaches them")
         out += [f"Not profiled, though among the names that hold {pct(p['share_pct'])} of the "
-                f"time: {esc(', '.join(p['unreached']))} (no steady launch, or no run of "
-                f"the {p['max_runs']} allowed reaches it).", ""]
+                f"time: {esc(', '.join(p['unreached']))} ({why}).", ""]
     return out
