@@ -28,10 +28,9 @@ def is_library(domain: object) -> bool:
 
 def library_mask(domains: pd.Series | list) -> np.ndarray:
     """is_library for a column of domain names (each distinct name tested once)."""
-    values = pd.Series(domains, dtype=object)
-    names = {d: is_library(d) for d in values.dropna().unique().tolist()}
-    return np.array([names.get(d, False) if isinstance(d, str) else False
-                     for d in values.tolist()], dtype=bool)
+    codes, names = pd.factorize(pd.Series(domains, dtype=object))   # NA: code -1
+    known = np.array([is_library(d) for d in names.tolist()] + [False], dtype=bool)
+    return known[codes]
 
 
 def parents(ranges: pd.DataFrame, user_path) -> dict[int, str]:

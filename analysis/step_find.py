@@ -69,10 +69,11 @@ def _from_ranges(r: pd.DataFrame, is_op: Callable[[str], bool], step: str | None
         rows = r[(r["path"] == step) | (r["name"] == step)]
         if len(rows) >= STEP_MIN_COUNT:
             return _of_rows(rows, "named", step, _warm(r, step))
-    user = user_ranges(r, is_op)
+    own = _own(r, is_op)
+    user = own[~_tagged(own["path"])]
     pick = _loop(user)
     if pick is not None:
-        return _of_rows(user[user["path"] == pick], "user range", pick, _warm(r, pick))
+        return _of_rows(user[user["path"] == pick], "user range", pick, _warm(own, pick))
     marks = r[r["name"].astype(str).str.match(MARKER.pattern)]
     if len(marks) >= STEP_MIN_COUNT:
         s = _of_rows(marks, "profiler marker", "ProfilerStep#N", 0)
@@ -93,8 +94,18 @@ def leading_warmup(d: np.ndarray) -> int:
 def user_ranges(r: pd.DataFrame, is_op: Callable[[str], bool]) -> pd.DataFrame:
     """The user's own range instances: not a library's, not an emit_nvtx op, not set
     apart as warm-up."""
-    user = r[~library_mask(r["domain"]) & ~r["path"].map(is_op).to_numpy(dtype=bool)]
-    return user[~user["path"].str.contains("|".join(map(re.escape, APART_TAGS)))]
+    own = _own(r, is_op)
+    return own[~_tagged(own["path"])]
+
+
+def _own(r: pd.DataFrame, is_op: Callable[[str], bool]) -> pd.DataFrame:
+    """The user's range instances, those set apart as warm-up included."""
+    return r[~library_mask(r["domain"]) & ~r["path"].map(is_op).to_numpy(dtype=bool)]
+
+
+def _tagged(paths: pd.Series) -> np.ndarray:
+    """Whether each path is set apart as warm-up (a tag anywhere in it)."""
+    return paths.str.contains("|".join(map(re.escape, APART_TAGS))).to_numpy(dtype=bool)
 
 
 def loop_path(r: pd.DataFrame, is_op: Callable[[str], bool]) -> str | None:
@@ -125,9 +136,10 @@ def _with_twin(n: pd.Series) -> np.ndarray:
 
 
 def _warm(r: pd.DataFrame, path: str) -> int:
-    """Instances of `path` set apart as warm-up (a tag anywhere in their path)."""
+    """Instances of `path` set apart as warm-up (a tag anywhere in their path) among the
+    range instances `r`."""
     paths = r["path"]
-    tagged = paths[paths.str.contains("|".join(map(re.escape, APART_TAGS)))]
+    tagged = paths[_tagged(paths)]
     return int(sum(n for p, n in tagged.value_counts().items() if steady_path(p) == path))
 
 
