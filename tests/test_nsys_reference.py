@@ -27,7 +27,8 @@ EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default
            "reference/gelu_first/trace", "reference/matmul_relu_first/trace",
            "emit_nvtx_200/trace", "train_step_user/trace", "serve_recompiles/trace",
            "train_step/trace", "autotune/trace", "ddp_single/trace", "ddp_straggler/rank0", "ddp_straggler/rank1", "ddp_balanced/rank0",
-           "ddp_balanced/rank1"] + [
+           "ddp_balanced/rank1", "steps/emit_markers/trace", "steps/emit_nccl/trace",
+           "steps/emit_nccl_fast/trace"] + [
                f"battery/{p}_{twin}/trace" for p in (
                    "input_starved", "pageable_copy", "item_sync", "launch_bound",
                    "dynamic_shapes", "fp32_gemm", "compile_warmup") for twin in (
