@@ -16,17 +16,17 @@ import re
 from .documents import ComputeDoc, Finding
 from .launch_ranges import base_name
 from .render.text import us
-from .systems import Measured
+from .timeline.loops import StepModels
 from .timeline.pricing import Pricer
 
 
-def wall_savings(doc: ComputeDoc, measured: Measured) -> int:
-    """Add the replayed wall-time saving to each Compute finding the Systems models hold;
-    return how many got one."""
-    if measured.steps is None or not measured.steps.readable:
+def wall_savings(doc: ComputeDoc, steps: StepModels, loops: set[str]) -> int:
+    """Add the replayed wall-time saving to each Compute finding of a modeled loop (`loops`:
+    the Systems document's ranges with modeled instances), its graphs built from `steps`
+    only for the loops the findings name; return how many got one."""
+    if not steps.readable or not loops:
         return 0
-    names = [e.name for e in measured.doc.ranges if e.modeled_instances]
-    pricer = Pricer(measured.steps, set(names))
+    pricer = Pricer(steps, loops)
     priced = 0
     for f in doc.findings:
         wall = _replayed(f, doc, pricer)

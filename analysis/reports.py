@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from . import compute, compute_wall, launch_ranges, picks, runners, systems, tables
-from .documents import ComputeDoc, SystemsDoc
+from .documents import ComputeDoc, SystemsDoc, entry_column
 from .errors import InputError
 from .io import (
     load_json_doc,
@@ -57,6 +57,7 @@ from .render.svg import critical_path_svg
 from .rules.registry import user_path
 from .settings import NCU_INSTANCES, NCU_MAX_RUNS
 from .systems_files import load_systems, write_csv, write_systems
+from .timeline.loops import StepModels
 
 PAGE = "README.md"
 KINDS: dict[str, tuple[str, ...]] = {
@@ -256,14 +257,21 @@ def run_doc(path: Path) -> SystemsDoc:
 def _wall_savings(doc: ComputeDoc, out: Path) -> None:
     """The Compute findings' wall-time savings replayed on the Systems step models
     (compute_wall.py), where DIR holds the Systems report of the same program and its
-    export is still there; a note says how many were priced."""
+    export is still there: the export attributed again (the loops' graphs need its
+    calls), the document's measures and rules not made again; a note says how many were
+    priced."""
     systems_json = out / "systems.json"
     if not systems_json.is_file():
         return
-    export = Path(load_systems(systems_json).source.path)
-    if export.suffix != ".sqlite" or not export.is_file():
+    sysdoc = load_systems(systems_json)
+    export = Path(sysdoc.source.path)
+    loops = {n for n, k in zip(entry_column(sysdoc.ranges, "name"),
+                               entry_column(sysdoc.ranges, "modeled_instances"), strict=True)
+             if k}
+    if export.suffix != ".sqlite" or not export.is_file() or not loops:
         return
-    priced = compute_wall.wall_savings(doc, measure_systems(export, None, None))
+    trace = runners.attribute_file(export, nsys_sqlite.load(export, ops=False))
+    priced = compute_wall.wall_savings(doc, StepModels(trace, export), loops)
     doc.notes.append(f"{priced} finding(s) replayed on the Systems step model of the range "
                      f"that launched their kernels ({export}): their wall-time saving is in "
                      "their message and evidence (wall_saving_ns)")
