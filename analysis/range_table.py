@@ -198,6 +198,17 @@ class RangeEntries(Sequence[RangeEntry]):
         self._picked.update(zip(new, self.table.entries(new, self.cls), strict=True))
         return [self._picked[i] for i in at]
 
+    def array(self, name: str) -> np.ndarray:
+        """One numeric field of every entry as int64 (a missing value: 0), without making
+        them: the table's own array where it has one, the picked entries' values on it."""
+        col = self.table.columns.get(name)
+        if self._made is not None or not isinstance(col, np.ndarray):
+            return np.array([v or 0 for v in self.column(name)], dtype=np.int64)
+        out = col.astype(np.int64)             # a copy: the table stays what was measured
+        for i, e in self._picked.items():
+            out[i] = getattr(e, name) or 0
+        return out
+
     def column(self, name: str) -> list:
         """One scalar field of every entry, without making them."""
         if self._made is not None:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import tables
-from .documents import SystemsDoc, entry_column, entry_pick
+from .documents import SystemsDoc, entry_array, entry_column, entry_pick
 from .entries import RangeEntry
 from .io import atomic_path, load_json_doc, write_json_atomic
 from .ops import is_op_path
@@ -49,9 +49,8 @@ def summary_rows(doc: SystemsDoc) -> list[int]:
     SUMMARY_LOOPS, most wall time first), the ranges the pages show, the variants' and
     the findings' ranges."""
     names = entry_column(doc.ranges, "name")
-    walls = entry_column(doc.ranges, "wall_ns")
-    repeated = np.flatnonzero(np.asarray(entry_column(doc.ranges, "wall_instances"),
-                                         dtype=np.int64) >= LOOP_MIN_INSTANCES)
+    walls = entry_array(doc.ranges, "wall_ns")
+    repeated = np.flatnonzero(entry_array(doc.ranges, "wall_instances") >= LOOP_MIN_INSTANCES)
     loops = [i for i in repeated.tolist() if not is_op_path(names[i])]
     loops = sorted(loops, key=lambda i: -walls[i])[:SUMMARY_LOOPS]
     named = {v.range for v in doc.variants} | {f.range for f in doc.findings if f.range}

@@ -17,6 +17,7 @@ from ..documents import (
     RankRow,
     SystemsDoc,
     VariantRow,
+    entry_array,
     entry_column,
     entry_pick,
     top_findings,
@@ -123,9 +124,9 @@ def _most(entries: Sequence[RangeEntry], *keys: str | tuple[str, ...],
     """Positions of `entries` by `keys` descending (a key: a field, or fields summed), the
     first key first, ties in timeline order (numpy's stable sort: 110k emit_nvtx entries
     sorted with a Python key took 0.1 s), the `first` of them (all by default); read as
-    columns (range_table.column: no entry is made for it)."""
-    columns = [-sum(np.array(entry_column(entries, f), dtype=np.int64)
-                    for f in ((key,) if isinstance(key, str) else key)) for key in keys]
+    arrays (RangeEntries.array: no entry is made for it)."""
+    columns = [-sum(entry_array(entries, f) for f in ((key,) if isinstance(key, str)
+                                                       else key)) for key in keys]
     return np.lexsort(columns[::-1])[:first].tolist()
 
 
