@@ -120,7 +120,9 @@ memory before the first pass and restores what the kernel wrote before each othe
 the plan's estimate. On the H200, with decode_train.py: the same 12 launches cost 15.5 s
 more with 12 passes each than with 1 (33.8 s against 18.3 s), 0.117 s a pass, from 0.05
 s in the decode loop (little memory held) to 0.16 s in the training loop; its plan of 9
-launches took 27.6 s, 0.074 s a pass beside the run's start and the program."""
+launches took 27.6 s, 0.074 s a pass beside the run's start and the program; after a fresh
+start of the machine, the same 9 launches cost 0.148 s a pass
+(tests/data/tools/plan/ncu_cost_h200.sh)."""
 NCU_MAX_RUNS = 2
 """ncu runs a plan makes at most (each runs the whole program again): the runs are chosen
 to reach the most steady GPU time, most first, until they reach the 90% cut."""
