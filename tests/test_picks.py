@@ -199,7 +199,6 @@ def test_a_decode_loop_and_a_training_loop_under_one_plan() -> None:
     assert p.covered_pct >= 90 and len(p.runs) <= NCU_MAX_RUNS
     per_name = {n: sum(t.name == n for t in p.targets) for n, _ in p.kernels}
     assert max(per_name.values()) <= NCU_INSTANCES
-    names = {t.name for t in p.targets}
     decode = {t.name for t in p.targets if "64x8" in t.name}        # M = 8: the decode
     assert len(decode) == 3                                         # loop's GEMMs
     main_tid = rows.loc[rows["name"] == sorted(decode)[0], "tid"].iloc[0]
