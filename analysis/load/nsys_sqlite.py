@@ -42,7 +42,7 @@ from .nsys_meta import (
     table_columns,
     versioned,
 )
-from .rows import int_rows
+from .rows import columns, int_rows
 
 PUSHPOP = (59, 70)     # NvtxPushPopRange, NvtxtPushPopRange
 STARTEND = (60, 71)    # NvtxStartEndRange, NvtxtStartEndRange
@@ -147,13 +147,18 @@ def _query_texts(conn: sqlite3.Connection, path: Path, sql: str, params: tuple,
     would store 100k NVTX names as Arrow strings, and every later take or conversion of
     them cost more than the rest of the frame."""
     try:
-        cur = conn.execute(sql, params)
-        rows = cur.fetchall()
+        cur = conn.execute(f"SELECT * FROM ({sql}) LIMIT 0", params)
+        names = [d[0] for d in cur.description]
+        cols = columns(conn, sql, params, len(names),
+                       frozenset(i for i, n in enumerate(names) if n in texts))
+        if cols is None:                         # a value that is not an integer or text
+            rows = conn.execute(sql, params).fetchall()
+            cols = list(zip(*rows, strict=True))
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
-    names = [d[0] for d in cur.description]
-    cols = list(zip(*rows, strict=True)) if rows else [()] * len(names)
-    return pd.DataFrame({n: pd.Series(c, dtype=object) if n in texts else _numbers(c)
+    cols = cols or [()] * len(names)
+    return pd.DataFrame({n: pd.Series(c, dtype=object) if n in texts else
+                         c if isinstance(c, np.ndarray) else _numbers(c)
                          for n, c in zip(names, cols, strict=True)})
 
 
