@@ -31,8 +31,12 @@ under a lock on it, so an interrupted run leaves DIR as it was.
 
 from __future__ import annotations
 
-import argparse
 import gc
+
+if __name__ == "__main__":      # the command itself: no collection from its first import
+    gc.disable()                # on (run_and_exit says why; the imports ran 180, 36 ms)
+
+import argparse
 import glob
 import os
 import sqlite3

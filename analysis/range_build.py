@@ -48,6 +48,13 @@ def checked(values: pd.Series, name: str, tp: Any) -> np.ndarray | list:
     with None; ColumnError when the column does not fit (a float column for an int
     field, a missing value for a field that takes none, text for a number)."""
     base, optional = _base(tp)
+    want = str if base is str else dict if typing.get_origin(base) is dict else None
+    if want is not None:                     # text or maps, None where missing: said by
+        out = values.tolist()                # one pass in C (isna alone took 19 ms on
+        kinds = set(map(type, out))          # 110k paths)
+        if kinds <= {want, type(None)} and (optional or type(None) not in kinds):
+            return out if want is str or type(None) not in kinds else \
+                [{} if v is None else v for v in out]
     missing = values.isna()
     if missing.any() and not optional:
         raise ColumnError(f"field {name!r}: its source has missing values")

@@ -78,30 +78,40 @@ def attribute(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     Per thread, calls sorted by start give each range a contiguous slice of candidates
     (binary search), filtered by end: cost is the number of matches, not ranges x calls.
     """
-    pairs = []
     valid = calls.dropna(subset=["global_tid", "api_start_ns", "api_end_ns"])
     valid = valid[valid["global_tid"] >= 0]                  # -1: no API call was traced
-    by_tid = {tid: grp.sort_values("api_start_ns", kind="stable")
-              for tid, grp in valid.groupby("global_tid")}
-    for tid, rgrp in ranges.groupby("global_tid"):
-        cgrp = by_tid.get(tid)
-        if cgrp is None or cgrp.empty:
+    c_tid = valid["global_tid"].to_numpy(dtype="int64")
+    c_start = valid["api_start_ns"].to_numpy(dtype="int64")
+    order = np.lexsort((c_start, c_tid))                     # by thread, then start
+    c_tid, c_start = c_tid[order], c_start[order]
+    c_end = valid["api_end_ns"].to_numpy(dtype="int64")[order]
+    c_index = valid.index.to_numpy()[order]
+    r_tid = ranges["global_tid"].to_numpy()
+    known = np.flatnonzero(pd.notna(r_tid))
+    r_tid = r_tid[known].astype("int64")
+    r_start = ranges["start_ns"].to_numpy(dtype="int64")[known]
+    r_end = ranges["end_ns"].to_numpy(dtype="int64")[known]
+    r_index = ranges.index.to_numpy()[known]
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    for tid in np.unique(r_tid).tolist():          # arrays, not sub-frames: 110k ranges
+        a, b = np.searchsorted(c_tid, [tid, tid + 1])          # carry every column
+        if a == b:
             continue
-        starts = cgrp["api_start_ns"].to_numpy(dtype="int64")
-        ends = cgrp["api_end_ns"].to_numpy(dtype="int64")
-        lo = np.searchsorted(starts, rgrp["start_ns"].to_numpy(dtype="int64"), side="left")
-        hi = np.searchsorted(starts, rgrp["end_ns"].to_numpy(dtype="int64"), side="right")
+        rows = np.flatnonzero(r_tid == tid)
+        starts = c_start[a:b]
+        lo = np.searchsorted(starts, r_start[rows], side="left")
+        hi = np.searchsorted(starts, r_end[rows], side="right")
         counts = hi - lo
         if counts.sum() == 0:
             continue
         range_pos, call_pos = expand(lo, counts)
-        keep = ends[call_pos] <= rgrp["end_ns"].to_numpy(dtype="int64")[range_pos]
-        pairs.append(pd.DataFrame({"range": rgrp.index.to_numpy()[range_pos[keep]],
-                                   "call": cgrp.index.to_numpy()[call_pos[keep]]}))
+        keep = c_end[a:b][call_pos] <= r_end[rows][range_pos]
+        pairs.append((r_index[rows][range_pos[keep]], c_index[a:b][call_pos[keep]]))
     if not pairs:
         return pd.DataFrame({"range": pd.Series(dtype="int64"),
                              "call": pd.Series(dtype="int64")})
-    return pd.concat(pairs, ignore_index=True)
+    return pd.DataFrame({"range": np.concatenate([p[0] for p in pairs]),
+                         "call": np.concatenate([p[1] for p in pairs])})
 
 
 def summarize(trace: Trace) -> pd.DataFrame:

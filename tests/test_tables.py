@@ -136,6 +136,16 @@ def test_columns_are_checked_not_cast() -> None:
     assert checked(pd.Series([1, None], dtype="Int64"), "pid", int | None) == [1, None]
     with pytest.raises(ColumnError, match="pid.*float64"):
         checked(pd.Series([1.0, None]), "pid", int | None)
+    with pytest.raises(ColumnError, match="missing"):
+        checked(pd.Series(["a", None], dtype=object), "name", str)
+    with pytest.raises(ColumnError, match="declared str"):
+        checked(pd.Series(["a", 2.5], dtype=object), "warmup", str | None)
+    with pytest.raises(ColumnError, match="declared a map"):
+        checked(pd.Series([{}, "x"], dtype=object), "critical_path_ns", dict[str, int] | None)
+    assert checked(pd.Series(["a", None, float("nan")], dtype=object), "warmup",
+                   str | None) == ["a", None, None]
+    assert checked(pd.Series([{"gpu": 1}, None], dtype=object), "critical_path_ns",
+                   dict[str, int] | None) == [{"gpu": 1}, {}]
 
 
 def test_a_per_key_column_without_a_declaration_is_refused() -> None:
