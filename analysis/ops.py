@@ -39,6 +39,13 @@ def is_op_path(path: str) -> bool:
     return path.startswith(WRAPPER) or ", op_id = " in path or _NESTED_WRAPPER in path
 
 
+def op_paths(paths: list[str]) -> np.ndarray:
+    """is_op_path of every path, as a bool array (its three searches inline: 110k calls
+    of it cost a third more)."""
+    op, w = ", op_id = ", _NESTED_WRAPPER
+    return np.array([p.startswith(WRAPPER) or op in p or w in p for p in paths], dtype=bool)
+
+
 def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     """Range instances (rows of the keyed ranges) that are emit_nvtx op ranges: range, op,
     seq (or -1), backward (the op runs in backward: a backward node, or an op inside one),

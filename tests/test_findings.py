@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given
@@ -19,6 +20,7 @@ from analysis.documents import (
     RangeEntry,
 )
 from analysis.load import ncu_csv, nsys_sqlite
+from analysis.ranges import leaf_paths
 from analysis.rules import REGISTRY, Context, registry
 from tests.conftest import DATA
 
@@ -196,7 +198,6 @@ def test_occupancy_limiter_follows_ncu() -> None:
 
 
 def test_leaf_paths_linear_and_right() -> None:
-    from analysis.ranges import leaf_paths
     assert leaf_paths(["a", "a/b", "a/b/c", "a/bc", "x/y"]) == {"a/b/c", "a/bc", "x/y"}
     assert leaf_paths(["a", "a b", "a!", "a/c", "a.b/c"]) == {"a b", "a!", "a/c", "a.b/c"}
 
@@ -305,6 +306,10 @@ def test_rules_judge_the_users_ranges_and_find_the_same_without_op_entries(
     assert ops and any("/" not in n for n in ops) and not judged & set(ops)
     assert {e.name for e in doc.ranges} - judged == set(ops)
     found = systems.run_rules(doc, None, [], trace)
-    monkeypatch.setattr(registry, "is_op_path", lambda path: False)
+    leaves = {registry.user_path(p) for p in trace.seq_names["path"].tolist()} - {""}
+    assert ctx.kernel_leaves == sorted(leaf_paths(list(leaves)) - ctx.library_paths
+                                       - {e.name for e in ctx._ranges if e.warmup})
+    monkeypatch.setattr(registry, "judged_mask", lambda names, domains: np.ones(len(names),
+                                                                               dtype=bool))
     assert len(Context(systems=doc, trace=trace)._names) == len(doc.ranges)
     assert systems.run_rules(doc, None, [], trace) == found and found

@@ -23,12 +23,13 @@ from ..documents import (
     RankRow,
     Severity,
     SystemsDoc,
+    entry_array,
     entry_column,
     entry_pick,
 )
 from ..library import library_mask
 from ..model import Trace
-from ..ops import _NESTED_WRAPPER, WRAPPER, is_op_path  # noqa: F401  (re-exported)
+from ..ops import _NESTED_WRAPPER, WRAPPER, is_op_path, op_paths  # noqa: F401  (re-exported)
 from ..ranges import leaf_paths
 from ..settings import FINDING_MIN_PCT, OFF_PATH_PCT
 from ..timeline.whatif import CHANGES as CHANGE_SAID
@@ -108,17 +109,17 @@ class Context:
         """The outermost ranges' time (RangeEntry.time_ns), of this process, read as
         columns (emit_nvtx op ranges at the top of the autograd thread among them)."""
         ranges = self.systems.ranges if self.systems else []
-        return sum(RangeEntry.time_of(w, g) for name, p, w, g in zip(
-            entry_column(ranges, "name"), entry_column(ranges, "pid"),
-            entry_column(ranges, "wall_ns"), entry_column(ranges, "gpu_span_ns"), strict=True)
-            if "/" not in name and (self.pid is None or p == self.pid))
+        top = np.array(["/" not in n for n in entry_column(ranges, "name")], dtype=bool)
+        if self.pid is not None:
+            top &= np.array([p == self.pid for p in entry_column(ranges, "pid")], dtype=bool)
+        return int(np.maximum(entry_array(ranges, "wall_ns")[top],       # RangeEntry.time_of
+                              entry_array(ranges, "gpu_span_ns")[top]).sum())
 
     @cached_property
     def _judged(self) -> tuple[list[RangeEntry], list[str]]:
         ranges = self.systems.ranges if self.systems else []
         names = entry_column(ranges, "name")
-        lib = library_mask(entry_column(ranges, "domain"))
-        kept = [not (is_op_path(n) or x) for n, x in zip(names, lib.tolist(), strict=True)]
+        kept = judged_mask(names, entry_column(ranges, "domain")).tolist()
         if self.pid is not None:
             kept = [k and p == self.pid for k, p in zip(kept, entry_column(ranges, "pid"),
                                                          strict=True)]
@@ -178,8 +179,11 @@ class Context:
         """The user's range paths (emit_nvtx op ranges cut off: user_path) that launched
         kernels and no other such path extends, sorted (warm-up ranges left out)."""
         warm = {e.name for e in self._ranges if e.warmup}
-        users = {user_path(p) for p in self.seq_names["path"].unique().tolist()}
-        return sorted(leaf_paths(list(users - {""})) - warm - self.library_paths)
+        paths = list(set(self.seq_names["path"].tolist()))    # pandas' unique: 10x slower
+        # an op path's user_path is a user path that launched the same kernels (counts are
+        # inclusive, on one thread): the user paths among them are all there is to cut
+        users = list(compress(paths, ~op_paths(paths)))
+        return sorted(leaf_paths(users) - warm - self.library_paths)
 
     @cached_property
     def leaves(self) -> list[str]:
@@ -195,6 +199,12 @@ class Context:
         ranges = self.systems.ranges if self.systems else []
         lib = library_mask(entry_column(ranges, "domain"))
         return frozenset(compress(entry_column(ranges, "name"), lib.tolist()))
+
+
+def judged_mask(names: list[str], domains: list[str | None]) -> np.ndarray:
+    """Which entries the rules judge: the user's ranges, not emit_nvtx op ranges
+    (is_op_path) nor a library's (library.py)."""
+    return ~(op_paths(names) | library_mask(domains))
 
 
 def user_path(path: str) -> str:

@@ -256,15 +256,13 @@ def _idle_facts(ctx: Context) -> list[tuple[Any, dict[str, Any], float | None]]:
     trace = ctx.trace
     if trace is None:
         return []
-    per_key = trace.gaps
-    keys = trace.keys.index.tolist()          # key -> path and pid as dicts: a Series
-    paths = dict(zip(keys, trace.keys["path"].tolist(), strict=True))    # lookup per
-    pids = dict(zip(keys, trace.keys["pid"].tolist(), strict=True))      # key was slow
-    leaves = set(ctx.leaves)                 # only leaves are asked for below
-    mine = per_key.loc[np.array([paths[k] in leaves and (ctx.pid is None or pids[k] == ctx.pid)
-                                 for k in per_key["key"].tolist()], dtype=bool)]
-    gap_rows = {paths[k]: g for k, g in zip(mine["key"].tolist(), mine.to_dict("records"),
-                                           strict=True)}
+    per_key, keys = trace.gaps, trace.keys
+    wanted = keys["path"].isin(ctx.leaves).to_numpy()     # only leaves are asked for below
+    if ctx.pid is not None:
+        wanted = wanted & (keys["pid"].to_numpy() == ctx.pid)
+    mine = per_key[per_key["key"].isin(keys.index[wanted]).to_numpy()]
+    paths = keys["path"].reindex(mine["key"]).tolist()
+    gap_rows = dict(zip(paths, mine.to_dict("records"), strict=True))
     medians = ctx.median_kernel_ns
     compiled = {ev["range"] for ev in ctx.events if ev.get("range")}
     out = []
