@@ -22,6 +22,7 @@ time (a full scan), as is every read of a file whose tables are not in start ord
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -59,8 +60,10 @@ _MEMORY = re.compile(r"Malloc|Free|HostAlloc|HostRegister|HostUnregister|MemAllo
 _NAME_PARTS: dict[tuple[str, int], dict[int, int]] = {}
 
 
+@functools.cache
 def api_part(name: str) -> int:
-    """The part of HOST_PARTS a CUDA API call of this name belongs to."""
+    """The part of HOST_PARTS a CUDA API call of this name belongs to (a few dozen names:
+    each one's regex searches run once)."""
     base = name.split("_v")[0]
     if "Launch" in base:
         return PART["launch"]
