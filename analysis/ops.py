@@ -91,6 +91,16 @@ def _forward_of_seq(trace: Trace, ops: pd.DataFrame) -> pd.Series:
     return fwd.drop_duplicates("seq").set_index("seq")["op"]
 
 
+def _most_common_forward(ops: pd.DataFrame) -> pd.Series:
+    """Per (op, backward): the forward op its instances link to most often (the first in
+    sorted order on a tie, as Series.mode gives it), counted in one pass."""
+    linked = ops[ops["forward_op"].notna()]
+    counts = linked.groupby(["op", "backward", "forward_op"]).size().rename("n").reset_index()
+    counts = counts.sort_values(["n", "forward_op"], ascending=[False, True], kind="stable")
+    return counts.drop_duplicates(["op", "backward"]).set_index(["op", "backward"])[
+        "forward_op"]
+
+
 def op_table(trace: Trace) -> list[OpRow]:
     """One row per op name (forward rows first by forward + backward kernel time)."""
     ops = trace.op_ranges
@@ -101,8 +111,8 @@ def op_table(trace: Trace) -> list[OpRow]:
     ops["forward_op"] = ops["seq"].map(forward_of).where(ops["node"], None)
     rows = ops.groupby(["op", "backward"], sort=False).agg(
         calls=("range", "size"), kernel_count=("kernel_count", "sum"),
-        kernel_time_ns=("kernel_time_ns", "sum"),
-        forward_op=("forward_op", lambda s: s.mode().iat[0] if s.notna().any() else None))
+        kernel_time_ns=("kernel_time_ns", "sum"))
+    rows["forward_op"] = _most_common_forward(ops).reindex(rows.index)
     bwd = ops[ops["node"] & ops["forward_op"].notna()].groupby("forward_op").agg(
         backward_kernel_count=("kernel_count", "sum"),
         backward_kernel_time_ns=("kernel_time_ns", "sum"))
