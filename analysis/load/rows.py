@@ -111,11 +111,11 @@ def columns(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int,
     if not n:
         return []
     out: list[np.ndarray | list] = []
+    if not nulls and any(filled < n for filled in got[1::2]):
+        return None
     for i, (filled, text) in enumerate(zip(got[1::2], got[2::2], strict=True)):
         values = text.split(SEP) if i in texts else parse_ints(text)
         if values is None or len(values) != n:
-            return None
-        if filled < n and not nulls:
             return None
         if filled < n:
             values = _nulls(conn, sql, params, cols, i, values)

@@ -29,7 +29,7 @@ from ..documents import (
 )
 from ..library import library_mask
 from ..model import Trace
-from ..ops import _NESTED_WRAPPER, WRAPPER, is_op_path, op_paths  # noqa: F401  (re-exported)
+from ..ops import _NESTED_WRAPPER, OP_ID, WRAPPER, is_op_path, op_paths  # noqa: F401  (re-exported)
 from ..ranges import leaf_paths
 from ..settings import FINDING_MIN_PCT, OFF_PATH_PCT
 from ..timeline.whatif import CHANGES as CHANGE_SAID
@@ -213,7 +213,7 @@ def user_path(path: str) -> str:
     the ops have their own table. "" when the path starts with an op range."""
     if path.startswith(WRAPPER):
         return ""
-    op = path.find(", op_id = ")
+    op = path.find(OP_ID)
     cut = len(path) if op < 0 else path.rfind("/", 0, op) + 1    # the op range's part
     wrapped = path.find(_NESTED_WRAPPER)
     if 0 <= wrapped < cut:
