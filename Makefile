@@ -16,6 +16,10 @@ KNAME = $(if $(SCRIPT),$(NAME),$(if $(filter command line,$(origin NAME)),$(NAME
 RUN = $(RUNS)/$(NAME)/latest
 NCU_RUN = $(RUNS)/$(KNAME)/latest-ncu
 need_name = $(if $(SCRIPT),$(if $(NAME),,$(error SCRIPT needs NAME=..., the run and report folder)))
+# A script with none of the workload-only variables runs through the one command
+# (nsight-workflows profile|systems -- CMD), as a pip user runs it.
+ONE_COMMAND = $(if $(SCRIPT),$(if $(filter-out 1,$(NPROC))$(STRAGGLER)$(NVTX_INCLUDE)$(LAUNCH_COUNT)$(NCU_INSTANCES)$(NCU_RUNS),,1))
+CLI_ARGS = --name $(NAME) --runs $(RUNS) $(if $(filter-out none,$(SAMPLE)),--sample $(SAMPLE)) -- $(SCRIPT)
 TARGET = $(if $(SCRIPT),--name $(NAME) --runs $(RUNS) -- $(SCRIPT),$(WORKLOAD) --name $(NAME) --runs $(RUNS))
 NCU_ITERS ?= 1
 NCU_INSTANCES ?=
@@ -51,24 +55,26 @@ setup: ## create .venv and install the package with test dependencies (CPU torch
 	.venv/bin/pip install -q "$(TORCH_SPEC)" triton nvtx
 	.venv/bin/pip install -q -e ".[dev,plots]"
 
-test: ## CPU test suite (GPU tests skip without CUDA)
-	$(PY) -m pytest -q
+test: ## CPU test suite on every core (GPU tests skip without CUDA)
+	$(PY) -m pytest -q -n auto
 
 test-gpu: ## GPU tests only (needs CUDA; Nsight tools for some)
 	$(PY) -m pytest -q -m gpu
 
-lint: ## ruff over the code
-	$(PY) -m ruff check analysis workflows kernels tests
+lint: ## ruff over the code, and the import layers (import-linter's contracts in pyproject.toml)
+	$(PY) -m ruff check analysis workflows kernels tests nsight_workflows
+	$(PY) -c "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True))"
 
 demo: ## render every committed H200 capture (tests/data) into runs/demo/ (no GPU needed)
 	$(PY) -m analysis demo tests/data -o $(RUNS)/demo
 
 systems: ## WORKLOAD=name|file.py or SCRIPT="cmd" NAME=n: nsys timeline -> reports/NAME/README.md
 	$(need_name)
-	$(PY) -m workflows.nsys $(if $(SCRIPT),,--size $(SIZE) --iters $(ITERS)) \
+	$(if $(ONE_COMMAND),$(PY) -m nsight_workflows systems $(CLI_ARGS))
+	$(if $(ONE_COMMAND),,$(PY) -m workflows.nsys $(if $(SCRIPT),,--size $(SIZE) --iters $(ITERS)) \
 	    $(if $(filter-out 1,$(NPROC)),--nproc $(NPROC)) $(if $(STRAGGLER),--straggler $(STRAGGLER)) \
-	    $(if $(filter-out none,$(SAMPLE)),--sample $(SAMPLE)) $(TARGET)
-	$(MAKE) --no-print-directory report NAME=$(NAME)
+	    $(if $(filter-out none,$(SAMPLE)),--sample $(SAMPLE)) $(TARGET))
+	$(if $(ONE_COMMAND),,$(MAKE) --no-print-directory report NAME=$(NAME))
 
 report: ## NAME=name (or WORKLOAD=...): latest systems (+ compute) run -> reports/NAME/README.md
 	$(if $(wildcard $(RUN)/rank0.sqlite),$(PY) -m analysis systems $(RUN) -o reports/$(NAME),\
@@ -105,8 +111,10 @@ compute: ## KERNEL=name|file.py [VARIANT=v] or SCRIPT="cmd" NAME=n [NVTX_INCLUDE
 	    @echo "reports/$(KNAME)/README.md needs the timeline too: make systems")
 
 profile: ## WORKLOAD=... or SCRIPT=... NAME=...: Nsight Systems, then Nsight Compute, then the page
-	$(MAKE) --no-print-directory systems
-	$(MAKE) --no-print-directory compute $(if $(SCRIPT),,KERNEL=$(WORKLOAD))
+	$(need_name)
+	$(if $(ONE_COMMAND),$(PY) -m nsight_workflows profile $(CLI_ARGS))
+	$(if $(ONE_COMMAND),,$(MAKE) --no-print-directory systems)
+	$(if $(ONE_COMMAND),,$(MAKE) --no-print-directory compute $(if $(SCRIPT),,KERNEL=$(WORKLOAD)))
 
 profile-all: ## make profile for every registered workload
 	@for w in $$($(PY) -c "from workflows.workloads import REGISTRY; print(' '.join(REGISTRY))"); do \
@@ -120,7 +128,7 @@ sweep: ## KERNEL=matmul_relu|attention|attention_causal: time every config -> re
 	$(PY) -m workflows.sweep $(KERNEL) -o reports/bench
 
 bench-analysis: ## time and memory of python -m analysis vs nsys stats: 0.1M-5M kernels, an NVTX-heavy capture x1-x5 -> reports/bench/
-	$(PY) -m analysis.bench --copies $(COPIES) --repeat $(REPEAT) -o reports/bench
-	$(PY) -m analysis.bench --base tests/data/emit_nvtx_200/trace.sqlite --copies 1 3 5 \
+	$(PY) -m analysis.commands.bench --copies $(COPIES) --repeat $(REPEAT) -o reports/bench
+	$(PY) -m analysis.commands.bench --base tests/data/emit_nvtx_200/trace.sqlite --copies 1 3 5 \
 	    --repeat $(REPEAT) --stem analysis_nvtx_heavy -o reports/bench
-	$(PY) -m analysis.bench_ranks --ranks 16 -o reports/bench
+	$(PY) -m analysis.commands.bench_ranks --ranks 16 -o reports/bench

@@ -1,4 +1,6 @@
-"""Analysis of Nsight exports: loaders -> pure frame functions -> findings -> rendering.
+"""Analysis of Nsight exports, in stages: load -> trace -> loops -> diagnosis -> documents
+-> render, driven by commands. Never imports torch or triton: it runs on any laptop.
 
-Never imports torch or triton: it runs on any laptop over anyone's traces.
+Packages, each importing only those below it (checked by `lint-imports`, `.importlinter`):
+commands > render > diagnosis > loops > trace > load | documents > common.
 """

@@ -62,15 +62,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import demo, diff, reports
-from .documents import to_json
-from .errors import InputError, ToolkitError
-from .io import write_atomic
-from .picks import plan_dict
+from .commands import demo, diff, reports
+from .commands.picks import plan_dict
+from .commands.scrub import scrub
+from .common.errors import InputError, ToolkitError
+from .common.settings import NCU_INSTANCES, NCU_MAX_RUNS
+from .diagnosis.rules import markdown_table
+from .documents.io import write_atomic
+from .documents.types import to_json
 from .render.picks_md import plan_text
-from .rules import markdown_table
-from .scrub import scrub
-from .settings import NCU_INSTANCES, NCU_MAX_RUNS
 
 
 def cmd_systems(args: argparse.Namespace) -> int:

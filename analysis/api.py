@@ -9,7 +9,7 @@
     doc = api.load_report("reports/train")  # its whole document (systems.json + Parquet)
     trace = api.open_trace("trace.sqlite")   # the attributed trace: ranges, kernels, gaps...
 
-Documents are the typed SystemsDoc / ComputeDoc of analysis/documents.py (the same the
+Documents are the typed SystemsDoc / ComputeDoc of analysis/documents/types.py (the same the
 command line writes as JSON); the *_frame functions turn their tables into DataFrames.
 """
 
@@ -21,13 +21,15 @@ from typing import Any
 
 import pandas as pd
 
-from . import compute, model, runners, systems
-from .documents import ComputeDoc, Finding, SystemsDoc
-from .io import read_json_object
+from .commands import compute, systems
+from .documents.files import load_systems, range_table_of, ranges_columns
+from .documents.io import read_json_object
+from .documents.range_table import RangeTable
+from .documents.tables import read_range_table
+from .documents.types import ComputeDoc, Finding, SystemsDoc
 from .load import ncu_csv, nsys_sqlite, torch_logs
-from .range_table import RangeTable
-from .systems_files import load_systems, range_table_of, ranges_columns
-from .tables import read_range_table
+from .trace import build as model
+from .trace import runners
 
 __all__ = ["open_trace", "systems_report", "compute_report", "load_report", "ranges_frame",
            "kernels_frame", "kernel_summary_frame", "ops_frame", "findings_frame",
@@ -42,7 +44,7 @@ def _meta(meta: str | Path | dict[str, Any] | None) -> dict[str, Any] | None:
 
 def open_trace(path: str | Path, meta: dict[str, Any] | None = None,
                jobs: int | None = None, events: list[dict] | None = None) -> model.Trace:
-    """An Nsight Systems SQLite export, attributed window by window (analysis/runners.py)
+    """An Nsight Systems SQLite export, attributed window by window (analysis/trace/runners.py)
     on `jobs` processes (default: every core); `meta` names the ranges whose first
     iteration is kept, TORCH_LOGS `events` the range instances that compiled."""
     export = nsys_sqlite.load(path, ops=False)

@@ -6,13 +6,28 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 DATA = Path(__file__).parent / "data"
 
+# Property tests run beside each other on every core (pytest-xdist): a per-example time
+# limit would measure the machine's load, not the code.
+settings.register_profile("parallel", deadline=None)
+settings.load_profile("parallel")
+
 # The committed captures are xz-compressed; tests read the plain SQLite files beside them.
-from analysis.io import unpack_xz  # noqa: E402
+from analysis.documents.io import unpack_xz  # noqa: E402
 
 unpack_xz(DATA)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _exports_closed():
+    """The exports a test module opened (one shared connection each) closed after it."""
+    yield
+    from analysis.load.export import close_all
+
+    close_all()
 
 
 def _cuda_available() -> bool:
@@ -90,8 +105,8 @@ def fake_tools(monkeypatch):
 
 def systems_json(path: Path, meta: dict | None = None, events=None) -> dict:
     """The systems/2 document of an export in its JSON form (what users read)."""
-    from analysis import systems
-    from analysis.documents import to_dict
+    from analysis.commands import systems
+    from analysis.documents.types import to_dict
     from analysis.load import nsys_sqlite
 
     return to_dict(systems.build(nsys_sqlite.load(path), meta, events))

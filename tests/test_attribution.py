@@ -9,9 +9,9 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import model
-from analysis import ranges as rng
 from analysis.load.nsys_sqlite import NsysExport
+from analysis.trace import build as model
+from analysis.trace import ranges as rng
 
 
 def _ranges(rows: list[tuple]) -> pd.DataFrame:
@@ -141,9 +141,9 @@ def test_the_step_that_compiled_is_set_apart_not_the_whole_range() -> None:
     them up."""
     import datetime as dt
 
-    from analysis import systems
-    from analysis.documents import to_dict
-    from analysis.nsys_reference import ours_proj
+    from analysis.commands import systems
+    from analysis.commands.nsys_stats import ours_proj
+    from analysis.documents.types import to_dict
 
     ms = 1_000_000
     r = _ranges([("step", 1, 0, 500 * ms), ("fwd", 1, 10 * ms, 400 * ms),

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis import bench
+from analysis.commands import bench
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
@@ -39,7 +39,7 @@ def test_bench_writes_table_and_json(tmp_path: Path) -> None:
 def test_reference_runs_every_report_the_document_gives() -> None:
     """nsys stats is timed doing the work the analysis does (every report whose numbers
     the document gives, all compared), and separately the earlier two-report run."""
-    from analysis.nsys_reference import REPORTS
+    from analysis.commands.nsys_stats import REPORTS
     argv = bench._nsys_argv("nsys", Path("b"), Path("t.sqlite"))
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--report"] == list(REPORTS)
     assert {"nvtx_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_kern_sum:base"} <= set(REPORTS)

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis import intervals as blocks
-from analysis import systems
+from analysis.commands import systems
+from analysis.common import intervals as blocks
 from analysis.load import nsys_sqlite
 from tests.conftest import DATA
 
@@ -40,7 +40,7 @@ def _raw() -> tuple[np.ndarray, list[tuple]]:
 
 def test_other_threads_equal_brute_force(doc) -> None:
     export = nsys_sqlite.load(TRACE)
-    from analysis import model
+    from analysis.trace import build as model
     trace = model.attribute(export)
     kernels, _ = _raw()
     want: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -75,7 +75,7 @@ def _busy_brute(ops: list[tuple], pid: int, lo: int, hi: int) -> int:
 
 
 def test_busy_and_window_equal_brute_force(doc) -> None:
-    from analysis import model
+    from analysis.trace import build as model
     trace = model.attribute(nsys_sqlite.load(TRACE))
     _, ops = _raw()
     want: dict[str, list[int]] = defaultdict(lambda: [0, 0])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import calibration
-from analysis import calibration_twins as twin_calibration
+from analysis.commands import calibration
+from analysis.commands import calibration as twin_calibration
 from tests.conftest import DATA
 
 FIRST = {"input_starved": ("input_starved", "train_step/load"),
@@ -47,7 +47,7 @@ TWIN_RATIOS = {"item_autograd": 0.82, "sync_timing": 0.97, "mask_sync": 1.00,
 
 @pytest.fixture(scope="module")
 def twins() -> dict[str, twin_calibration.TwinRow]:
-    return {r.program: r for r in twin_calibration.run(DATA / "twins")}
+    return {r.program: r for r in twin_calibration.run_twins(DATA / "twins")}
 
 
 @pytest.mark.parametrize("program", list(twin_calibration.TWINS))

@@ -13,13 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis import model, runners, systems
-from analysis.documents import to_json
-from analysis.io import load_meta
+from analysis.commands import systems
+from analysis.documents.io import load_meta
+from analysis.documents.types import to_json
 from analysis.load import nsys_sqlite, torch_logs
 from analysis.load.nsys_chunks import _member, plan
 from analysis.load.rows import int_rows
-from analysis.timeline.loops import StepModels
+from analysis.loops.model import StepModels
+from analysis.trace import build as model
+from analysis.trace import runners
 
 DATA = Path(__file__).parent / "data"
 EXPORTS = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*.sqlite.xz"))
@@ -231,3 +233,23 @@ def test_int_rows_are_np_array(rows: list[tuple[int, int]]) -> None:
         int_rows([*rows, (None, 1)], 2)
     with pytest.raises(ValueError):
         int_rows(rows, 3)
+
+
+def test_one_systems_run_opens_the_export_once(monkeypatch, tmp_path: Path) -> None:
+    """Ranges, operations, the host split, CPU and Python samples, the step graphs and the
+    kernel sequence all read one connection (load/export.py)."""
+    import shutil
+    import sqlite3
+
+    from analysis.__main__ import main
+    from analysis.load import export
+
+    path = tmp_path / "trace.sqlite"
+    shutil.copy(DATA / "twins" / "input_starved_sampled" / "trace.sqlite", path)
+    export.close_all()
+    opened, real = [], sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: opened.append(a) or real(*a, **k))
+    assert main(["systems", str(path), "-o", str(tmp_path / "out"), "--quiet"]) == 0
+    assert len(opened) == 1, opened
+    doc = json.loads((tmp_path / "out" / "systems.json").read_text())
+    assert doc["steps"] and any(e.get("py_samples") for e in doc["ranges"])

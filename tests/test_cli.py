@@ -89,7 +89,7 @@ def test_nsys_rep_without_nsys_exits_3(tmp_path: Path, monkeypatch, capsys) -> N
     rep.write_bytes(b"\x00" * 16)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("NSYS", raising=False)
-    monkeypatch.setattr("analysis.tools.NSYS_PATTERNS", ())
+    monkeypatch.setattr("analysis.common.tools.NSYS_PATTERNS", ())
     assert main(["systems", str(rep), "-o", str(tmp_path / "out")]) == 3
     assert "needs nsys" in capsys.readouterr().err
 
@@ -141,3 +141,35 @@ def test_command_line_writes_everything_then_exits_fast_and_quietly(tmp_path: Pa
     err = proc.stderr.read()
     assert proc.wait() == 1 and "Traceback" not in err
     assert (tmp_path / "p" / "systems.json").exists()
+
+
+def test_profile_runs_the_steps_in_order_and_stops_at_a_failure(tmp_path: Path, capsys) -> None:
+    from nsight_workflows import profile
+
+    calls: list[tuple[str, list[str]]] = []
+
+    def runner(kind: str, code: int = 0):
+        return lambda argv: calls.append((kind, argv)) or code
+
+    runners = {"nsys": runner("nsys"), "ncu": runner("ncu"), "analysis": runner("analysis")}
+    argv = ["--runs", str(tmp_path), "--sample", "cpu", "--", "python", "train.py", "-n", "2"]
+    assert profile.main(argv, True, runners) == 0
+    assert [k if k != "analysis" else a[0] for k, a in calls] == [
+        "nsys", "systems", "picks", "ncu", "compute", "page"]
+    assert calls[0][1][-5:] == ["--", "python", "train.py", "-n", "2"]
+    assert "--sample" in calls[0][1] and "--sample" not in calls[3][1]
+    assert "--torch-logs" not in calls[1][1]            # the capture wrote none
+    assert capsys.readouterr().out.endswith("page: reports/train/README.md\n")
+    calls.clear()
+    assert profile.main(["--name", "t", "--", "./serve"], False,
+                        {**runners, "analysis": runner("analysis", 4)}) == 4
+    assert [k for k, _ in calls] == ["nsys", "analysis"]
+    assert "the analysis systems step exited 4" in capsys.readouterr().err
+
+
+def test_profile_names_the_run_after_the_script() -> None:
+    from nsight_workflows.profile import default_name
+
+    assert default_name(["python", "train.py", "--x"]) == "train"
+    assert default_name(["torchrun", "--nproc-per-node=2", "-m", "pkg.trainer"]) == "trainer"
+    assert default_name(["./serve", "--port", "1"]) == "serve"

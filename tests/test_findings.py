@@ -10,8 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis import compute, rules, systems
-from analysis.documents import (
+from analysis.commands import compute, systems
+from analysis.common.names import user_path
+from analysis.diagnosis import rules
+from analysis.diagnosis.rules import REGISTRY, Context, registry
+from analysis.documents.types import (
     SEVERITY_ORDER,
     CostModel,
     KernelLaunch,
@@ -20,8 +23,7 @@ from analysis.documents import (
     RangeEntry,
 )
 from analysis.load import ncu_csv, nsys_sqlite
-from analysis.ranges import leaf_paths
-from analysis.rules import REGISTRY, Context, registry
+from analysis.trace.ranges import leaf_paths
 from tests.conftest import DATA
 
 
@@ -111,7 +113,7 @@ def test_compute_findings_on_real_csv() -> None:
 
 
 def _launch(**kw) -> Context:
-    from analysis.documents import Ceilings, ComputeDoc, ComputeSource
+    from analysis.documents.types import Ceilings, ComputeDoc, ComputeSource
 
     doc = ComputeDoc(source=ComputeSource("x", None), kernels=[KernelLaunch(**kw)], ranges=[],
                      ceilings=Ceilings(), thresholds={})
@@ -204,7 +206,7 @@ def test_leaf_paths_linear_and_right() -> None:
 
 @given(st.lists(st.text(alphabet="ab/ !.", max_size=6), max_size=12))
 def test_leaf_paths_is_its_definition(paths: list[str]) -> None:
-    from analysis.ranges import leaf_paths
+    from analysis.trace.ranges import leaf_paths
     assert leaf_paths(paths) == {p for p in paths
                                  if not any(q.startswith(p + "/") for q in paths)}
 
@@ -221,9 +223,9 @@ def test_registry_declares_every_rule_with_its_source_and_severity() -> None:
 
 
 def test_readme_rules_table_is_the_registry() -> None:
-    readme = (DATA.parent.parent / "README.md").read_text()
+    readme = (DATA.parent.parent / "docs" / "rules.md").read_text()
     table = "\n".join(rules.markdown_table())
-    assert table in readme, "README's rules table differs: paste `python -m analysis rules`"
+    assert table in readme, "docs/rules.md's table differs: paste `python -m analysis rules`"
 
 
 def test_recompiles_are_placed_in_their_range_and_not_called_launch_bound() -> None:
@@ -259,7 +261,7 @@ def test_guard_failures_are_said_short_with_their_own_fix() -> None:
     """Dynamo's guard texts from H200 logs: the type guard loses its source excerpt and
     gets the class fix, a size mismatch keeps its words and the dynamic-shape fix, an
     .item() guard the scalar fix."""
-    from analysis import guards
+    from analysis.diagnosis import guards
     from analysis.load import torch_logs
     train = torch_logs.load(DATA / "train_step" / "torch_logs.txt")
     why, fix = guards.explain(train[train["kind"] == "recompile"]["reason"].iloc[0])
@@ -302,11 +304,11 @@ def test_rules_judge_the_users_ranges_and_find_the_same_without_op_entries(
     doc, trace = measured.doc, measured.trace
     ctx = Context(systems=doc, trace=trace)
     judged = set(ctx._names)
-    ops = [e.name for e in doc.ranges if registry.user_path(e.name) != e.name]
+    ops = [e.name for e in doc.ranges if user_path(e.name) != e.name]
     assert ops and any("/" not in n for n in ops) and not judged & set(ops)
     assert {e.name for e in doc.ranges} - judged == set(ops)
     found = systems.run_rules(doc, None, [], trace)
-    leaves = {registry.user_path(p) for p in trace.seq_names["path"].tolist()} - {""}
+    leaves = {user_path(p) for p in trace.seq_names["path"].tolist()} - {""}
     assert ctx.kernel_leaves == sorted(leaf_paths(list(leaves)) - ctx.library_paths
                                        - {e.name for e in ctx._ranges if e.warmup})
     monkeypatch.setattr(registry, "judged_mask", lambda names, domains: np.ones(len(names),

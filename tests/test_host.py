@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import runners
-from analysis.host import PART_COLUMNS
 from analysis.load import nsys_sqlite
 from analysis.load.nsys_chunks import plan
 from analysis.load.nsys_host import HOST_PARTS, PART, api_part
+from analysis.trace import runners
+from analysis.trace.host import PART_COLUMNS
 
 DATA = Path(__file__).parent / "data"
 CASES = ["battery/item_sync_planted/trace.sqlite", "battery/pageable_copy_planted/trace.sqlite",
@@ -105,8 +105,8 @@ def test_an_os_call_inside_a_cuda_call_of_an_earlier_window(tmp_path: Path, cuts
     after it as OS time; calls outside the ranges are never read."""
     import pandas as pd
 
-    from analysis.host import instance_calls
     from analysis.load.nsys_host import plan_host, range_spans, read_host
+    from analysis.trace.host import instance_calls
     path = tmp_path / "tiny.sqlite"
     _tiny(path)
     ranges = pd.DataFrame({"global_tid": [1, 2], "start_ns": [0, 2000],

@@ -1,5 +1,5 @@
-"""The shape of the analysis package: no import cycle (imports inside functions counted),
-imports at the top of modules, pages drawn from documents alone."""
+"""The shape of the analysis package: its layers and no import cycle (import-linter's
+contracts), no private name imported across modules, imports at the top of modules."""
 
 from __future__ import annotations
 
@@ -25,70 +25,31 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _type_only(tree: ast.Module) -> set[int]:
-    """Nodes under `if TYPE_CHECKING:` (imports for annotations only)."""
-    ids: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            ids |= {id(n) for n in ast.walk(node)}
-    return ids
+def test_the_layers_hold():
+    """The import contracts of pyproject.toml (`make lint` runs them too): stages in
+    layers, no cycle between sibling modules, render reading documents alone, analysis
+    without torch."""
+    from importlinter.cli import lint_imports
+
+    assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True,
+                        no_logo=True) == 0
 
 
-def _targets(module: str, node: ast.ImportFrom | ast.Import) -> list[str]:
-    """The analysis modules an import statement loads (`from . import a` loads `pkg.a`)."""
-    if isinstance(node, ast.Import):
-        return [a.name for a in node.names if a.name in MODULES]
-    package = module.split(".") if MODULES[module].name == "__init__.py" \
-        else module.split(".")[:-1]
-    base = package[:len(package) - node.level + 1] if node.level else []
-    target = ".".join(base + ([node.module] if node.module else []))
-    subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES]
-    return subs or ([target] if target in MODULES else [])
-
-
-def _graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+def _private_imports() -> list[str]:
+    """`from X import _name` where X is another analysis module: a private name used
+    outside the module that owns it."""
+    found = []
     for module, path in MODULES.items():
-        tree = ast.parse(path.read_text())
-        skip = _type_only(tree)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skip:
-                graph[module] |= set(_targets(module, node)) - {module}
-    return graph
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "")
+                                                     .startswith("analysis")):
+                found += [f"{module}:{node.lineno} {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import cycle of `graph`, or None (depth-first search with colours)."""
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(m: str) -> list[str] | None:
-        state[m] = 1
-        stack.append(m)
-        for n in sorted(graph[m]):
-            if state.get(n) == 1:
-                return stack[stack.index(n):] + [n]
-            if n not in state and (found := visit(n)):
-                return found
-        state[m] = 2
-        stack.pop()
-        return None
-
-    for m in sorted(graph):
-        if m not in state and (found := visit(m)):
-            return found
-    return None
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set()}) is None
-
-
-def test_no_import_cycle_in_analysis():
-    graph = _graph()
-    assert graph["analysis.model"], "the graph must see the model's imports"
-    assert _cycle(graph) is None
+def test_no_private_name_is_imported_from_another_module():
+    assert _private_imports() == []
 
 
 def test_imports_at_the_top_except_optional_dependencies():
@@ -107,17 +68,8 @@ def test_imports_at_the_top_except_optional_dependencies():
     assert late == []
 
 
-def test_render_reads_documents_only():
-    graph = _graph()
-    render = [m for m in graph if m.startswith("analysis.render")]
-    allowed = {"analysis.documents", "analysis.jsoncodec", "analysis.kernel_names"}
-    for m in render:
-        outside = {n for n in graph[m] if not n.startswith("analysis.render")} - allowed
-        assert outside == set(), m
-
-
 def test_every_committed_meta_declares_the_role_of_each_variant():
-    from analysis.documents import ROLES
+    from analysis.documents.types import ROLES
 
     metas = sorted((ROOT / "tests" / "data").rglob("*meta*.json"))
     assert metas
@@ -127,10 +79,10 @@ def test_every_committed_meta_declares_the_role_of_each_variant():
         assert set(meta["roles"].values()) <= set(ROLES), path
 
 
-def test_readme_layout_names_every_module():
-    """README's Layout section names every module of the tree (a new module is said
-    there, in its place)."""
-    readme = (ROOT / "README.md").read_text()
+def test_layout_names_every_module():
+    """docs/layout.md names every module of the tree (a new module is said there, in its
+    place)."""
+    readme = (ROOT / "docs" / "layout.md").read_text()
     layout = readme[readme.index("## Layout"):readme.index("Every step of the analysis")]
     modules = sorted(p.name for folder in ("analysis", "workflows", "kernels",
                                            "nsight_workflows")

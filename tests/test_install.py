@@ -68,7 +68,7 @@ def test_console_command_with_core_dependencies_only(fresh: Path, tmp_path: Path
     doc = json.loads((tmp_path / "r" / "systems.json").read_text())
     assert [e["kernel_count"] for e in doc["ranges"]][:2] == [240, 180]
     schema = Path(_run([fresh / "bin" / "python", "-c",
-                        "import nsight_workflows.analysis.schemas as s; "
+                        "import nsight_workflows.analysis.documents.schemas as s; "
                         "print(s.path_of('systems'))"]).stdout.strip())
     assert schema.is_file()                                      # schemas ship with it
     drivers = _run([cmd, "nsys", "--help"])                      # the registry reads
@@ -79,3 +79,64 @@ def test_python_m_analysis_in_the_checkout_with_core_dependencies_only(fresh: Pa
     out = _run([fresh / "bin" / "python", "-m", "analysis", "--help"], cwd=ROOT)
     assert out.returncode == 0 and "systems" in out.stdout, out.stderr
     assert sysconfig.get_paths()  # the test's own interpreter is untouched
+
+
+FAKE_NSYS = '''import shutil, sys
+from pathlib import Path
+argv = sys.argv[1:]
+out = [a.split("=", 1)[1] for a in argv if a.startswith("--output=")]
+if argv[0] == "profile":
+    Path(out[0] + ".nsys-rep").write_bytes(b"report")
+elif argv[0] == "export":
+    shutil.copy({trace!r}, out[0])
+'''
+FAKE_NCU = '''import sys
+from pathlib import Path
+argv = sys.argv[1:]
+if "--import" in argv:
+    print(Path({csv!r}).read_text(), end="")
+else:
+    base = argv[argv.index("--export") + 1]
+    Path(base + ".ncu-rep").write_bytes(b"report")
+    print("==PROF== Connected\\n==PROF== Report: " + base + ".ncu-rep")
+'''
+
+
+def _fake_tools(folder: Path) -> dict[str, str]:
+    """nsys, ncu and nvidia-smi stand-ins on PATH: nsys `exports` a committed capture,
+    ncu `imports` a committed raw CSV; the program itself never runs."""
+    folder.mkdir()
+    scripts = {"nsys": FAKE_NSYS.format(trace=str(DATA / "gelu" / "trace.sqlite")),
+               "ncu": FAKE_NCU.format(csv=str(DATA / "ncu" / "gelu_raw.csv")),
+               "nvidia-smi": 'print("GPU 0: NVIDIA H200 (stand-in)")\n'}
+    for name, text in scripts.items():
+        (folder / name).write_text(f"#!{sys.executable}\n{text}")
+        (folder / name).chmod(0o755)
+    return {"PATH": f"{folder}:/usr/bin:/bin", "NSYS": str(folder / "nsys"),
+            "NCU": str(folder / "ncu")}
+
+
+def test_profile_command_runs_every_step_from_the_installed_package(fresh: Path,
+                                                                    tmp_path: Path) -> None:
+    """`nsight-workflows profile -- CMD` from a pip install, with nsys and ncu mocked:
+    Systems, the report, the plan, Compute, its report and the page, whose path it prints."""
+    env = _fake_tools(tmp_path / "bin")
+    cmd = fresh / "bin" / "nsight-workflows"
+    out = _run([cmd, "profile", "--", "python", "train.py", "--steps", "5"], cwd=tmp_path,
+               env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    steps = [line.split("] ", 1)[1].split()[:2] for line in out.stderr.splitlines()
+             if line.startswith("[nsight-workflows profile] ")]
+    assert [s[0] if s[0] != "analysis" else s[1] for s in steps] == [
+        "nsys", "systems", "picks", "ncu", "compute", "page"]
+    report = tmp_path / "reports" / "train"
+    assert out.stdout.strip().splitlines()[-1] == "page: reports/train/README.md"
+    for name in ("systems.json", "compute.json", "README.md"):
+        assert (report / name).is_file(), name
+    meta = json.loads((tmp_path / "runs" / "train" / "latest" / "meta.json").read_text())
+    assert meta["command"] == ["python", "train.py", "--steps", "5"]
+    timeline = _run([cmd, "systems", "--name", "t", "--", "python", "x.py"], cwd=tmp_path,
+                    env=env)
+    assert timeline.returncode == 0, timeline.stderr[-3000:]
+    assert (tmp_path / "reports" / "t" / "README.md").is_file()
+    assert not (tmp_path / "runs" / "t" / "latest-ncu").exists()

@@ -13,9 +13,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis import jsoncodec
-from analysis.documents import SystemsDoc, dump_json, to_dict, to_json
-from analysis.io import load_json_doc
+from analysis.documents import codec as jsoncodec
+from analysis.documents.io import load_json_doc
+from analysis.documents.types import SystemsDoc, dump_json, to_dict, to_json
 
 REPORTS = Path(__file__).parent.parent / "reports"
 NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")

@@ -11,17 +11,19 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis import model, settings, systems
 from analysis.__main__ import main
+from analysis.commands import systems
+from analysis.common import settings
 from analysis.load.nsys_sqlite import NsysExport
+from analysis.trace import build as model
 from tests.conftest import DATA
 
 
 def test_attribution_runs_once_per_window(monkeypatch, tmp_path: Path) -> None:
     """GPU operations are attributed once per window of the timeline (each window once),
     CUDA graph launches once per export; nothing is attributed again downstream."""
-    from analysis import partial
     from analysis.load.nsys_chunks import plan
+    from analysis.trace import partial
 
     calls = {"window": 0, "graph": 0}
 
@@ -96,7 +98,7 @@ def test_four_times_the_ranges_costs_about_four_times_not_sixteen() -> None:
 @given(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 2**40), st.integers(0, 4)),
                 max_size=40))
 def test_rows_numbered_in_order_of_first_appearance(rows: list[tuple[int, int, int]]) -> None:
-    from analysis.model import _first_seen_rows
+    from analysis.trace.build import _first_seen_rows
 
     seen: dict[tuple[int, int, int], int] = {}
     want = [seen.setdefault(r, len(seen)) for r in rows]
@@ -107,9 +109,9 @@ def test_rows_numbered_in_order_of_first_appearance(rows: list[tuple[int, int, i
 def _explained_calls(n: int) -> int:
     """Python calls `host_rules.explained` makes asking about n repeated ranges that all
     synchronize every iteration (n found paths: a pairwise check makes n² calls)."""
-    from analysis.documents import RangeEntry, SystemsDoc, SystemsSource
-    from analysis.rules import Context
-    from analysis.rules.host_rules import explained
+    from analysis.diagnosis.rules import Context
+    from analysis.diagnosis.rules.host_rules import explained
+    from analysis.documents.types import RangeEntry, SystemsDoc, SystemsSource
     entries = [RangeEntry(name=f"loop/op_{i}/inner", domain=None, instances=5,
                           kernel_count=1, kernel_time_ns=10, gpu_span_ns=10, gpu_idle_ns=0,
                           wall_instances=5, wall_ns=1000, sync_instances=5, host_sync_ns=900)
@@ -136,7 +138,7 @@ def test_host_rules_ask_about_many_repeated_ranges_in_linear_time() -> None:
 def test_related_paths_as_the_pairwise_definition(found: list[str], path: str) -> None:
     """The set lookups answer as the pairwise definition: the path is a found one, or
     encloses or is nested in one."""
-    from analysis.rules.host_rules import _related, relatives
+    from analysis.diagnosis.rules.host_rules import _related, relatives
     naive = any(path == o or path.startswith(o + "/") or o.startswith(path + "/")
                 for o in found)
     assert _related(path, relatives(set(found))) == naive

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis import compute
 from analysis.__main__ import main
-from analysis.errors import InputError
+from analysis.commands import compute
+from analysis.common.errors import InputError
+from analysis.diagnosis.roofline import classify
 from analysis.load import ncu_csv
-from analysis.roofline import classify
 from tests.conftest import DATA, simulated_tools
 from workflows import ncu, tools
 
@@ -215,7 +215,7 @@ def test_ncu_capture_without_pretune(monkeypatch, fake_tools, tmp_path: Path) ->
 
 
 def test_ncu_missing_exits_3(monkeypatch, tmp_path: Path, capsys) -> None:
-    monkeypatch.setattr("analysis.tools.NCU_PATTERNS", ())
+    monkeypatch.setattr("analysis.common.tools.NCU_PATTERNS", ())
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("NCU", raising=False)
     assert ncu.main(["gelu", "--runs", str(tmp_path)]) == 3
@@ -227,7 +227,7 @@ def test_ncu_rep_without_ncu_exits_3(tmp_path: Path, monkeypatch, capsys) -> Non
     rep.write_bytes(b"\x00" * 16)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("NCU", raising=False)
-    monkeypatch.setattr("analysis.tools.NCU_PATTERNS", ())
+    monkeypatch.setattr("analysis.common.tools.NCU_PATTERNS", ())
     assert main(["compute", str(rep), "-o", str(tmp_path / "out")]) == 3
     assert "needs ncu" in capsys.readouterr().err
 
@@ -301,8 +301,8 @@ def test_ncu_on_any_command(monkeypatch, fake_tools, tmp_path: Path) -> None:
 
 
 def test_peaks_for_every_gpu_and_dtype_the_tool_meets() -> None:
-    from analysis import roofline
-    from analysis.settings import DATASHEET_FLOPS
+    from analysis.common.settings import DATASHEET_FLOPS
+    from analysis.diagnosis import roofline
 
     for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL",
                 "NVIDIA H200", "NVIDIA H200 NVL"):
@@ -317,7 +317,7 @@ def test_peaks_for_every_gpu_and_dtype_the_tool_meets() -> None:
 
 
 def test_a_commands_dtype_comes_from_its_gemm_kernels() -> None:
-    from analysis import roofline
+    from analysis.diagnosis import roofline
 
     names = pd.Series(["nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT",
                        "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "vectorized_elementwise_kernel",

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis import systems
-from analysis.load import nsys_sqlite
-from analysis.nsys_reference import (
+from analysis.commands import systems
+from analysis.commands.nsys_stats import (
     kern_sum,
     kern_summary,
     mem_sums,
@@ -19,6 +18,7 @@ from analysis.nsys_reference import (
     ours_wall,
     proj_sum,
 )
+from analysis.load import nsys_sqlite
 from tests.conftest import DATA
 
 EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default",
@@ -96,7 +96,7 @@ def test_kernel_count_and_time_are_sums_of_kernel_rows(export_doc) -> None:
 
 def test_mismatches_reports_a_changed_number() -> None:
     """The bench's check: every number of the six reports, and a changed one is named."""
-    from analysis.nsys_reference import REPORTS, mismatches
+    from analysis.commands.nsys_stats import REPORTS, mismatches
     doc = systems.build(nsys_sqlite.load(DATA / "gelu" / "trace.sqlite"))
     base = DATA / "gelu" / "nsys_stats" / "trace_2023.4"
     assert mismatches(doc, base) == []
@@ -128,7 +128,7 @@ def test_kernel_summary_equals_cuda_gpu_kern_sum(export_doc, version: str) -> No
 def test_processes_apart_equal_nvtx_kern_sum_per_pid(export_doc, version: str) -> None:
     """Ranges of different processes are separate entries: per (PID, range, kernel) the
     numbers equal nsys stats' PID-split rows (ddp_single holds two ranks' processes)."""
-    from analysis.nsys_reference import kern_sum_by_pid, ours_kern_by_pid
+    from analysis.commands.nsys_stats import kern_sum_by_pid, ours_kern_by_pid
     export, doc = export_doc
     ref = kern_sum_by_pid(_stats(export, version, "nvtx_kern_sum_base"))
     pd.testing.assert_frame_equal(ours_kern_by_pid(doc), ref, check_dtype=False)

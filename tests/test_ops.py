@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import systems
+from analysis.commands import systems
 from analysis.load import nsys_sqlite
 from tests.conftest import DATA
 

@@ -1,4 +1,4 @@
-"""The Nsight Compute plan over the whole program (analysis/picks.py): the kernels that
+"""The Nsight Compute plan over the whole program (analysis/commands/picks.py): the kernels that
 hold 90% of the steady-state GPU time, on every thread, reached by kernel name and
 invocation number, at most NCU_INSTANCES launch configurations each, grouped into few ncu
 runs, with the time it will take; printed by `python -m analysis picks`."""
@@ -13,12 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis import calibration, picks
 from analysis.__main__ import main
-from analysis.documents import to_json
-from analysis.load.nsys_launches import launches
-from analysis.picks import Target
-from analysis.settings import (
+from analysis.commands import calibration, picks
+from analysis.commands.picks import Target
+from analysis.common.settings import (
     NCU_INSTANCES,
     NCU_MAX_RUNS,
     NCU_PASS_OVERHEAD_S,
@@ -26,6 +24,8 @@ from analysis.settings import (
     NCU_RUN_OVERHEAD_S,
     NCU_SLOWDOWN,
 )
+from analysis.documents.types import to_json
+from analysis.load.nsys_launches import launches
 from tests.conftest import DATA
 from workflows import ncu
 
@@ -218,8 +218,8 @@ def test_profiled_launches_are_tied_to_the_ranges_that_launched_them() -> None:
     """ncu's own NVTX record has no range for the backward's kernels (the autograd thread
     opens none); the plan knows each launch's Systems range, and the compute report takes
     it: every launch of the H200 run gets one, the backward's GEMMs `train_step`."""
-    from analysis import launch_ranges
     from analysis.load import ncu_csv
+    from analysis.trace import launch_ranges
 
     plan = json.loads((PLAN / "plan.json").read_text())
     other = [t for t in plan["targets"] if t["thread"] == "other thread"]
@@ -240,7 +240,7 @@ def test_compute_findings_get_the_wall_saving_the_step_model_replays(tmp_path: P
     modeled loop is replayed there with its kernels as fast as it says they can be: the
     training step's kernels shorten its wall time; the decode loop, held by its host
     (cuDNN builds a plan every token), gains nothing from faster kernels."""
-    from analysis import reports
+    from analysis.commands import reports
 
     out = tmp_path / "decode_train"
     reports.systems_report(out, PLAN / "trace.sqlite", PLAN / "meta.json", None)

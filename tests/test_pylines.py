@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis import calibration, pylines, scrub
-from analysis.documents import PyLine
+from analysis.commands import calibration, scrub
+from analysis.diagnosis.rules.lines import LINE_RULES, SYNC_CALLS, pick, remedy_for
+from analysis.documents.types import PyLine
 from analysis.load.nsys_pysamples import DOMAIN, load_py_samples
 from analysis.render.timeline_md import host_lines_section, loop_entries
-from analysis.rules.lines import LINE_RULES, SYNC_CALLS, pick, remedy_for
+from analysis.trace import pylines
 from tests.conftest import DATA
 
 TWINS = DATA / "twins"

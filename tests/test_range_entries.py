@@ -8,12 +8,12 @@ import dataclasses
 
 import pytest
 
-from analysis import systems
-from analysis.documents import entry_column as column
-from analysis.documents import entry_pick as pick
-from analysis.documents import to_json_bytes
+from analysis.commands import systems
+from analysis.documents.range_table import RangeEntries
+from analysis.documents.types import entry_column as column
+from analysis.documents.types import entry_pick as pick
+from analysis.documents.types import to_json_bytes
 from analysis.load import nsys_sqlite
-from analysis.range_table import RangeEntries
 from analysis.render.markdown import render_systems
 from analysis.render.page import render_page
 from tests.conftest import DATA
@@ -72,7 +72,7 @@ def test_picked_entries_are_the_ones_the_list_holds(export) -> None:
 def test_a_tables_rows_make_the_entries_it_makes_whole(export) -> None:
     """Entries made for a slice or for positions equal those the whole table makes
     there, and a table made from the entries makes them again."""
-    from analysis.range_build import from_entries
+    from analysis.documents.range_build import from_entries
     table = _table(export)
     full = table.entries()
     n = len(full)

@@ -1,6 +1,6 @@
-"""README's "How to add" recipes, each done once in a scratch: a workload file with a role
+"""The "How to add" recipes of docs/contributing.md, each done once in a scratch: a workload file with a role
 of its own, a rule (one function, one registration), a document field filled by name.
-Also: README's settings section names every declared setting."""
+Also: docs/settings.md names every declared setting."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from analysis import range_build, rules, schemas, settings, systems
-from analysis.documents import Finding, RangeEntry
-from analysis.jsoncodec import to_dict
-from analysis.rules import REGISTRY, Context, Rule
+from analysis.commands import systems
+from analysis.common import settings
+from analysis.diagnosis import rules
+from analysis.diagnosis.rules import REGISTRY, Context, Rule
+from analysis.documents import range_build, schemas
+from analysis.documents.codec import to_dict
+from analysis.documents.types import Finding, RangeEntry
 from tests.conftest import DATA
 from workflows import settings as wsettings
 from workflows import workloads
 
-README = (DATA.parent.parent / "README.md").read_text()
+DOCS = DATA.parent.parent / "docs"
 
 
 def test_recipe_a_workload_file_with_its_own_role(tmp_path: Path) -> None:
@@ -60,8 +63,9 @@ def test_recipe_a_document_field(tmp_path: Path) -> None:
     """A range entry field declared once (its type, unit, meaning and source) reaches the
     range table from a per-key column of its name, the entries, their JSON, the Parquet
     table with its unit, and the JSON Schema with its meaning."""
-    from analysis import busy, host, ranges, tables
-    from analysis.entries import declared
+    from analysis.documents import tables
+    from analysis.documents.entries import declared
+    from analysis.trace import busy, host, ranges
 
     @dataclasses.dataclass
     class Entry(RangeEntry):
@@ -93,24 +97,24 @@ def _export(name: str):
 
 
 def _trace(name: str):
-    from analysis import model
+    from analysis.trace import build as model
 
     return model.attribute(_export(name))
 
 
 def _summary(name: str):
-    from analysis import ranges
+    from analysis.trace import ranges
 
     return ranges.summarize(_trace(name))
 
 
 def test_readme_names_every_setting() -> None:
-    section = README[README.index("## Settings"):README.index("## How to add")]
+    section = (DOCS / "settings.md").read_text()
     names = set(settings.ENVIRONMENT) | set(wsettings.ENVIRONMENT) | {
         k for k, v in vars(settings).items() if re.fullmatch(r"[A-Z][A-Z_]+", k)
         and isinstance(v, int | float) and not isinstance(v, bool)}
     missing = sorted(n for n in names if f"`{n}`" not in section)
-    assert missing == [], "README's Settings section lacks these"
+    assert missing == [], "docs/settings.md lacks these"
 
 
 def test_settings_are_read_only_through_their_declarations(monkeypatch) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import compute
-from analysis.documents import Meta, from_dict
-from analysis.io import load_meta
+from analysis.commands import compute
+from analysis.diagnosis.remedies import layer, remedy
+from analysis.documents.io import load_meta
+from analysis.documents.types import Meta, from_dict
 from analysis.load import ncu_csv
-from analysis.remedies import layer, remedy
 from tests.conftest import DATA
 
 NCU = DATA / "ncu"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from analysis import systems
+from analysis.commands import systems
 from analysis.load import nsys_sqlite, torch_logs
 from analysis.render.markdown import esc, render_systems, table
 from tests.conftest import DATA
@@ -80,7 +80,7 @@ V1129 [0/1] [__recompiles] Recompiling function forward in /w/model.py:30
 
 
 def test_torch_logs_errors(tmp_path: Path) -> None:
-    from analysis.errors import InputError
+    from analysis.common.errors import InputError
     with pytest.raises(InputError, match="no such"):
         torch_logs.load(tmp_path / "none.txt")
     binary = tmp_path / "b.txt"

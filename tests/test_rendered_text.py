@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from analysis.demo import render_all
-from analysis.kernel_names import kernel_label, kernel_labels
+from analysis.commands.demo import render_all
+from analysis.common.names import kernel_label, kernel_labels
 from analysis.render.text import code
 from analysis.render.text import html as in_html
 from tests.conftest import DATA

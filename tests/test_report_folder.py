@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import reports
+from analysis.commands import reports
 from tests.conftest import DATA
 
 ROOT = DATA.parent.parent

@@ -12,7 +12,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from analysis.__main__ import main
-from analysis.demo import render_all
+from analysis.commands.demo import render_all
 from tests.conftest import DATA
 
 
@@ -115,8 +115,8 @@ _CACHE: dict = {}
 
 def _base_doc() -> dict:
     if not _CACHE:
-        from analysis import systems
-        from analysis.documents import to_dict
+        from analysis.commands import systems
+        from analysis.documents.types import to_dict
         from analysis.load import nsys_sqlite
         meta = json.loads((DATA / "matmul_relu" / "meta.json").read_text())
         _CACHE["doc"] = to_dict(systems.build(
@@ -152,8 +152,8 @@ def test_page_without_systems_json_exits_2(tmp_path: Path, capsys) -> None:
 
 
 def test_compare_kernels_added_removed() -> None:
-    from analysis.diff import compare
-    from analysis.documents import KernelStat, RangeEntry, SystemsDoc, SystemsSource
+    from analysis.commands.diff import compare
+    from analysis.documents.types import KernelStat, RangeEntry, SystemsDoc, SystemsSource
 
     def doc(names: list[str], t: float) -> SystemsDoc:
         kernels = [KernelStat(n, 1, 1, 1.0, 1, 1) for n in names]

@@ -1,4 +1,4 @@
-"""The JSON Schemas in analysis/schemas/ follow the types, and every document validates."""
+"""The JSON Schemas in analysis/documents/schemas/ follow the types, and every document validates."""
 
 from __future__ import annotations
 
@@ -8,22 +8,22 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from analysis import schemas
 from analysis.__main__ import main
-from analysis.demo import render_all
-from analysis.documents import to_dict, to_json
+from analysis.commands.demo import render_all
+from analysis.documents import schemas
+from analysis.documents.types import to_dict, to_json
 from tests.conftest import DATA
 
 
 @pytest.mark.parametrize("name", sorted(schemas.DOCUMENTS))
 def test_committed_schema_is_generated_from_the_types(name: str) -> None:
     assert schemas.path_of(name).read_text() == schemas.render(name), \
-        "stale: run python -m analysis.schemas"
+        "stale: run python -m analysis.documents.schemas"
 
 
 def test_readme_column_reference_follows_the_declarations() -> None:
-    text = schemas.README.read_text()
-    assert schemas.readme_with_columns(text) == text, "stale: run python -m analysis.schemas"
+    text = schemas.DOC.read_text()
+    assert schemas.readme_with_columns(text) == text, "stale: run python -m analysis.documents.schemas"
     assert "| `ranges.parquet` | `wall_ns` | int64 | ns |" in text
     assert "| `ranges_other_threads_kernels.parquet` | `tid` | int64 |" in text
 
@@ -63,7 +63,7 @@ def test_a_wrong_document_fails_validation(tmp_path: Path) -> None:
 
 
 def test_to_json_of_real_documents(tmp_path: Path) -> None:
-    from analysis import systems
+    from analysis.commands import systems
     from analysis.load import nsys_sqlite
 
     meta = json.loads((DATA / "matmul_relu" / "meta.json").read_text())

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import scrub, systems
 from analysis.__main__ import main
+from analysis.commands import scrub, systems
 from analysis.load import nsys_sqlite
 from tests.conftest import DATA
 

@@ -15,13 +15,15 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from analysis import diff, step_period, step_stats, systems
-from analysis.documents import StepSet
-from analysis.library import is_library, library_mask
+from analysis.commands import diff, systems
+from analysis.documents.types import StepSet
 from analysis.load import nsys_sqlite
+from analysis.loops import period as step_period
+from analysis.loops import stats as step_stats
+from analysis.loops.find import find_steps
 from analysis.render.markdown import ranges_section
-from analysis.step_find import find_steps
-from analysis.steps import step_rows
+from analysis.trace.library import is_library, library_mask
+from analysis.trace.steps import step_rows
 from tests.conftest import DATA
 
 

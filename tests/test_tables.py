@@ -17,15 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import reports, systems, tables
-from analysis.documents import RangeEntry, SystemsDoc, entry_pick, to_dict
-from analysis.entries import SOURCES
+from analysis.commands import reports, systems
+from analysis.common.names import WRAPPER, is_op_path, user_path
+from analysis.documents import tables
+from analysis.documents.entries import SOURCES
+from analysis.documents.files import load_systems, summary_rows, write_systems
+from analysis.documents.range_build import ColumnError, checked, range_table, rounded
+from analysis.documents.range_table import long_fields, scalars
+from analysis.documents.types import RangeEntry, SystemsDoc, entry_pick, to_dict
 from analysis.load import nsys_sqlite
-from analysis.ops import WRAPPER
-from analysis.range_build import ColumnError, checked, range_table, rounded
-from analysis.range_table import long_fields, scalars
-from analysis.rules.registry import is_op_path, user_path
-from analysis.systems_files import load_systems, summary_rows, write_systems
 from tests.conftest import DATA
 
 ROOT = DATA.parent.parent
@@ -149,12 +149,13 @@ def test_columns_are_checked_not_cast() -> None:
 
 
 def test_a_per_key_column_without_a_declaration_is_refused() -> None:
-    from analysis import model, ranges
+    from analysis.trace import build as model
+    from analysis.trace import ranges
     trace = model.attribute(nsys_sqlite.load(DATA / "gelu" / "trace.sqlite"))
     summary = ranges.summarize(trace)
     extra = summary.set_index("key")[["kernel_count"]].rename(
         columns={"kernel_count": "undeclared_ns"})
-    with pytest.raises(ColumnError, match="undeclared_ns.*analysis/entries.py"):
+    with pytest.raises(ColumnError, match="undeclared_ns.*analysis/documents/entries.py"):
         range_table(summary, trace.kernels, [extra])
 
 

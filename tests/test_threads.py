@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import runners, systems
+from analysis.commands import systems
 from analysis.load import nsys_sqlite
 from analysis.render.markdown import kernels_section
+from analysis.trace import runners
 
 DATA = Path(__file__).parent / "data"
 

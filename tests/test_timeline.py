@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import systems
+from analysis.commands import systems
 from analysis.load import nsys_sqlite
 from analysis.load.nsys_host import HOST_PARTS, api_part
 from analysis.load.nsys_steps import StepRows
-from analysis.timeline.graph import EDGES, build
-from analysis.timeline.replay import CATEGORIES, critical_path, offsets, replay
+from analysis.loops.graph import EDGES, build
+from analysis.loops.replay import CATEGORIES, critical_path, offsets, replay
 from tests.conftest import DATA
 
 MAIN, AUTOGRAD = 1 << 24 | 1, 1 << 24 | 2
@@ -174,9 +174,9 @@ def test_nested_loops_are_sampled_inside_the_enclosing_loops_sample() -> None:
     """The step's forward, backward and optimizer are modeled in the steps the step's
     own sample holds, and every window inside another is cut from its rows, equal to a
     read of its own."""
-    from analysis import model
     from analysis.load.nsys_steps import read_steps
-    from analysis.timeline.loops import StepModels
+    from analysis.loops.model import StepModels
+    from analysis.trace import build as model
 
     path = DATA / "emit_nvtx_200/trace.sqlite"
     trace = model.attribute(nsys_sqlite.load(path))

@@ -7,8 +7,9 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from analysis import apart, systems
+from analysis.commands import systems
 from analysis.load import nsys_sqlite
+from analysis.trace import apart
 from tests.conftest import DATA
 
 

@@ -59,7 +59,7 @@ def test_find_tool_order(tmp_path: Path) -> None:
 
 
 def test_find_tool_missing_says_where_it_looked(monkeypatch) -> None:
-    monkeypatch.setattr("analysis.tools.NSYS_PATTERNS", ("/nonexistent/*/nsys",))
+    monkeypatch.setattr("analysis.common.tools.NSYS_PATTERNS", ("/nonexistent/*/nsys",))
     with pytest.raises(tools.ToolError, match="nsys not found.*NSYS.*PATH") as err:
         nsys.find_nsys({"PATH": ""})
     assert err.value.exit_code == 3
@@ -263,7 +263,7 @@ def test_unpack_xz_writes_once(tmp_path: Path) -> None:
     import lzma
     import os
 
-    from analysis.io import unpack_xz
+    from analysis.documents.io import unpack_xz
 
     packed = tmp_path / "s" / "trace.sqlite.xz"
     packed.parent.mkdir()

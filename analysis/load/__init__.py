@@ -1,1 +1,5 @@
-"""One loader per source; each documents its columns (units in names) and fails fast."""
+"""One loader per source (an Nsight Systems SQLite export, an Nsight Compute CSV, TORCH_LOGS):
+each documents its columns (units in names), reads each table once and fails fast.
+
+Imports: `common`.
+"""

@@ -33,15 +33,14 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from ..errors import InputError
+from ..common.errors import InputError
+from .export import shared
 from .nsys_host import HostLayout, plan_host
 from .nsys_meta import table_columns
 from .nsys_sqlite import (
     CALL_COLUMNS,
     OP_TABLES,
     PID_MASK,
-    _strings,
-    connect,
     op_bytes,
     op_columns,
     ops_frame,
@@ -51,7 +50,6 @@ from .rows import Db, fetch, first_rowid
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NEG, POS = -(1 << 62), 1 << 62
 LOOKBACK_NS = (250_000_000, 2_000_000_000)   # a launch queued this long before its op ran
-_STRINGS: dict[tuple[str, int], dict[int, str]] = {}
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ def _launch_names(conn: sqlite3.Connection) -> tuple[int, ...]:
 
 def plan(path: Path, chunk_rows: int) -> Layout:
     """Windows of about `chunk_rows` GPU operations each (at least one window)."""
-    conn = connect(path)
+    conn = shared(path).conn
     try:
         tables = _tables(conn)
         sizes = {i: conn.execute(f"SELECT count(*), ifnull(max(end - start), 0) FROM {t}")
@@ -117,8 +115,6 @@ def plan(path: Path, chunk_rows: int) -> Layout:
         launch = _launch_names(conn)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
-    finally:
-        conn.close()
     return Layout(path=path, tables=tables, bounds=(NEG, *sorted(set(cuts)), POS),
                   longest_ns={i: int(d) for i, (_, d) in sizes.items()}, total_rows=total,
                   scan=cuts != sorted(cuts),          # bounds out of order: scan
@@ -249,7 +245,8 @@ def read_window(layout: Layout, index: int) -> pd.DataFrame:
     """Window `index`'s operations (owned and halo) with their launching calls; the frame's
     attrs["sorted_ok"] says whether the tables' start order held (see the module doc)."""
     lo, hi = layout.bounds[index], layout.bounds[index + 1]
-    db = Db(connect(layout.path))
+    reader = shared(layout.path)
+    db = reader.rows
     try:
         parts, ok = [], True
         for i in sorted(layout.tables):
@@ -257,19 +254,12 @@ def read_window(layout: Layout, index: int) -> pd.DataFrame:
             parts.append(rows)
             ok &= good
         raw = np.concatenate(parts) if parts else np.empty((0, 12), dtype=np.int64)
-        key = (str(layout.path), layout.path.stat().st_mtime_ns)
-        if key not in _STRINGS:             # once per process and file: windows share it
-            _STRINGS.clear()                # the last file's only: memory stays bounded
-            _STRINGS[key] = _strings(db.conn, layout.path)
-        strings = _STRINGS[key]
-        df = ops_frame(raw[:, 1:11], strings)
+        df = ops_frame(raw[:, 1:11], reader.strings())      # once per process and file
         df["halo"] = raw[:, 11].astype(bool)
         df["table"], df["rowid"] = raw[:, 1], raw[:, 0]
         calls = _calls(db, layout, df)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{layout.path}: cannot read export ({exc})") from exc
-    finally:
-        db.conn.close()
     out = pd.concat([df, calls], axis=1)
     out.attrs["sorted_ok"] = ok
     return out

@@ -32,10 +32,11 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from ..errors import InputError
-from ..intervals import union
+from ..common.errors import InputError
+from ..common.intervals import union
+from .export import shared
 from .nsys_meta import table_columns
-from .nsys_sqlite import PUSHPOP, STARTEND, connect
+from .nsys_sqlite import PUSHPOP, STARTEND
 from .rows import Db, fetch, first_rowid
 
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -94,7 +95,7 @@ class HostLayout:
 
 def plan_host(path: Path) -> HostLayout:
     """The range threads and the OS table's columns (no pass over the call tables)."""
-    conn = connect(path)
+    conn = shared(path).conn
     try:
         db = sqlite_utils.Database(conn)
         osrt = table_columns(db, OSRT)
@@ -105,8 +106,6 @@ def plan_host(path: Path) -> HostLayout:
         in_order = _sampled_in_order(conn)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
-    finally:
-        conn.close()
     return HostLayout(path=path, tids=tids, osrt={"start", "end", "globalTid"} <= osrt,
                       osrt_nesting="nestingLevel" in osrt, api_sorted=in_order)
 
@@ -167,7 +166,7 @@ def read_host(layout: HostLayout, lo: int, hi: int, spans: np.ndarray,
     if not (layout.tids and len(spans)):
         return _frame(np.empty((0, 4), "int64"), np.empty((0, 3), "int64"),
                       np.empty(0, "int64"), 0, layout, None)
-    db = Db(connect(layout.path))
+    db = shared(layout.path).rows
     scan = scan or not layout.api_sorted
     try:
         api = _api_rows(db, layout, spans, lo, hi, scan)
@@ -179,8 +178,6 @@ def read_host(layout: HostLayout, lo: int, hi: int, spans: np.ndarray,
         return _frame(rows, osrt, spans, len(api), layout, db)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{layout.path}: cannot read export ({exc})") from exc
-    finally:
-        db.conn.close()
 
 
 def _frame(api: np.ndarray, osrt: np.ndarray, spans: np.ndarray, owned: int,

@@ -1,5 +1,5 @@
 """Every launch of some kernel names, with its launch configuration and the invocation
-number Nsight Compute gives it (the plan of analysis/picks.py).
+number Nsight Compute gives it (the plan of analysis/commands/picks.py).
 
 Nsight Compute's `--kernel-id ::NAME:N` profiles the N-th invocation of the function NAME
 (its base name, as Nsight Systems' `shortName`); invocations are counted per process in
@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .nsys_sqlite import _fetch_ints, connect, os_pid
+from .export import shared
+from .nsys_sqlite import fetch_ints, os_pid
 
 COLUMNS = ["pid", "tid", "name", "config", "invocation", "start_ns", "duration_ns",
            "call_ns"]
@@ -27,24 +28,21 @@ def launches(path: Path, names: list[str]) -> pd.DataFrame:
     """The launches of `names` (kernel short names), COLUMNS: `config` is
     "grid x,y,z block x,y,z shared N", `invocation` 1-based per (process, name) in launch
     order, `tid` the launching thread (global id; -1 where the call was not traced)."""
-    conn = connect(path)
-    try:
-        ids = dict(conn.execute(
-            f"SELECT value, id FROM StringIds WHERE value IN ({','.join('?' * len(names))})",
-            names).fetchall()) if names else {}
-        if not ids:
-            return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
-        marks = ",".join(str(int(i)) for i in ids.values())
-        raw = _fetch_ints(conn, path, (
-            "SELECT k.globalPid, ifnull(r.globalTid, -1), k.shortName, k.gridX, k.gridY, "
-            "k.gridZ, k.blockX, k.blockY, k.blockZ, ifnull(k.staticSharedMemory, 0) + "
-            "ifnull(k.dynamicSharedMemory, 0), k.correlationId, k.start, k.end - k.start, "
-            "ifnull(r.start, -1) "
-            "FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON "
-            f"r.correlationId = k.correlationId AND r.globalTid / 16777216 = k.globalPid / "
-            f"16777216 WHERE k.shortName IN ({marks}) ORDER BY k.correlationId, k.start"), 14)
-    finally:
-        conn.close()
+    conn = shared(path).conn
+    ids = dict(conn.execute(
+        f"SELECT value, id FROM StringIds WHERE value IN ({','.join('?' * len(names))})",
+        names).fetchall()) if names else {}
+    if not ids:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
+    marks = ",".join(str(int(i)) for i in ids.values())
+    raw = fetch_ints(conn, path, (
+        "SELECT k.globalPid, ifnull(r.globalTid, -1), k.shortName, k.gridX, k.gridY, "
+        "k.gridZ, k.blockX, k.blockY, k.blockZ, ifnull(k.staticSharedMemory, 0) + "
+        "ifnull(k.dynamicSharedMemory, 0), k.correlationId, k.start, k.end - k.start, "
+        "ifnull(r.start, -1) "
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON "
+        f"r.correlationId = k.correlationId AND r.globalTid / 16777216 = k.globalPid / "
+        f"16777216 WHERE k.shortName IN ({marks}) ORDER BY k.correlationId, k.start"), 14)
     return _frame(raw, {v: k for k, v in ids.items()})
 
 

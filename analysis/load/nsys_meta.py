@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import sqlite_utils
 
-from ..errors import InputError
+from ..common.errors import InputError
 
 
 def table_columns(db: sqlite_utils.Database, table: str) -> set[str]:

@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from ..errors import InputError
+from ..common.errors import InputError
+from .export import shared
 from .nsys_meta import table_columns
-from .nsys_sqlite import _strings, connect
 
 DOMAIN = "Python Periodic Sampling"
 SAMPLE_EVENT = 34
@@ -54,7 +54,7 @@ def load_py_samples(path: Path) -> PySamples:
     """The export's Python samples (an empty PySamples where it has none)."""
     if not Path(path).is_file():
         return PySamples()
-    conn = connect(Path(path))
+    conn = shared(Path(path)).conn
     try:
         db = sqlite_utils.Database(conn)
         cols = table_columns(db, "NVTX_EVENTS")
@@ -73,8 +73,6 @@ def load_py_samples(path: Path) -> PySamples:
         strings = _unescaped(conn, Path(path), rows)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read Python samples ({exc})") from exc
-    finally:
-        conn.close()
     return _decoded(rows, strings)
 
 
@@ -82,7 +80,7 @@ def _unescaped(conn: sqlite3.Connection, path: Path, rows: list[tuple]) -> dict[
     """StringIds values, unescaped (only when some sample carries a stack)."""
     if not any(r[2] for r in rows):
         return {}
-    return {int(i): html.unescape(str(v)) for i, v in _strings(conn, path).items()}
+    return {int(i): html.unescape(str(v)) for i, v in shared(path).strings().items()}
 
 
 def _decoded(rows: list[tuple], strings: dict[int, str]) -> PySamples:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 import sqlite_utils
 
-from ..errors import InputError
+from ..common.errors import InputError
+from .export import shared
 from .nsys_meta import table_columns
-from .nsys_sqlite import connect
 
 COLUMNS = ["global_tid", "time_ns", "module", "symbol"]
 SQL = ("SELECT e.globalTid, e.start, m.value, (SELECT s.value FROM SAMPLING_CALLCHAINS f "
@@ -35,7 +35,7 @@ def load_samples(path: Path) -> pd.DataFrame:
     """The export's CPU samples with their leaf frames (see the module doc)."""
     if not Path(path).is_file():
         return pd.DataFrame(columns=COLUMNS)
-    conn = connect(Path(path))
+    conn = shared(Path(path)).conn
     try:
         db = sqlite_utils.Database(conn)
         if not ({"id", "start", "globalTid"} <= table_columns(db, "COMPOSITE_EVENTS")
@@ -45,8 +45,6 @@ def load_samples(path: Path) -> pd.DataFrame:
         rows = conn.execute(SQL).fetchall()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read CPU samples ({exc})") from exc
-    finally:
-        conn.close()
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["module"] = [str(m).rsplit("/", 1)[-1] if m else "?" for m in frame["module"]]
     frame["symbol"] = [s if isinstance(s, str) else "" for s in frame["symbol"]]

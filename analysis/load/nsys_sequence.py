@@ -1,5 +1,5 @@
 """The GPU's kernel sequence of an export, for finding steps where no range marks them
-(analysis/step_find.py) and for the exposed communication (capture_totals.py): per kernel
+(analysis/loops/find.py) and for the exposed communication (capture_totals.py): per kernel
 its process, device, stream, name id, start and end, in start order; the names of NCCL's
 kernels (communication) marked. Read only where needed: the first DETECT_ROWS kernels
 when a process has no step range of its own, every kernel (up to SEQUENCE_ROWS) when the
@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .nsys_sqlite import _fetch_ints, connect, os_pid
+from .export import shared
+from .nsys_sqlite import fetch_ints, os_pid
 
 SEQUENCE_ROWS = 4_000_000
 """Kernels read at most (the first by start: 160 MB of integers)."""
@@ -21,7 +22,7 @@ DETECT_ROWS = 200_000
 """Kernels the step detection reads (the first: thousands of steps of most loops; reading
 a 5M-kernel export whole would cost seconds and 160 MB for no better period)."""
 NCCL = re.compile(r"^nccl", re.I)
-"""NCCL's kernels (communication), by name (analysis/steps.py counts them apart too)."""
+"""NCCL's kernels (communication), by name (analysis/trace/steps.py counts them apart too)."""
 COLUMNS = ["pid", "device", "stream", "name_id", "start_ns", "end_ns", "nccl"]
 
 
@@ -45,20 +46,17 @@ def from_ops(ops: pd.DataFrame) -> pd.DataFrame:
 def kernel_sequence(path: Path, limit: int = SEQUENCE_ROWS) -> pd.DataFrame:
     """Every kernel of the export (at most `limit`), by start: COLUMNS (`nccl`: a
     communication kernel)."""
-    conn = connect(path)
-    try:
-        cols = {r[1] for r in conn.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
-        if not cols:
-            return pd.DataFrame({c: pd.Series(dtype="int64") for c in COLUMNS})
-        name = "shortName" if "shortName" in cols else "demangledName"
-        raw = _fetch_ints(conn, path, f"SELECT globalPid, deviceId, streamId, ifnull({name}, "
-                          f"-1), start, end FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start "
-                          f"LIMIT {int(limit)}", 6)
-        ids = np.unique(raw[:, 3])
-        marks = ",".join(str(int(i)) for i in ids.tolist()) or "NULL"
-        names = dict(conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({marks})"))
-    finally:
-        conn.close()
+    conn = shared(path).conn
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
+    if not cols:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in COLUMNS})
+    name = "shortName" if "shortName" in cols else "demangledName"
+    raw = fetch_ints(conn, path, f"SELECT globalPid, deviceId, streamId, ifnull({name}, "
+                      f"-1), start, end FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start "
+                      f"LIMIT {int(limit)}", 6)
+    ids = np.unique(raw[:, 3])
+    marks = ",".join(str(int(i)) for i in ids.tolist()) or "NULL"
+    names = dict(conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({marks})"))
     nccl_ids = np.array([i for i in ids.tolist() if NCCL.search(names.get(i, ""))],
                         dtype="int64")
     return pd.DataFrame({"pid": os_pid(raw[:, 0]), "device": raw[:, 1], "stream": raw[:, 2],

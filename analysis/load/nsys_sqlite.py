@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from ..errors import InputError
+from ..common.errors import InputError
+from .export import shared
 from .nsys_meta import (
     export_meta,
     load_gpus,
@@ -72,7 +73,6 @@ REQUIRED = {
     "CUPTI_ACTIVITY_KIND_KERNEL": "does not contain CUDA kernel data (trace with --trace=cuda)",
     "CUPTI_ACTIVITY_KIND_RUNTIME": "does not contain CUDA API data (trace with --trace=cuda)",
 }
-SQLITE_MAGIC = b"SQLite format 3\x00"
 CALL_COLUMNS = ["global_tid", "api_start_ns", "api_end_ns"]
 """The launching call's columns of an op (-1 where no call was traced)."""
 
@@ -104,26 +104,6 @@ class NsysExport:
 def os_pid(global_ids: np.ndarray) -> np.ndarray:
     """The OS process id held in Nsight Systems' global thread or process ids."""
     return (np.asarray(global_ids, dtype="int64") >> 24) & 0xFFFFFF
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    """Open `path` read-only after checking it is an SQLite file; InputError if not."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if not path.is_file():
-        raise InputError(f"{path}: is a directory, not an Nsight Systems SQLite export")
-    with path.open("rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
-    if head != SQLITE_MAGIC:
-        what = "an empty file" if not head else "not an SQLite file"
-        raise InputError(f"{path}: {what}; expected an export from "
-                         "`nsys export --type=sqlite`")
-    try:
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise InputError(f"{path}: unreadable SQLite file ({exc})") from exc
-    return conn
 
 
 def _check_tables(db: sqlite_utils.Database, path: Path) -> None:
@@ -213,7 +193,7 @@ def _domains(conn: sqlite3.Connection, path: Path, ranges: pd.DataFrame) -> pd.S
     return merged["domain"].where(merged["domain"].notna(), None)
 
 
-def _fetch_ints(conn: sqlite3.Connection, path: Path, sql: str, ncols: int) -> np.ndarray:
+def fetch_ints(conn: sqlite3.Connection, path: Path, sql: str, ncols: int) -> np.ndarray:
     """Integer columns of a query as an (n, ncols) int64 array, fetched in chunks.
 
     Chunking keeps the Python tuples sqlite3 makes to FETCH_ROWS at a time, so a trace of
@@ -254,13 +234,6 @@ def _op_sql(table: str, kind: int, cols: set[str]) -> str:
 def op_bytes(kind: int, cols: set[str] | frozenset) -> str:
     """SQL for an operation's bytes: a copy's or a set's, 0 for a kernel."""
     return "ifnull(o.bytes, 0)" if kind and "bytes" in cols else "0"
-
-
-def _strings(conn: sqlite3.Connection, path: Path) -> dict[int, str]:
-    try:
-        return dict(conn.execute("SELECT id, value FROM StringIds").fetchall())
-    except sqlite3.DatabaseError as exc:
-        raise InputError(f"{path}: cannot read StringIds ({exc})") from exc
 
 
 def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
@@ -304,7 +277,7 @@ def _launching_calls(conn: sqlite3.Connection, path: Path, ops: pd.DataFrame) ->
     Done in pandas: a hash join on two integer columns is far faster than SQLite's
     join over an unindexed CUPTI_ACTIVITY_KIND_RUNTIME.
     """
-    api = pd.DataFrame(_fetch_ints(conn, path, _launch_calls_sql(conn, path), 4),
+    api = pd.DataFrame(fetch_ints(conn, path, _launch_calls_sql(conn, path), 4),
                        columns=["correlation_id", "global_tid", "api_start_ns", "api_end_ns"])
     api["global_pid"] = api["global_tid"] & PID_MASK
     api = api.drop_duplicates(["correlation_id", "global_pid"])
@@ -328,8 +301,8 @@ def load_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
     """GPU operations joined to the CUDA API call that launched each (see module doc)."""
     parts = [_op_sql(t, kind, cols) for kind, t in enumerate(OP_TABLES)
              if (cols := table_columns(db, t))]
-    raw = _fetch_ints(conn, path, " UNION ALL ".join(parts), 10)
-    df = ops_frame(raw, _strings(conn, path))
+    raw = fetch_ints(conn, path, " UNION ALL ".join(parts), 10)
+    df = ops_frame(raw, shared(path).strings())
     calls = _launching_calls(conn, path, df)
     return pd.concat([df, calls], axis=1)
 
@@ -370,23 +343,20 @@ def load(path: str | Path, ops: bool = True) -> NsysExport:
     `ops=False` leaves the GPU operations out (an empty frame): runners.attribute_file reads
     them window by window."""
     path = Path(path)
-    conn = connect(path)
-    try:
-        db = sqlite_utils.Database(conn)
-        _check_tables(db, path)
-        meta = export_meta(db)
-        with versioned(meta.get("EXPORT_SCHEMA_VERSION"), meta.get("EXPORT_PRODUCT_VERSION")):
-            ranges = load_ranges(conn, db, path)
-            frame = load_ops(conn, db, path) if ops else empty_ops()
-            launches = load_graph_launches(conn, path)
-        notes = [] if len(ranges) else ["the export holds no NVTX ranges "
-                                        "(trace with --trace=nvtx and annotate the code)"]
-        return NsysExport(path=path, sqlite=path, ranges=ranges, ops=frame, graph_launches=launches,
-                          gpus=load_gpus(db),
-                          export_schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
-                          product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes,
-                          thread_names=load_thread_names(conn, db),
-                          session_start_utc_ns=load_session_start(conn, db),
-                          working_dir=load_working_dir(conn, db))
-    finally:
-        conn.close()
+    reader = shared(path)
+    conn, db = reader.conn, reader.db
+    _check_tables(db, path)
+    meta = export_meta(db)
+    with versioned(meta.get("EXPORT_SCHEMA_VERSION"), meta.get("EXPORT_PRODUCT_VERSION")):
+        ranges = load_ranges(conn, db, path)
+        frame = load_ops(conn, db, path) if ops else empty_ops()
+        launches = load_graph_launches(conn, path)
+    notes = [] if len(ranges) else ["the export holds no NVTX ranges "
+                                    "(trace with --trace=nvtx and annotate the code)"]
+    return NsysExport(path=path, sqlite=path, ranges=ranges, ops=frame, graph_launches=launches,
+                      gpus=load_gpus(db),
+                      export_schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+                      product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes,
+                      thread_names=load_thread_names(conn, db),
+                      session_start_utc_ns=load_session_start(conn, db),
+                      working_dir=load_working_dir(conn, db))

@@ -3,7 +3,7 @@ call and OS runtime call of the step's process in the step's time window, on any
 the GPU operations running in it, and the synchronization records of its blocking calls.
 
 `read_steps(path, windows) -> [StepRows]`, one per window (global pid, lo, hi): a handful
-of windows per loop (analysis/timeline/loops.py picks them), each read by rowid ranges
+of windows per loop (analysis/loops/model.py picks them), each read by rowid ranges
 found by binary search (the tables are in start order, as Nsight Systems writes them;
 a read whose rows leave its bounds is done again by start time, a full scan).
 
@@ -28,10 +28,11 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from ..errors import InputError
+from ..common.errors import InputError
+from .export import shared
 from .nsys_host import api_part
 from .nsys_meta import table_columns
-from .nsys_sqlite import OP_TABLES, PID_MASK, connect
+from .nsys_sqlite import OP_TABLES, PID_MASK
 from .rows import Db, fetch, first_rowid
 
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -185,7 +186,7 @@ def read_steps(path: Path, windows: list[tuple[int, int, int]],
     a group's windows are read while the CUDA calls they hold (counted by rowid, all
     threads) stay within it, the first one too only if it fits; the rest are None."""
     ops_until = ops_until or [w[2] for w in windows]
-    conn = connect(path)
+    conn = shared(path).conn
     try:
         meta = sqlite_utils.Database(conn)
         tables = {t: cols for t in (*OP_TABLES, API, SYNC, OSRT)
@@ -210,8 +211,6 @@ def read_steps(path: Path, windows: list[tuple[int, int, int]],
         return out
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
-    finally:
-        conn.close()
 
 
 def _within_budget(db: Db, windows: list[tuple[int, int, int]], groups: list[int] | None,

@@ -4,7 +4,7 @@
 kind ("graph_break"|"recompile"), function (recompiles only, else None), file, line
 (int), reason (first reason / guard-failure line, or "" when the log gives none),
 logged_at ("MMDD HH:MM:SS.ffffff" of the log line's prefix, the first occurrence; None when
-the line has no prefix): places the event on the trace's clock (analysis/compile_events.py).
+the line has no prefix): places the event on the trace's clock (analysis/trace/compile_events.py).
 
 Recognized forms (torch 2.1 to 2.11):
   Graph break in user code at FILE:LINE            (then "Graph Break Reason: ..." or
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import InputError
+from ..common.errors import InputError
 
 COLUMNS = ["kind", "function", "file", "line", "reason", "logged_at"]
 _STAMP = re.compile(r"^[A-Z](?P<md>\d{4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?) ")

@@ -1,1 +1,4 @@
-"""Rendering of analysis results (markdown, plots); no analysis happens here."""
+"""Rendering of documents (markdown, SVG, plots, the page); no analysis happens here.
+
+Imports: `documents`, `common`.
+"""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..documents import ComputeDoc, KernelLaunch
-from ..kernel_names import kernel_labels
+from ..common.names import kernel_labels
+from ..documents.types import ComputeDoc, KernelLaunch
 from .markdown import esc, findings_section, gbps, num, pct, reflow, short, table, us
 from .text import code, shown_path
 

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from ..documents import (
+from ..common.names import kernel_labels
+from ..documents.files import KERNEL_RANGES, kernel_rows, shown_rows
+from ..documents.types import (
     Finding,
     RangeEntry,
     RankRow,
     SystemsDoc,
     VariantRow,
-    entry_array,
     entry_column,
     entry_pick,
     top_findings,
 )
-from ..kernel_names import kernel_labels
 from .steps_md import steps_section
 from .text import (
     NAME_WIDTH,
@@ -86,48 +84,10 @@ def variants_section(doc: SystemsDoc) -> list[str]:
     return lines + [""]
 
 
-MAX_RANGES = 25
-KERNEL_RANGES = 5
-"""Range rows a page shows at most: a trace with more (PyTorch's emit_nvtx puts one range
-around every op) shows the ranges that hold the most kernel time and says how many more
-are in systems.json."""
-
-
 def shown_ranges(doc: SystemsDoc) -> tuple[Sequence[RangeEntry], int]:
     """(ranges to show, in timeline order; how many were left out)."""
     rows = shown_rows(doc)
     return entry_pick(doc.ranges, rows), len(doc.ranges) - len(rows)
-
-
-def shown_rows(doc: SystemsDoc) -> list[int]:
-    """Positions of the ranges the NVTX table shows: every one, or the MAX_RANGES with
-    most wall time, then kernel time."""
-    if len(doc.ranges) <= MAX_RANGES:
-        return list(range(len(doc.ranges)))
-    return sorted(_most(doc.ranges, "wall_ns", "kernel_time_ns", first=MAX_RANGES))
-
-
-def kernel_rows(doc: SystemsDoc, n: int = KERNEL_RANGES) -> list[int]:
-    """Positions of the `n` ranges whose kernels the page lists (most kernel time, own and
-    other threads')."""
-    return sorted(_most(doc.ranges, ("kernel_time_ns", "other_threads_kernel_time_ns"),
-                        first=n))
-
-
-def page_rows(doc: SystemsDoc) -> list[int]:
-    """Positions of every range the page shows."""
-    return sorted(set(shown_rows(doc)) | set(kernel_rows(doc)))
-
-
-def _most(entries: Sequence[RangeEntry], *keys: str | tuple[str, ...],
-          first: int | None = None) -> list[int]:
-    """Positions of `entries` by `keys` descending (a key: a field, or fields summed), the
-    first key first, ties in timeline order (numpy's stable sort: 110k emit_nvtx entries
-    sorted with a Python key took 0.1 s), the `first` of them (all by default); read as
-    arrays (RangeEntries.array: no entry is made for it)."""
-    columns = [-sum(entry_array(entries, f) for f in ((key,) if isinstance(key, str)
-                                                       else key)) for key in keys]
-    return np.lexsort(columns[::-1])[:first].tolist()
 
 
 def _more(left_out: int) -> list[str]:
@@ -361,8 +321,7 @@ def findings_section(findings: list[Finding], where: str = "the JSON document") 
     analyzed time; one line each with what it would save, then the suggestion."""
     lines = ["## Findings", ""]
     if not findings:
-        return lines + ["No rule fired (rules and thresholds: README.md, analysis/rules/).",
-                        ""]
+        return lines + ["No rule fired (rules and thresholds: docs/rules.md).", ""]
     top, more = top_findings(findings)
     for f in top:
         place = f" {code(short(f.range))}" if f.range else ""
@@ -434,7 +393,7 @@ INTRO = ("Per step (means over each rank's step range instances): wall time, com
 
 def ranks_section(rows: list[RankRow]) -> list[str]:
     """A systems page's ranks, when its export holds every rank's process (the rank of
-    each is the CUDA device it used: analysis/ranks.py)."""
+    each is the CUDA device it used: analysis/diagnosis/ranks.py)."""
     if not rows:
         return []
     steps = [r.step_ns for r in rows if r.steps]

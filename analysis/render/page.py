@@ -8,7 +8,7 @@ exact commands that reproduce it.
 
 from __future__ import annotations
 
-from ..documents import (
+from ..documents.types import (
     ComputeDoc,
     RangeEntry,
     SystemsDoc,

@@ -3,7 +3,7 @@
 roofline_png      compute/1: ceilings and one point per range
 time_bars_png     systems/2: time per iteration per variant, speedup labels
 timeline_png      systems/2: one iteration per variant, kernels as boxes, gaps visible
-bench_png         analysis.bench rows: time and memory against trace size, both tools
+bench_png         analysis.commands.bench rows: time and memory against trace size, both tools
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..documents import ComputeDoc, SystemsDoc
+from ..documents.types import ComputeDoc, SystemsDoc
 
 
 def _pyplot():

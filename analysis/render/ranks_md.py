@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..documents import RanksDoc
+from ..documents.types import RanksDoc
 from .markdown import INTRO, findings_section, ranks_table, reflow, us
 
 

@@ -1,11 +1,11 @@
-"""The steps' lines of the pages (the document's `steps`, analysis/step_find.py): per
+"""The steps' lines of the pages (the document's `steps`, analysis/loops/find.py): per
 process where its steps came from, their median with its interval and their spread. The
 page leaves them out where meta.json names variants (their table is its subject);
 systems.md always has them."""
 
 from __future__ import annotations
 
-from ..documents import SystemsDoc
+from ..documents.types import SystemsDoc
 from .text import code, dur, esc
 
 STEP_SAID = {"user range": "the range {name}", "named": "the range {name} (--step)",

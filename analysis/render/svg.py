@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..documents import SystemsDoc
+from ..documents.types import SystemsDoc
 from .timeline_md import CATEGORY_SAID, loop_entries, shares
 
 PATH_COLORS = {"gpu": "#4c72b0", "copies": "#dd8452", "launch": "#c44e52", "cpu": "#8c8c8c",

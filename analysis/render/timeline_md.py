@@ -3,7 +3,7 @@ held each step (the step model, analysis/timeline/)."""
 
 from __future__ import annotations
 
-from ..documents import RangeEntry, SystemsDoc, entry_column, entry_pick
+from ..documents.types import RangeEntry, SystemsDoc, entry_column, entry_pick
 from .text import code, dur, esc, pct, short, table
 
 CATEGORY_SAID = {"gpu": "GPU work", "copies": "copies", "launch": "launch calls",

@@ -27,10 +27,10 @@ $T -f "windows %e s %M KiB" python3 -m analysis systems "$R/trace.sqlite" -o "$R
 python3 - "$R" "$OUT/env.txt" > "$OUT/issue15.json" <<'PY'
 import json, sqlite3, sys
 from pathlib import Path
-from analysis.documents import SystemsDoc
-from analysis.io import load_json_doc
+from analysis.documents.types import SystemsDoc
+from analysis.documents.io import load_json_doc
 from analysis.load.nsys_chunks import plan
-from analysis.nsys_reference import mismatches
+from analysis.commands.nsys_stats import mismatches
 r = Path(sys.argv[1])
 docs = {k: json.loads((r / k / "systems.json").read_text()) for k in ("whole", "windows")}
 for d in docs.values():

@@ -1,0 +1,136 @@
+"""Each finding's saving from the step model: its rule names the change (whatif.py), the
+pricer replays the loop that holds the finding's range with that change, and the
+difference, over every modeled step, is the saving.
+
+The loop replayed is the outermost repeated range around the finding's range that has
+modeled steps (one past loops.MODEL_CALLS has none; the finding's own range where no loop
+encloses it), so a fix inside a step is priced at the step's wall:
+removing host work the GPU overlaps saves nothing, removing a wait the next steps
+depend on saves what they gain. Modeled steps stand for all of the range's steady
+instances (scaled by their count).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..documents.types import Finding
+from ..load.nsys_sqlite import PID_MASK
+from ..loops.changes import Change, saving
+from ..loops.graph import Graph
+from ..loops.model import StepModels
+
+FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
+
+
+@dataclass
+class Pricer:
+    """Prices findings on one export's step models (`price(finding) -> total ns`)."""
+
+    models: StepModels
+    loops: set[str]                        # the loop ranges' paths (3+ steady instances)
+    cache: dict[tuple, float] = field(default_factory=dict)
+
+    def price(self, f: Finding, pid: int | None = None) -> float | None:
+        """The whole trace's saving (ns) of removing the finding's cause (its range in
+        process `pid`), or None where its range has no model (no file, no instance)."""
+        if not f.change or not f.range:
+            return None
+        key = self.modeled_key(f.range, pid)
+        if key is None:
+            return None
+        change = self.change_of(f, pid)
+        memo = (key, change)
+        if memo not in self.cache:
+            graphs = self.models.graphs(key)
+            done = [saving(g, change) for g in graphs]
+            self.cache[memo] = float(np.mean(done)) * self.models.steady_count(key)
+        return self.cache[memo]
+
+    def syncs(self, path: str, pid: int | None = None) -> Counter:
+        """What the blocking calls of a range's steps are (sync_kinds over its loop's
+        modeled steps)."""
+        key = self.modeled_key(path, pid)
+        return sum((sync_kinds(g) for g in self.models.graphs(key)), Counter()) \
+            if key is not None else Counter()
+
+    def candidates(self, path: str) -> list[str]:
+        """The loop ranges enclosing `path` (itself included), outermost first, then
+        `path` itself."""
+        parts = path.split("/")
+        loops = [p for p in ("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+                 if p in self.loops]
+        return loops + ([path] if path not in loops else [])
+
+    def modeled_key(self, path: str, pid: int | None) -> int | None:
+        """The key of the first of `candidates(path)` with modeled steps (an outer loop
+        past the budget of calls has none), else None."""
+        for where in self.candidates(path):
+            key = self.models.key_of(where, pid)
+            if key is not None and self.models.graphs(key):
+                return key
+        return None
+
+    def change_of(self, f: Finding, pid: int | None) -> Change:
+        """The finding's change with the parameters its evidence gives."""
+        ev: dict[str, Any] = f.evidence if isinstance(f.evidence, dict) else {}
+        if f.change == "host_ahead":
+            return Change("host_ahead", windows=self.models.windows(f.range, pid))
+        if f.change == "pinned_async":
+            return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0))
+        if f.change == "faster_kernels":
+            fp32, tf32 = ev.get("fp32_peak_flops"), ev.get("tf32_peak_flops")
+            factor = fp32 / tf32 if fp32 and tf32 else float(ev.get("speed_factor", 0.5))
+            return Change("faster_kernels", kernels=((ev.get("pattern", FP32_GEMM), factor),))
+        return Change(f.change)
+
+
+def pid_of(global_tid: int) -> int:
+    return int(global_tid) & int(PID_MASK)
+
+
+SYNC_SAID = {"item": "`.item()` (a scalar read back)", "cpu": "`.cpu()` of a tensor",
+             "nonzero": "`nonzero` / boolean-mask indexing (a count read back)",
+             "synchronize": "`torch.cuda.synchronize()`",
+             "event": "an event synchronize", "other": "a synchronize call"}
+"""What a step's blocking calls are, as the user wrote them."""
+SCALAR_BYTES = 64 * 1024
+NONZERO = re.compile(r"nonzero|select|flagged|cub::|DeviceSelect|DeviceReduce", re.I)
+
+
+def sync_kinds(g: Graph) -> Counter:
+    """The step's blocking calls on its range's thread by what caused them (SYNC_SAID)."""
+    out: Counter = Counter()
+    names = g.calls["name"].tolist()
+    ops0 = len(g.calls)
+    copy_of = {g.corr_of.get(int(c)): (int(k), int(b)) for c, k, b in zip(
+        g.ops["corr"].tolist(), g.ops["kind"].tolist(),
+        g.ops["bytes"].tolist() if "bytes" in g.ops else [0] * len(g.ops), strict=True)
+        if int(k) == 1}
+    kernels = [(g.start[ops0 + j], str(n)) for j, n in enumerate(
+        g.ops["name"].tolist() if "name" in g.ops else [])]
+    mine = [i for i in range(len(names)) if g.thread[i] == g.tid]
+    last_copy = None
+    for i in mine:
+        name = names[i]
+        if i in copy_of:
+            last_copy = (i, copy_of[i][1])
+        if g.label[i] != "sync":
+            continue
+        if "DeviceSynchronize" in name or "CtxSynchronize" in name:
+            out["synchronize"] += 1
+        elif "EventSynchronize" in name:
+            out["event"] += 1
+        elif last_copy is not None:
+            at, size = last_copy
+            nonzero = any(NONZERO.search(n) and t < g.start[at] for t, n in kernels)
+            out["cpu" if size > SCALAR_BYTES else "nonzero" if nonzero else "item"] += 1
+            last_copy = None
+        else:
+            out["other"] += 1
+    return out

@@ -1,0 +1,106 @@
+"""Host-side findings name the user's line (pylines.py: Python samples decoded).
+
+After the rules ran, each finding of LINE_RULES gets the line of the user's code its
+range's thread was sampled on most (of the lines whose library call fits the rule, when
+one does: a sync finding names the `.item()` line, not the forward's, or none), with its share
+of the range's Python samples and the call; where that call has a remedy of its own
+(REMEDIES), it leads the suggestion. A capture without Python samples says how to get
+them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ...documents.types import Finding, PyLine, RangeEntry, SystemsDoc, entry_column
+
+READBACK = r"Tensor\.(?:item|cpu|tolist|numpy)$|nonzero|_local_scalar"
+UPLOAD = r"Tensor\.to$|\.cuda$"
+SYNC_CALLS = rf"{READBACK}|{UPLOAD}|synchronize"
+LINE_RULES = {
+    "host_bound": "", "input_starved": "", "launch_bound": "",
+    "sync_in_loop": SYNC_CALLS, "readback_in_loop": SYNC_CALLS,
+    "pageable_copy": SYNC_CALLS + r"|copy_",
+    "alloc_in_loop": r"empty_cache|memory|alloc|empty",
+    "kernel_loads_per_call": r"scaled_dot_product_attention|cudnn|compile|jit",
+}
+"""Rule id -> the library calls that fit it (its line is the first line whose call
+matches; "" or no match: the range's hottest line)."""
+
+REMEDIES = (
+    (READBACK, {"sync_in_loop", "readback_in_loop", "pageable_copy", "host_bound"},
+     "keep the value on the device (accumulate on the GPU, read it once after the loop)"),
+    (UPLOAD, {"sync_in_loop", "pageable_copy"},
+     "pin the source once (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy "
+     "with .to(device, non_blocking=True)"),
+    (r"synchronize", {"sync_in_loop"},
+     "time with CUDA events (torch.cuda.Event(enable_timing=True)) rather than "
+     "synchronizing every step"),
+    (r"_single_tensor_|_foreach_", {"host_bound", "launch_bound"},
+     "use the multi-tensor or fused optimizer step: torch.optim.Adam(..., foreach=True) "
+     "or fused=True"),
+    (r"empty_cache", {"alloc_in_loop", "host_bound", "launch_bound"},
+     "remove the call: the caching allocator reuses its blocks, and empty_cache hands them "
+     "back to the driver only to allocate them again next step"),
+    (r"torch\.tensor|as_tensor", {"input_starved", "host_bound", "launch_bound"},
+     "build the batch on the GPU, or in DataLoader workers (num_workers=N, "
+     "pin_memory=True), not element by element in Python"),
+    (r"scaled_dot_product_attention", {"kernel_loads_per_call", "host_bound"},
+     "pick another SDPA backend (torch.nn.attention.sdpa_kernel(SDPBackend."
+     "FLASH_ATTENTION)) or keep shapes static"),
+)
+"""(call pattern, the rules it answers, remedy)."""
+
+HOW = ("Python samples (make systems SAMPLE=cpu) would name the line of your code that "
+       "spends it.")
+
+
+def locate(found: list[Finding], systems: SystemsDoc | None,
+           entries: Mapping[str, RangeEntry]) -> None:
+    """Name the user's line in each host-side finding (see the module doc): `entries` are
+    the systems document's ranges by path."""
+    if not any(f.rule in LINE_RULES and f.range for f in found):
+        return
+    sampled = any(entry_column(systems.ranges, "py_samples")) if systems else False
+    for f in found:
+        e = entries.get(f.range) if f.rule in LINE_RULES and f.range else None
+        if e is None:
+            continue
+        if not sampled:
+            f.message += " " + HOW
+            continue
+        line = pick(e.lines, LINE_RULES[f.rule])
+        if line is None:
+            continue
+        f.message += " " + said(e, line)
+        f.evidence = {**f.evidence, "lines": [_brief(x) for x in e.lines[:3]]}
+        remedy = remedy_for(line.call, f.rule)
+        where = f"{line.file}:{line.line}" + (f" (`{line.code}`)" if line.code else "")
+        f.suggestion = f"at {where}: {remedy or f.suggestion}"
+
+
+def pick(lines: list[PyLine], fits: str) -> PyLine | None:
+    """The first line whose call matches `fits` (none: the rule's cause is on no line
+    kept), or the first line where any fits."""
+    if not fits:
+        return lines[0] if lines else None
+    return next((x for x in lines if x.call and re.search(fits, x.call)), None)
+
+
+def said(e: RangeEntry, line: PyLine) -> str:
+    """One sentence: where in the user's code the range's samples fell."""
+    call = f", in {line.call}" if line.call else ""
+    code = f" (`{line.code}`)" if line.code else ""
+    return (f"In your code: {line.pct:.0f}% of its {e.py_samples:,} Python samples on "
+            f"{line.file}:{line.line} in {line.function}{code}{call}.")
+
+
+def remedy_for(call: str, rule: str) -> str | None:
+    """The remedy of the library call, where it answers this rule."""
+    return next((fix for pattern, rules, fix in REMEDIES
+                 if call and rule in rules and re.search(pattern, call)), None)
+
+
+def _brief(x: PyLine) -> dict:
+    return {"file": x.file, "line": x.line, "call": x.call, "pct": x.pct}

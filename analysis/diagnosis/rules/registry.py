@@ -1,0 +1,304 @@
+"""The rules registry: `@rule(...)` registers a function with its id, source, severity,
+thresholds and one-line doc; `run(source, ctx)` runs the rules of one source on a typed
+`Context`. The rules themselves live in the modules beside this one (analysis/diagnosis/rules/)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import compress
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...common.names import op_paths, steady_path, user_path
+from ...common.settings import FINDING_MIN_PCT, OFF_PATH_PCT
+from ...documents.types import (
+    SEVERITY_ORDER,
+    ComputeDoc,
+    Finding,
+    Meta,
+    RangeEntry,
+    RankRow,
+    Severity,
+    SystemsDoc,
+    entry_array,
+    entry_column,
+    entry_pick,
+)
+from ...loops.changes import CHANGES as CHANGE_SAID
+from ...trace.library import library_mask
+from ...trace.ranges import leaf_paths
+from ...trace.types import Trace
+from .lines import locate
+
+
+@dataclass
+class Context:
+    """What every rule reads; derived tables are computed once, on first use."""
+
+    meta: Meta | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    systems: SystemsDoc | None = None
+    compute: ComputeDoc | None = None
+    trace: Trace | None = None             # the attributed trace, for systems rules
+    ranks: list[RankRow] = field(default_factory=list)    # one per rank, rank rules
+    pid: int | None = None                 # systems rules look at one process at a time
+    cache: dict[str, Any] = field(default_factory=dict)   # facts several rules share
+    price: Callable[[Finding], float | None] | None = None   # a finding's saving (ns, the
+    # whole trace) replayed on the step model with its rule's change; None: not modeled
+    syncs: Callable[[str], Any] | None = None   # a range's blocking calls by kind (Counter
+    # of pricing.SYNC_SAID's keys), read off its step model
+
+    def analyzed_ns(self) -> float:
+        """The time savings are weighed against: the wall time of the outermost NVTX
+        ranges (the kernels of the whole trace when it has no range), or every profiled
+        launch (compute), or the ranks' steps."""
+        if self.systems is not None:
+            return float(self._root_time_ns) or float(sum(k.total_ns for k in
+                                                          self.systems.kernel_summary))
+        if self.compute is not None:
+            return float(sum(k.duration_ns or 0 for k in self.compute.kernels))
+        if self.ranks:
+            return float(sum(x.step_ns * x.steps for x in self.ranks) / len(self.ranks))
+        return 0.0
+
+    def wall_of(self, path: str | None) -> int | None:
+        """A range's time over all its instances: its wall time, or the span of the GPU
+        work it launched when that ran longer (a loop that queues work ahead of the GPU);
+        None: no such range."""
+        e = self.all_entries.get(path) if path else None
+        return e.time_ns or None if e is not None else None
+
+    @cached_property
+    def entries(self) -> dict[str, RangeEntry]:
+        """systems range entries by path, warm-up ranges left out (they ran compilation:
+        only the compile rules look at them)."""
+        ranges = self._ranges
+        kept = [not e.warmup for e in ranges]
+        return dict(zip(compress(self._names, kept), compress(ranges, kept), strict=True))
+
+    @cached_property
+    def all_entries(self) -> dict[str, RangeEntry]:
+        """systems range entries by path, warm-up included."""
+        return dict(zip(self._names, self._ranges, strict=True))
+
+    @cached_property
+    def _ranges(self) -> list[RangeEntry]:
+        """The process's range entries that rules judge (every process's when none is
+        chosen): the user's ranges, emit_nvtx op ranges left out (those nested in user
+        ranges, and those at the top of the autograd thread: their time still counts in
+        analyzed_ns). Findings name the user's range that holds an op (user_path), the
+        op table judges the ops, and every fact a rule reads of an op range's entry is
+        in its user range's too (attribution is inclusive): reading 110k op entries in
+        every pass cost 0.17 s of 3 on a 200-step emit_nvtx capture, for 11 user ranges,
+        and making the 13k outermost ones' entries 0.09 s more."""
+        return self._judged[0]
+
+    @cached_property
+    def _names(self) -> list[str]:
+        """Their paths, read once (the maps above are built from them in C: 110k
+        emit_nvtx entries read attribute by attribute took 0.1 s per map)."""
+        return self._judged[1]
+
+    @cached_property
+    def _root_time_ns(self) -> int:
+        """The outermost ranges' time (RangeEntry.time_ns), of this process, read as
+        columns (emit_nvtx op ranges at the top of the autograd thread among them)."""
+        ranges = self.systems.ranges if self.systems else []
+        top = np.array(["/" not in n for n in entry_column(ranges, "name")], dtype=bool)
+        if self.pid is not None:
+            top &= np.array([p == self.pid for p in entry_column(ranges, "pid")], dtype=bool)
+        return int(np.maximum(entry_array(ranges, "wall_ns")[top],       # RangeEntry.time_of
+                              entry_array(ranges, "gpu_span_ns")[top]).sum())
+
+    @cached_property
+    def _judged(self) -> tuple[list[RangeEntry], list[str]]:
+        ranges = self.systems.ranges if self.systems else []
+        names = entry_column(ranges, "name")
+        kept = judged_mask(names, entry_column(ranges, "domain")).tolist()
+        if self.pid is not None:
+            kept = [k and p == self.pid for k, p in zip(kept, entry_column(ranges, "pid"),
+                                                         strict=True)]
+        at = list(compress(range(len(names)), kept))
+        return entry_pick(ranges, at), [names[i] for i in at]
+
+    @cached_property
+    def instance_idle_ns(self) -> np.ndarray:
+        """Per range instance (row of trace.ranges): wall time no GPU op of its process ran."""
+        b = self.trace.busy
+        return (b["wall_ns"] - b["busy_ns"]).to_numpy()
+
+    def _mine(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame["pid"] == self.pid].reset_index(drop=True) \
+            if self.pid is not None and len(frame) else frame
+
+    @cached_property
+    def seq_names(self) -> pd.DataFrame:
+        """Kernels per range path, once per launch: pid, path, name, count, total_ns, aten
+        (some demangled name of it is an eager ATen kernel)."""
+        if self.trace is None:
+            return pd.DataFrame(columns=["pid", "path", "name", "count", "total_ns", "aten"])
+        return self._mine(self.trace.seq_names)
+
+    @cached_property
+    def seq_pairs(self) -> pd.DataFrame:
+        """Distinct back-to-back kernel pairs (a then b) per path, in order of first
+        occurrence on the GPU: pid, path, a, b."""
+        if self.trace is None:
+            return pd.DataFrame(columns=["pid", "path", "a", "b"])
+        return self._mine(self.trace.seq_pairs)
+
+    @cached_property
+    def median_kernel_ns(self) -> dict[str, float]:
+        """Per range path: the median duration of its kernels (once per launch)."""
+        if self.trace is None or not len(self.trace.seq_durations):
+            return {}
+        d = self._mine(self.trace.seq_durations)
+        if d["pid"].nunique() > 1:       # one path of several processes: merge them
+            d = d.groupby(["path", "duration_ns"], sort=True)["n"].sum().reset_index()
+        # else already one block per path (pathid), durations ascending (merge.summed)
+        if d.empty:
+            return {}
+        path, values = d["path"].to_numpy(dtype=object), d["duration_ns"].to_numpy()
+        count = d["n"].to_numpy(dtype="int64")
+        cum = np.cumsum(count)
+        heads = np.flatnonzero(np.r_[True, path[1:] != path[:-1]])
+        tails = np.r_[heads[1:], len(path)] - 1
+        before = cum[heads] - count[heads]            # kernels of the paths sorted before
+        n = cum[tails] - before
+        lo = values[np.searchsorted(cum, before + (n - 1) // 2, side="right")]
+        hi = values[np.searchsorted(cum, before + n // 2, side="right")]
+        return dict(zip(path[heads].tolist(), ((lo + hi) / 2).tolist(), strict=True))
+
+    @cached_property
+    def kernel_leaves(self) -> list[str]:
+        """The user's range paths (emit_nvtx op ranges cut off: user_path) that launched
+        kernels and no other such path extends, sorted (warm-up ranges left out)."""
+        warm = {e.name for e in self._ranges if e.warmup}
+        paths = list(set(self.seq_names["path"].tolist()))    # pandas' unique: 10x slower
+        # an op path's user_path is a user path that launched the same kernels (counts are
+        # inclusive, on one thread): the user paths among them are all there is to cut
+        users = list(compress(paths, ~op_paths(paths)))
+        return sorted(leaf_paths(users) - warm - self.library_paths)
+
+    @cached_property
+    def leaves(self) -> list[str]:
+        """The user's range paths (user_path) that launched GPU work and no other such
+        path extends, sorted."""
+        users = {user_path(e.name) for e in self.entries.values() if e.instances}
+        return sorted(p for p in leaf_paths(list(users - {""})) if p in self.entries)
+
+    @cached_property
+    def library_paths(self) -> frozenset[str]:
+        """Paths of the ranges libraries annotate their own calls with (library.py: CUB,
+        NCCL, cuDNN; the user cannot change them): no rule judges them."""
+        ranges = self.systems.ranges if self.systems else []
+        lib = library_mask(entry_column(ranges, "domain"))
+        return frozenset(compress(entry_column(ranges, "name"), lib.tolist()))
+
+
+def judged_mask(names: list[str], domains: list[str | None]) -> np.ndarray:
+    """Which entries the rules judge: the user's ranges, not emit_nvtx op ranges
+    (is_op_path) nor a library's (library.py)."""
+    return ~(op_paths(names) | library_mask(domains))
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    source: str                     # "systems" | "compute" | "ranks"
+    severity: Severity              # the usual severity (a rule may lower it, and says so)
+    doc: str                        # one line: when it fires
+    thresholds: dict[str, float]
+    fn: Callable[[Rule, Context], list[Finding]]
+    saving_model: str = ""          # one sentence: how its findings' savings are estimated
+    change: str = ""                # the step model's change that prices them (whatif.py)
+
+    def finding(self, **fields: Any) -> Finding:
+        """A Finding of this rule (keyword fields; severity defaults to the rule's)."""
+        fields.setdefault("severity", self.severity)
+        fields.setdefault("kernel", None)
+        return Finding(rule=self.id, **fields)
+
+
+REGISTRY: dict[str, Rule] = {}
+SHARE_OF = {"systems": "wall time", "ranks": "step time",
+            "compute": "profiled kernel time"}
+"""What a finding's share_pct is a share of, per source (Context.analyzed_ns)."""
+
+
+def rule(id: str, source: str, severity: Severity, doc: str,
+         thresholds: dict[str, float] | None = None, saving: str = "",
+         change: str = "") -> Callable:
+    """Register the decorated function as the rule `id` (ids are unique); `saving` says
+    in one sentence how its findings' savings are estimated where the step model cannot
+    price them, `change` which change of the step model prices them (whatif.CHANGES)."""
+    def register(fn: Callable[[Rule, Context], list[Finding]]) -> Callable:
+        if id in REGISTRY:
+            raise ValueError(f"rule {id!r} registered twice")
+        REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn, saving,
+                            change)
+        return fn
+    return register
+
+
+def sort_key(f: Finding) -> tuple:
+    """Largest impact first, then most severe, range name, launch order."""
+    launch = f.evidence.get("launch") if isinstance(f.evidence, dict) else None
+    return (f.share_pct < FINDING_MIN_PCT, f.one_time, -f.saving_ns,
+            SEVERITY_ORDER[f.severity], f.range or "",
+            launch if launch is not None else float("inf"))
+
+
+def run(source: str, ctx: Context) -> list[Finding]:
+    """Every registered rule of `source`, in registration order, then sorted."""
+    found = [f for r in REGISTRY.values() if r.source == source for f in r.fn(r, ctx)]
+    if source == "systems" and ctx.library_paths:     # a library's range is not the user's
+        found = [f for f in found if not f.range or steady_path(f.range)
+                 not in ctx.library_paths]
+    total = ctx.analyzed_ns()
+    for f in found:
+        _priced(f, REGISTRY[f.rule], ctx)
+        f.saving_ns = float(f.saving_per_instance_ns * f.iterations)
+        wall = ctx.wall_of(f.range)
+        if wall is not None:
+            f.saving_ns = min(f.saving_ns, float(wall))
+        f.share_pct = min(round(100.0 * f.saving_ns / total, 2), 100.0) if total else 0.0
+        f.share_of = SHARE_OF[source]
+    if source == "systems":
+        locate(found, ctx.systems, ctx.entries)
+    return sorted(found, key=sort_key)
+
+
+def _priced(f: Finding, r: Rule, ctx: Context) -> None:
+    """The finding's saving replayed on the step model with its rule's change, where
+    the model has its range; else the rule's own estimate, said as such."""
+    f.change = f.change or r.change or None
+    total = ctx.price(f) if f.change and ctx.price is not None else None
+    if total is None:
+        f.saving_model = f.saving_model or r.saving_model
+        return
+    f.saving_per_instance_ns = total / max(f.iterations, 1)
+    f.saving_model = CHANGE_SAID.get(f.change, f.change)
+    wall = ctx.wall_of(f.range)
+    if wall and total < OFF_PATH_PCT / 100 * wall and f.severity == "warning":
+        f.severity = "info"
+        f.message += (f" Off the critical path: the step model replays the fix to a saving "
+                      f"under {OFF_PATH_PCT:g}% of the range's wall time, so it waits on "
+                      "something else.")
+
+
+def markdown_table() -> list[str]:
+    """docs/rules.md's table, generated from the registry: systems, ranks, then compute
+    rules, each source in registration order; with how each estimates its saving."""
+    out = ["| rule | source | severity | fires when | thresholds | saving |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(REGISTRY.values(), key=lambda r: list(SHARE_OF).index(r.source)):
+        th = ", ".join(f"`{k}` = {v:g}" for k, v in r.thresholds.items()) or "–"
+        saving = (f"`{r.change}`: {CHANGE_SAID[r.change]} (without a step model: "
+                  f"{r.saving_model or '–'})" if r.change else r.saving_model or "–")
+        out.append(f"| `{r.id}` | {r.source} | {r.severity} | {r.doc} | {th} | {saving} |")
+    return out

@@ -1,0 +1,225 @@
+"""A range entry's fields, each declared once: name, type, unit, source and meaning.
+
+documents.RangeEntry is one row of `ranges.parquet` and one object of systems.json's
+`ranges`; its list fields of documents (kernels, copies, hot, other_threads and their
+kernels) are long tables of their own (`ranges_<field>.parquet`, keyed by `range_row`).
+Every reader of the entries' shape reads it from these declarations
+(`dataclasses.fields(RangeEntry)[i].metadata`): the range table fills each field from
+its `source` (range_table.range_table), the Parquet schema takes its type and unit
+(documents/tables.py), the JSON Schema its meaning (documents/schemas), and the column
+list of docs/ is checked against them. Adding a field is one declaration here, with a default,
+and a column of that name in its source's frame.
+
+Sources:
+    table     the table's own: the entry's position
+    summary   ranges.summarize: nsys stats' numbers and wall time (`column` when the
+              frame names it otherwise)
+    per_key   busy.per_key and host.per_key: one frame, a column per field
+    devices   the CUDA devices of the range's kernels (Trace.key_devices)
+    samples   CPU samples and the libraries they fell in (host.hot_frames)
+    lines     Python samples and the user's lines they fell on (pylines.py_lines)
+    warmup    why the range is warm-up (range_table.warmup_labels)
+    kernels, copies, threads   the range's kernels, copies and other launching threads
+    timeline  the step model of a loop range (analysis/timeline/): one frame by row
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+SOURCES = ("table", "summary", "per_key", "devices", "samples", "lines", "warmup",
+           "kernels", "copies", "threads", "timeline", "library")
+
+
+def declared(doc: str, source: str | None = None, unit: str | None = None,
+             column: str | None = None, default: Any = dataclasses.MISSING,
+             factory: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field with its declaration in `metadata`: what it means (`doc`), its
+    unit (also the suffix of its name: _ns, _bytes, _pct), where the range table takes it
+    from (`source`, one of SOURCES; None for the fields of list items) and the source
+    frame's column when it is not the field's name."""
+    if source is not None and source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}: one of {', '.join(SOURCES)}")
+    meta = {"doc": doc, "unit": unit, "source": source, "column": column}
+    if factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def declaration(cls: type, name: str) -> dict[str, Any]:
+    """A field's declaration (doc, unit, source, column)."""
+    return dict(next(f for f in dataclasses.fields(cls) if f.name == name).metadata)
+
+
+@dataclass
+class KernelStat:
+    """One kernel name's launches inside a range (nvtx_kern_sum's row)."""
+
+    name: str = declared("kernel name, whole")
+    count: int = declared("launches")
+    total_ns: int = declared("summed duration", unit="ns")
+    avg_ns: float = declared("mean duration", unit="ns")
+    min_ns: int = declared("shortest launch", unit="ns")
+    max_ns: int = declared("longest launch", unit="ns")
+
+
+@dataclass
+class ThreadLaunches:
+    """Kernels one other thread of the process launched while a range was open."""
+
+    tid: int = declared("the thread's id")
+    name: str | None = declared("the thread's name in the export")
+    kernel_count: int = declared("kernels it launched while the range was open")
+    kernel_time_ns: int = declared("their summed duration", unit="ns")
+    role: str | None = declared("what the thread is, from its name (busy.thread_role)",
+                                default=None)
+    kernels: list[KernelStat] = declared("its kernels by name, most time first",
+                                         factory=list)
+
+
+@dataclass
+class CopyStat:
+    """Copies (or sets) of one name and memory kinds: `[CUDA memcpy Host-to-Device]`,
+    `Pageable -> Device` (copies from pageable memory block the calling thread)."""
+
+    name: str = declared("copy or set kind, as nsys stats names it")
+    memory: str = declared("source -> destination memory kinds")
+    count: int = declared("operations")
+    bytes: int = declared("bytes moved or set", unit="bytes")
+    total_ns: int = declared("summed duration", unit="ns")
+
+
+@dataclass
+class HotFrame:
+    """A library the range's thread was found in by CPU sampling (leaf frames), with the
+    function of it most often on the stack."""
+
+    module: str = declared("library (leaf frame's module)")
+    symbol: str = declared("its function most often sampled")
+    samples: int = declared("samples in it")
+    pct: float = declared("share of the range's samples", unit="%")
+
+
+@dataclass
+class PyLine:
+    """A line of the user's code the range's thread was found on by Python sampling, with
+    the library call it was in (pylines.py)."""
+
+    file: str = declared("the user's file (relative to the working directory the program "
+                         "ran in, where it lies inside)")
+    line: int = declared("its line number")
+    function: str = declared("the function the line is in")
+    call: str = declared("the library call below the line that spent the time "
+                         "(module.function), or the compiled call its source names; '' "
+                         "where neither is known")
+    code: str = declared("the line's source text ('' where the file is not readable "
+                         "where the analysis ran)")
+    samples: int = declared("Python samples on it")
+    pct: float = declared("share of the range's Python samples", unit="%")
+
+
+def _ns(doc: str, source: str = "per_key") -> Any:
+    return declared(doc, source, unit="ns", default=0)
+
+
+def _n(doc: str, source: str = "per_key") -> Any:
+    return declared(doc, source, default=0)
+
+
+@dataclass
+class RangeEntry:
+    """One NVTX range path (push/pop path outer->inner, no domain), GPU work or not."""
+
+    name: str = declared("push/pop path outer->inner joined by '/', no domain", "summary",
+                         column="path")
+    domain: str | None = declared("NVTX domain (None: the default domain)", "summary")
+    instances: int = declared("instances that launched GPU work (nvtx_gpu_proj_sum)",
+                              "summary")
+    kernel_count: int = declared("kernels launched inside it, any depth, same thread "
+                                 "(nvtx_kern_sum)", "summary")
+    kernel_time_ns: int = declared("their summed duration (nvtx_kern_sum)", "summary",
+                                   unit="ns")
+    gpu_span_ns: int = declared("first GPU op start -> last GPU op end per instance, "
+                                "summed (nvtx_gpu_proj_sum's Total Proj Time)", "summary",
+                                unit="ns")
+    gpu_idle_ns: int = declared("span not covered by its GPU operations", "summary",
+                                unit="ns")
+    # beyond nsys stats: the process, what the range's own thread did not launch, and
+    # real busy time
+    pid: int | None = declared("OS process id: processes are never merged", "summary",
+                               default=None)
+    devices: list[int] = declared("CUDA devices its kernels ran on", "devices",
+                                  factory=list)
+    wall_instances: int = _n("every instance, GPU work or not (nvtx_sum)", "summary")
+    wall_ns: int = _ns("sum over instances of end - start (nvtx_sum)", "summary")
+    wall_median_ns: float = declared("the median instance's end - start", "summary",
+                                     unit="ns", default=0.0)
+    busy_ns: int = _ns("of the wall time, GPU busy with any op of the process")
+    other_threads_kernel_count: int = _n("kernels other threads launched meanwhile")
+    other_threads_kernel_time_ns: int = _ns("their summed duration")
+    other_threads: list[ThreadLaunches] = declared(
+        "the other threads that launched kernels meanwhile, most time first", "threads",
+        factory=list)
+    # where the wall time went on the range's own thread (calls inside its instances)
+    host_launch_ns: int = _ns("kernel and graph launch calls")
+    host_sync_ns: int = _ns("synchronize calls, blocking copies and sets")
+    host_memory_ns: int = _ns("memory management calls (malloc, free, host alloc)")
+    host_module_ns: int = _ns("module and library loads (JIT, new plans)")
+    host_other_cuda_ns: int = _ns("every other CUDA call")
+    host_os_ns: int = _ns("OS runtime calls outside CUDA calls")
+    host_cpu_ns: int = _ns("outside every traced call: Python, CPU work")
+    launch_calls: int = _n("kernel and graph launch calls")
+    sync_calls: int = _n("synchronize calls, blocking copies and sets")
+    module_loads: int = _n("module and library loads")
+    blocking_copy_calls: int = _n("copy calls that waited on pageable memory "
+                                  "(in sync_calls)")
+    blocking_copy_ns: int = _ns("their time (in host_sync_ns)")
+    sync_instances: int = _n("instances with at least one synchronize call")
+    module_load_instances: int = _n("instances with at least one module load")
+    copy_count: int = _n("copies and sets its thread launched")
+    copy_bytes: int = declared("their bytes", "per_key", unit="bytes", default=0)
+    copy_ns: int = _ns("their summed duration")
+    pageable_copy_count: int = _n("of those, from or to pageable host memory")
+    pageable_copy_bytes: int = declared("their bytes", "per_key", unit="bytes", default=0)
+    pageable_copy_ns: int = _ns("their summed duration")
+    copies: list[CopyStat] = declared("its copies by name and memory kinds, most time "
+                                      "first", "copies", factory=list)
+    cpu_samples: int = _n("CPU samples of its thread inside it", "samples")
+    hot: list[HotFrame] = declared("the libraries those samples fell in", "samples",
+                                   factory=list)
+    py_samples: int = _n("Python samples of its thread inside it", "lines")
+    lines: list[PyLine] = declared("the user's lines those samples fell on, most first "
+                                   "(at most pylines.LINES)", "lines", factory=list)
+    parent: str | None = declared("a library's range (settings.LIBRARY_DOMAINS): the "
+                                  "user's range that held most of its instances, whose "
+                                  "table lists it; None for the user's own ranges",
+                                  "library", default=None)
+    warmup: str | None = declared("why it is warm-up (compilation ran in it); None: it "
+                                  "is not", "warmup", default=None)
+    kernels: list[KernelStat] = declared("its own thread's kernels by name, most time "
+                                         "first", "kernels", factory=list)
+    row: int = declared("its position in ranges.parquet (range_row of the long tables)",
+                        "table", default=0)
+    # a loop range's step model (analysis/timeline/): the modeled steady instances
+    modeled_instances: int = _n("steady instances the step model replayed (every one, or "
+                                "16 around the median wall time)", "timeline")
+    replayed_wall_ns: int = _ns("the wall time the model gives back replayed unchanged "
+                                "(its modeled instances' replayed over measured, times "
+                                "wall_ns)", "timeline")
+    critical_path_ns: dict[str, int] = declared(
+        "the wall time by what held the critical path (gpu, copies, launch, cpu, sync, "
+        "memory, module, other_cuda, os, other_thread), the modeled instances' paths "
+        "scaled to wall_ns", "timeline", unit="ns", factory=dict)
+
+    @property
+    def time_ns(self) -> int:
+        """The range's time over its instances: its wall time, or the span of the GPU work
+        it launched where that ran longer (a loop that queues work ahead of the GPU)."""
+        return self.time_of(self.wall_ns, self.gpu_span_ns)
+
+    @staticmethod
+    def time_of(wall_ns: int, gpu_span_ns: int) -> int:
+        """time_ns from those two fields (for readers of them as columns)."""
+        return max(wall_ns, gpu_span_ns)

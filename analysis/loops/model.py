@@ -1,0 +1,241 @@
+"""Which steps are modeled, and what each loop's model says.
+
+A loop range is a user range (not an emit_nvtx op range, not a library's domain, not
+warm-up) repeated at least LOOP_MIN_INSTANCES times in its process; its steady instances
+are those not set apart and not first calls (apart.first_calls). All of them are
+modeled, or, where a range has more, the SAMPLE_INSTANCES around its median wall time
+(said in `modeled_instances`), within MODEL_CALLS; a loop nested in another (a step's
+forward in the step) is sampled inside the enclosing loop's sampled instances, so the
+levels model the same steps.
+Each instance is one window of the export (load/nsys_steps.py; a window inside another is
+cut from its rows) built into a graph (graph.py), kept for the what-ifs that price the
+findings (pricing.py); each loop's graphs are replayed unchanged and walked back
+(replay.py).
+
+Per loop: `critical_path_ns` (category -> ns: the modeled instances' paths, scaled by the
+loop's wall time over theirs, so that it sums to the loop's wall time as closely as the
+replay reproduces it), `replayed_wall_ns` (the loop's wall time times replayed over
+measured) and `modeled_instances`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..common.settings import LOOP_MIN_INSTANCES
+from ..load.nsys_sqlite import PID_MASK
+from ..load.nsys_steps import read_steps
+from ..trace.apart import first_calls
+from ..trace.library import is_library
+from .graph import Graph, build
+from .replay import CATEGORIES, CycleError, critical_path, unchanged
+
+SAMPLE_INSTANCES = 16
+"""Steady instances modeled per range at most (those around its median wall time)."""
+MODEL_CALLS = 50_000
+"""CUDA calls (rows of the export in the steps' windows) a loop's modeled steps hold at
+most: steps are taken closest to the median first while they fit, so a loop of loops (an
+epoch of steps, a phase of a benchmark) is modeled by one or a few of its instances, and
+one larger than this not at all (its inner loops are). About 0.3 s of model work on the
+2-core machine."""
+MAX_LOOPS = 32
+"""Loop ranges modeled per export at most (those with most wall time)."""
+
+
+class StepModels:
+    """The graphs of one export's range instances, built on demand (all the ranges asked
+    for at once read in one pass) and kept: the loops' critical paths and every
+    finding's what-if read the same graphs."""
+
+    def __init__(self, trace, db: Path) -> None:
+        self.trace, self.db = trace, Path(db)
+        self.built: dict[int, list[Graph]] = {}
+        self.skipped: dict[int, int] = {}
+        self._first: set[int] | None = None
+        self._paths: pd.Index | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.db.is_file()
+
+    def key_of(self, path: str, pid: int | None = None) -> int | None:
+        """The range key of a path (in process `pid`, when given; else its first)."""
+        keys = self.keys_of(path, pid)
+        return int(keys[0]) if len(keys) else None
+
+    def keys_of(self, path: str, pid: int | None = None) -> np.ndarray:
+        """The range keys of a path (in process `pid`, when given; else in any), first
+        seen first: a hash index over the paths, made once (a dict of 110k keys cost
+        0.17 s, comparing the 110k paths once per finding 0.01 s)."""
+        keys = self.trace.keys
+        if self._paths is None:
+            self._paths = pd.Index(keys["path"].to_numpy(dtype=object))
+        pos = np.sort(self._paths.get_indexer_for([path]))
+        pos = pos[pos >= 0]
+        if pid is not None:
+            pos = pos[keys["pid"].to_numpy()[pos] == pid]
+        return keys.index.to_numpy()[pos]
+
+    def steady(self, key: int) -> np.ndarray:
+        """Rows of trace.ranges of the key's steady instances (first calls left out)."""
+        if self._first is None:
+            self._first = set(first_calls(self.trace))
+        rows = np.flatnonzero(self.trace.ranges["key"].to_numpy() == key)
+        return np.array([i for i in rows.tolist() if i not in self._first], dtype=np.int64)
+
+    def steady_count(self, key: int) -> int:
+        return len(self.steady(key))
+
+    def sample(self, key: int, within: np.ndarray | None = None) -> np.ndarray:
+        """The steady instances modeled, closest to the median wall time first: all, or
+        the SAMPLE_INSTANCES around the median; those inside `within` (rows of an
+        enclosing loop's sample) where any are."""
+        at = self.steady(key)
+        if within is not None and len(within):
+            inside = self._inside(at, within)
+            at = inside if len(inside) else at
+        r = self.trace.ranges
+        wall = r["end_ns"].to_numpy()[at] - r["start_ns"].to_numpy()[at]
+        order = np.argsort(np.abs(wall - np.median(wall)) if len(at) else wall, kind="stable")
+        return at[order[:SAMPLE_INSTANCES]]
+
+    def _inside(self, rows: np.ndarray, outer: np.ndarray) -> np.ndarray:
+        """The rows that lie inside one of the `outer` rows (same thread)."""
+        r = self.trace.ranges
+        lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+        tid = r["global_tid"].to_numpy()
+        outer = outer[np.argsort(lo[outer], kind="stable")]
+        k = np.searchsorted(lo[outer], lo[rows], side="right") - 1
+        j = outer[np.maximum(k, 0)]
+        return rows[(k >= 0) & (hi[rows] <= hi[j]) & (tid[rows] == tid[j])]
+
+    def samples(self, keys: list[int]) -> dict[int, np.ndarray]:
+        """Each key's sample; a loop nested in another of `keys` (its path under the
+        other's, same process) sampled inside the enclosing loop's sampled instances, so
+        that the levels model the same steps and the export is read once for them."""
+        info = self.trace.keys
+        out: dict[int, np.ndarray] = {}
+        for k in sorted(keys, key=lambda k: info.at[k, "path"].count("/")):
+            path, pid = info.at[k, "path"], info.at[k, "pid"]
+            outer = [o for o in out if info.at[o, "pid"] == pid
+                     and path.startswith(info.at[o, "path"] + "/")]
+            near = max(outer, key=lambda o: len(info.at[o, "path"]), default=None)
+            out[k] = self.sample(k, out[near] if near is not None else None)
+        return out
+
+    def prefetch(self, keys: list[int]) -> None:
+        """Build the graphs of these keys' sampled instances, in one read of the export."""
+        keys = [k for k in keys if k not in self.built]
+        if not keys or not self.readable:
+            return
+        r = self.trace.ranges
+        tid = r["global_tid"].to_numpy(dtype="int64")
+        lo, hi = r["start_ns"].to_numpy(dtype="int64"), r["end_ns"].to_numpy(dtype="int64")
+        picked = self.samples(keys)
+        windows = [(k, int(i)) for k in keys for i in picked[k]]
+        inst = self.trace.instances
+        last = dict(zip(inst["range"].tolist(), inst["last_ns"].tolist(), strict=True)) \
+            if "last_ns" in inst else {}
+        read = read_steps(self.db, [(int(tid[i] & PID_MASK), int(lo[i]), int(hi[i]))
+                                    for _, i in windows],
+                          [max(int(hi[i]), int(last.get(i, 0))) for _, i in windows],
+                          [k for k, _ in windows], MODEL_CALLS)
+        for k in keys:
+            self.built[k], self.skipped[k] = [], 0
+        for (k, i), step in zip(windows, read, strict=False):
+            if step is None:            # past the loop's budget of calls
+                continue
+            try:
+                g = build(step, int(tid[i]), int(lo[i]), int(hi[i]))
+                unchanged(g)
+            except CycleError:
+                self.skipped[k] += 1
+                continue
+            self.built[k].append(g)
+
+    def graphs(self, key: int) -> list[Graph]:
+        self.prefetch([key])
+        return self.built.get(key, [])
+
+    def windows(self, path: str, pid: int | None = None) -> tuple[tuple[int, int], ...]:
+        """Every instance of a range path (of process `pid`) as (start, end)."""
+        r = self.trace.ranges
+        mine = np.isin(r["key"].to_numpy(), self.keys_of(path, pid))
+        return tuple(zip(r["start_ns"].to_numpy()[mine].tolist(),
+                         r["end_ns"].to_numpy()[mine].tolist(), strict=True))
+
+
+@dataclass
+class LoopModel:
+    """One loop's model: per modeled instance its measured and replayed wall time and its
+    critical path."""
+
+    row: int
+    walls: list[int] = field(default_factory=list)
+    replayed: list[int] = field(default_factory=list)
+    paths: list[Counter[str]] = field(default_factory=list)
+
+    def scaled(self, wall_ns: int) -> tuple[dict[str, int], int]:
+        """(critical_path_ns, replayed_wall_ns) for a loop of `wall_ns` in all."""
+        measured = sum(self.walls)
+        if not measured:
+            return {}, 0
+        k = wall_ns / measured
+        path = sum(self.paths, Counter())
+        return ({c: round(path[c] * k) for c in CATEGORIES if path.get(c)},
+                round(sum(self.replayed) * k))
+
+
+def loop_rows(table_cols: dict[str, list], is_op: object) -> list[int]:
+    """The rows of the range table that are loops (see the module doc), most wall time
+    first, at most MAX_LOOPS."""
+    repeated = np.flatnonzero(np.asarray(table_cols["wall_instances"], dtype=np.int64)
+                              >= LOOP_MIN_INSTANCES).tolist()   # few of 110k op ranges
+    name, warm, dom = table_cols["name"], table_cols["warmup"], table_cols["domain"]
+    rows = [i for i in repeated
+            if not warm[i] and not is_library(dom[i]) and not is_op(name[i])]
+    walls = table_cols["wall_ns"]
+    return sorted(rows, key=lambda i: -walls[i])[:MAX_LOOPS]
+
+
+def model_loops(models: StepModels, keys: np.ndarray, table_cols: dict[str, list],
+                is_op: object) -> list[LoopModel]:
+    """Each loop's model (see the module doc); none where the export has no CUDA calls or
+    no file to read its steps from (an export built in memory)."""
+    rows = loop_rows(table_cols, is_op)
+    if not rows or not models.readable:
+        return []
+    models.prefetch([int(keys[row]) for row in rows])
+    out = []
+    for row in rows:
+        m = LoopModel(row)
+        for g in models.graphs(int(keys[row])):
+            m.walls.append(g.hi - g.lo)
+            m.replayed.append(g.replayed.wall(g))
+            if "path" not in g.cache:
+                g.cache["path"] = critical_path(g, g.replayed)
+            m.paths.append(g.cache["path"])
+        if m.walls:
+            out.append(m)
+    return out
+
+
+def model_columns(models: list[LoopModel], wall_ns: list[int]) -> pd.DataFrame:
+    """The loops' fields by table row: critical_path_ns, replayed_wall_ns,
+    modeled_instances."""
+    rows, paths, replayed, n = [], [], [], []
+    for m in models:
+        path, again = m.scaled(wall_ns[m.row])
+        rows.append(m.row)
+        paths.append(path)
+        replayed.append(again)
+        n.append(len(m.walls))
+    return pd.DataFrame({"critical_path_ns": pd.Series(paths, index=rows, dtype=object),
+                         "replayed_wall_ns": np.array(replayed, dtype="int64"),
+                         "modeled_instances": np.array(n, dtype="int64")},
+                        index=pd.Index(rows, dtype="int64"))

@@ -1,0 +1,218 @@
+"""The user's own lines, from Python samples (load/nsys_pysamples.py): per range, where in
+the user's code its thread was when sampled, and the library call it was in.
+
+A sample counts in every range instance open on its own thread at its time (as a kernel
+counts in every enclosing range). Its stack (innermost frame first) splits in three:
+- the user's line: the innermost frame of the user's code (anything outside
+  site-packages, the standard library and this toolkit's own runner);
+- the library call below it: the innermost library frame under that line, named by its
+  module and function (`torch.cuda.memory.empty_cache`,
+  `torch.optim.adam._single_tensor_adam`): the call that spends the time; where the line
+  calls compiled code directly (`.item()`, `torch.tensor`, `nonzero`,
+  `scaled_dot_product_attention` have no Python frame), the call its source text names
+  (CALLS, else its leftmost call by a dotted name: `np.tanh`), when the file is readable;
+- the rest (interpreter start-up, imports) stays in the range's total.
+
+`py_lines(trace, samples, cwd) -> (samples per key, lines frame)`: the lines frame holds
+per range key its LINES hottest user lines: file, line, function, call, code (the line's
+source text, "" where the file is not readable here), samples, pct (of the range's
+samples).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import linecache
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from ..common.paths import relative
+from ..load.nsys_pysamples import Frame, PySamples
+from .host import sample_hits
+
+if TYPE_CHECKING:
+    from .types import Trace
+
+LINES = 8
+"""User lines kept per range (most samples first)."""
+
+LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+STDLIB = re.compile(r"[/\\]lib(?:64)?[/\\]python\d+(?:\.\d+)?[/\\]")
+TOOLKIT = re.compile(r"(?:^|[/\\])workflows[/\\](?:runner|nsys)\.py$")
+
+CALLS = (("scaled_dot_product_attention", r"scaled_dot_product_attention"),
+         ("empty_cache", r"\bempty_cache\s*\("),
+         ("synchronize", r"\bsynchronize\s*\("),
+         ("Tensor.item", r"\.item\s*\("),
+         ("Tensor.cpu", r"\.cpu\s*\("),
+         ("Tensor.tolist", r"\.tolist\s*\("),
+         ("Tensor.numpy", r"\.numpy\s*\("),
+         ("torch.tensor", r"\btorch\.(?:as_)?tensor\s*\("),
+         ("nonzero", r"\bnonzero\s*\(|\w\[[^][]*(?:[<>]=?|[=!]=)[^][]*\]"),
+         ("Tensor.to", r"\.to\s*\("))
+"""Compiled calls a line may make, named from its source text (first match)."""
+
+COLUMNS = ["key", "file", "line", "function", "call", "code", "samples", "pct"]
+
+
+def frame_kind(file: str) -> str:
+    """user, library (site-packages), stdlib (the interpreter's own modules and frozen
+    ones) or toolkit (this toolkit's runner, which starts the user's script)."""
+    if LIBRARY.search(file):
+        return "library"
+    if file.startswith("<") or STDLIB.search(file):
+        return "stdlib"
+    if TOOLKIT.search(file):
+        return "toolkit"
+    return "user"
+
+
+def module_of(file: str) -> str:
+    """A library or standard-library file as its module path (torch/cuda/memory.py ->
+    torch.cuda.memory; <frozen os> -> os)."""
+    if file.startswith("<"):
+        return file.strip("<>").split()[-1]
+    cut = LIBRARY.split(file)[-1] if LIBRARY.search(file) else STDLIB.split(file)[-1]
+    parts = cut.removesuffix(".py").replace("\\", "/").split("/")
+    return ".".join(p for p in parts if p and p != "__init__")
+
+
+def user_frame(stack: Sequence[Frame]) -> int | None:
+    """The index of the innermost frame of the user's code, or None."""
+    return next((i for i, f in enumerate(stack) if frame_kind(f[0]) == "user"), None)
+
+
+def site(stack: Sequence[Frame], source: str = "") -> tuple[int, str] | None:
+    """(index of the innermost user frame, the library call below it) of one stack, or
+    None where no frame is the user's. `source`: that line's text, for CALLS."""
+    user = user_frame(stack)
+    if user is None:
+        return None
+    below = next((f for f in stack[:user] if frame_kind(f[0]) in ("library", "stdlib")),
+                 None)
+    if below is not None:
+        return user, f"{module_of(below[0])}.{below[1]}"
+    return user, named_call(source)
+
+
+def named_call(source: str) -> str:
+    """The compiled call a line of source makes: one of CALLS, else its first call by a
+    dotted name (`np.tanh`, `rng.standard_normal`; Python's builtins left out), else ""."""
+    known = next((name for name, pattern in CALLS if re.search(pattern, source)), "")
+    return known or _first_call(source)
+
+
+BUILTINS = frozenset(dir(builtins))
+
+
+def _first_call(source: str) -> str:
+    """The leftmost call of a line whose function is a dotted name, not a builtin."""
+    tree = None
+    for text in (source, source + "\n    pass", source.removeprefix("return ")):
+        try:
+            tree = ast.parse(text.strip())
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        return ""
+    calls = sorted((n.col_offset, -len(name), name) for n in ast.walk(tree)
+                   if isinstance(n, ast.Call) and (name := _dotted(n.func))
+                   and name not in BUILTINS)
+    return calls[0][2] if calls else ""
+
+
+def _dotted(node: ast.expr) -> str:
+    """`a.b.c` for a chain of names and attributes, else ""."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and (base := _dotted(node.value)):
+        return f"{base}.{node.attr}"
+    return ""
+
+
+def source_line(file: str, line: int, cwd: str | None) -> str:
+    """A line's text, stripped, from the file as recorded or under the program's working
+    directory; "" where neither is readable here."""
+    for path in [Path(file)] + ([Path(cwd) / file] if cwd else []):
+        if path.is_file():
+            return linecache.getline(str(path), line).strip()
+    return ""
+
+
+def py_lines(trace: Trace, py: PySamples, cwd: str | None = None
+             ) -> tuple[pd.Series, pd.DataFrame]:
+    """Per range key: its Python samples (own thread, inside its instances; a Series by
+    key) and its LINES hottest user lines (the module doc's frame)."""
+    empty = pd.DataFrame({c: pd.Series(dtype=object if c in ("file", "function", "call",
+                                                             "code") else
+                                       "float64" if c == "pct" else "int64")
+                          for c in COLUMNS})
+    if not len(py):
+        return pd.Series(dtype="int64"), empty
+    key, row = sample_hits(trace, py.samples)
+    stack = py.samples["stack"].to_numpy()[row]
+    hits = pd.DataFrame({"key": key, "stack": stack})
+    totals = hits.groupby("key").size()
+    sites = _sites(py.stacks, cwd)
+    hits["site"] = np.array([sites[s][0] for s in stack.tolist()], dtype=np.int64)
+    named = hits[hits["site"] >= 0].groupby(["key", "site"]).size().rename("samples")
+    if named.empty:
+        return totals.astype("int64"), empty
+    top = named.reset_index().sort_values(["key", "samples", "site"],
+                                          ascending=[True, False, True])
+    top = top.groupby("key", sort=False).head(LINES)
+    info = _site_table(sites)
+    out = top.join(info, on="site")
+    out["pct"] = (100.0 * out["samples"] / totals.reindex(out["key"]).to_numpy()).round(1)
+    return totals.astype("int64"), out[COLUMNS].reset_index(drop=True).astype(
+        {c: object for c in ("file", "function", "call", "code")})
+
+
+def _sites(stacks: list[tuple[Frame, ...]], cwd: str | None
+           ) -> list[tuple[int, tuple[str, int, str, str, str]]]:
+    """Per stack: its site number (-1: no user frame) and the site (file, line,
+    function, call, code); a site is one user line with one library call."""
+    number: dict[tuple, int] = {}
+    out = []
+    for stack in stacks:
+        user = user_frame(stack)
+        if user is None:
+            out.append((-1, ("", 0, "", "", "")))
+            continue
+        file, function, line = stack[user]
+        code = source_line(file, line, cwd)
+        _, call = site(stack, code)
+        key = (shown(file, cwd), line, function, call, code)
+        out.append((number.setdefault(key, len(number)), key))
+    return out
+
+
+def shown(file: str, cwd: str | None) -> str:
+    """A user's file as messages name it: relative to the program's working directory
+    when inside it, without a leading ./"""
+    named = relative(file, cwd) or file
+    return named[2:] if named.startswith("./") else named
+
+
+def notes(py: PySamples) -> list[str]:
+    """What the document should say of the Python samples: those the export holds
+    without their stacks."""
+    if not py.undecoded:
+        return []
+    return [f"{py.undecoded:,} Python samples were exported without their stacks: export "
+            "with `nsys export --type=sqlite --include-json=true` (make systems SAMPLE=cpu "
+            "does) and the host-side findings name the lines of your code."]
+
+
+def _site_table(sites: list[tuple[int, tuple]]) -> pd.DataFrame:
+    """The sites by number: file, line, function, call, code."""
+    rows = {n: s for n, s in sites if n >= 0}
+    return pd.DataFrame([rows[n] for n in sorted(rows)], index=sorted(rows),
+                        columns=["file", "line", "function", "call", "code"])
