@@ -29,8 +29,8 @@ from .siblings import sibling
 from .tools import EXIT_TOOL_MISSING
 
 table = sibling("analysis.render.markdown").table
-datasheet = sibling("analysis.roofline").datasheet
-write_atomic = sibling("analysis.io").write_atomic
+datasheet = sibling("analysis.diagnosis.roofline").datasheet
+write_atomic = sibling("analysis.documents.io").write_atomic
 
 log = logging.getLogger("workflows.bench")
 

@@ -12,7 +12,7 @@ WORKLOAD is a registered name, a workload file or `FILE.py:NAME`. Writes
 ranges in the toolkit domain, and ncu reads `/` as nesting and needs the domain named
 (checked on the H200, tests/data/ncu/nvtx_filter_probe.txt). A command is profiled with
 the `--nvtx-include` filter you give (e.g. `step/fwd/`); else, when a Systems run of the
-same name left reports/<name>/systems.json, the plan made from it (analysis/picks.py: the
+same name left reports/<name>/systems.json, the plan made from it (analysis/commands/picks.py: the
 names holding 90% of the steady-state GPU time on every thread, each in its `--instances`
 launch configurations with the most GPU time, one steady launch each by kernel name and
 invocation number, in as few ncu runs as the invocation numbers allow; their reports are
@@ -56,13 +56,15 @@ from .tools import (
     tool_main,
 )
 
-find_ncu, import_csv_argv = (sibling("analysis.tools").find_ncu,
-                             sibling("analysis.tools").import_csv_argv)
-Meta, to_json = sibling("analysis.documents").Meta, sibling("analysis.documents").to_json
-NCU_INSTANCES = sibling("analysis.settings").NCU_INSTANCES
-NCU_MAX_RUNS = sibling("analysis.settings").NCU_MAX_RUNS
-write_atomic = sibling("analysis.io").write_atomic
-picks, compute_plan = sibling("analysis.picks"), sibling("analysis.reports").compute_plan
+find_ncu, import_csv_argv = (sibling("analysis.common.tools").find_ncu,
+                             sibling("analysis.common.tools").import_csv_argv)
+_types = sibling("analysis.documents.types")
+Meta, to_json = _types.Meta, _types.to_json
+NCU_INSTANCES = sibling("analysis.common.settings").NCU_INSTANCES
+NCU_MAX_RUNS = sibling("analysis.common.settings").NCU_MAX_RUNS
+write_atomic = sibling("analysis.documents.io").write_atomic
+picks = sibling("analysis.commands.picks")
+compute_plan = sibling("analysis.commands.reports").compute_plan
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
             "SpeedOfLight_RooflineChart")
@@ -135,7 +137,7 @@ def systems_of(args: argparse.Namespace) -> Path | None:
 
 def _picked(args: argparse.Namespace) -> tuple[list[list[str]], list[str], float] | None:
     """(ncu filter arguments per run, notes, estimated seconds) of the plan made from the
-    Systems run (analysis/picks.py), or None; the plan's JSON in `args.plan_json` (written
+    Systems run (analysis/commands/picks.py), or None; the plan's JSON in `args.plan_json` (written
     beside the CSV: the compute report reads each launch's Systems range from it)."""
     source = systems_of(args)
     if source is None:

@@ -36,10 +36,12 @@ from .tools import (
     tool_main,
 )
 
-Meta, to_json = sibling("analysis.documents").Meta, sibling("analysis.documents").to_json
-write_atomic = sibling("analysis.io").write_atomic
+_types = sibling("analysis.documents.types")
+Meta, to_json = _types.Meta, _types.to_json
+write_atomic = sibling("analysis.documents.io").write_atomic
 
-export_argv, find_nsys = sibling("analysis.tools").export_argv, sibling("analysis.tools").find_nsys
+_tools = sibling("analysis.common.tools")
+export_argv, find_nsys = _tools.export_argv, _tools.find_nsys
 
 IMPORTER_HINT = ("nsys captured but could not import the raw data (.qdstrm): its "
                  "QdstrmImporter needs libdw.so.1/libelf.so.1 on LD_LIBRARY_PATH "

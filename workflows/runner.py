@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> Path:
     }
     meta["rank"] = rank
     path = out / "meta.json"
-    sibling("analysis.io").write_atomic(path, json.dumps(meta, indent=2) + "\n")
+    sibling("analysis.documents.io").write_atomic(path, json.dumps(meta, indent=2) + "\n")
     log.info("wrote %s", path)
     if rank is not None:
         import torch.distributed as dist

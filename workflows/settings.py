@@ -1,6 +1,6 @@
 """Every environment variable the GPU-side workflows read or set, in one place. README's
 settings table lists each of them (a test keeps it complete). The analysis side has its
-own (analysis/settings.py: NSYS, NCU and the rules' thresholds).
+own (analysis/common/settings.py: NSYS, NCU and the rules' thresholds).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ ROOT = (__package__ or "workflows").rpartition(".")[0]
 
 
 def sibling(name: str) -> ModuleType:
-    """Module `name` (e.g. "analysis.tools", "kernels.gelu") of this copy of the toolkit."""
+    """Module `name` (e.g. "analysis.common.tools", "kernels.gelu") of this copy of the toolkit."""
     return importlib.import_module(f"{ROOT}.{name}" if ROOT else name)
 
 

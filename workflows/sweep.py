@@ -35,7 +35,7 @@ from .siblings import sibling
 from .tools import EXIT_TOOL_MISSING
 
 table = sibling("analysis.render.markdown").table
-write_atomic = sibling("analysis.io").write_atomic
+write_atomic = sibling("analysis.documents.io").write_atomic
 
 Point = tuple[str, str, Callable[[], Callable[..., Any]]]   # (group, label, build)
 UNCHECKED = "torch, unchecked"     # a point of another op (the GEMM alone): timed, not checked

@@ -1,7 +1,7 @@
 """Shared plumbing of the drivers: is there a GPU, run folders, one CLI shell.
 
-Finding and running the Nsight tools lives in `analysis.tools` (the analysis converts
-report files with them too), the error model in `analysis.errors`; both are re-exported
+Finding and running the Nsight tools lives in `analysis.common.tools` (the analysis converts
+report files with them too), the error model in `analysis.common.errors`; both are re-exported
 here for the drivers.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .siblings import sibling
 
-_errors, _tools = sibling("analysis.errors"), sibling("analysis.tools")
+_errors, _tools = sibling("analysis.common.errors"), sibling("analysis.common.tools")
 EXIT_BAD_INPUT, EXIT_TOOL_MISSING = _errors.EXIT_BAD_INPUT, _errors.EXIT_TOOL_MISSING
 ToolError = _errors.ToolError
 find_tool, run_tool = _tools.find_tool, _tools.run_tool

@@ -29,7 +29,7 @@ from .siblings import sibling
 Shape = tuple[int, ...]
 Variant = Callable[..., Any]
 Factory = Callable[[], Variant]
-_documents = sibling("analysis.documents")
+_documents = sibling("analysis.documents.types")
 CostModel = _documents.CostModel
 ROLES: tuple[str, ...] = _documents.ROLES
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
