@@ -131,4 +131,6 @@ bench-analysis: ## time and memory of python -m analysis vs nsys stats: 0.1M-5M 
 	$(PY) -m analysis.commands.bench --copies $(COPIES) --repeat $(REPEAT) -o reports/bench
 	$(PY) -m analysis.commands.bench --base tests/data/emit_nvtx_200/trace.sqlite --copies 1 3 5 \
 	    --repeat $(REPEAT) --stem analysis_nvtx_heavy -o reports/bench
+	$(PY) -m analysis.commands.bench --base tests/data/emit_shapes/trace.sqlite --copies 1 \
+	    --repeat $(REPEAT) --stem analysis_emit_shapes -o reports/bench
 	$(PY) -m analysis.commands.bench_ranks --ranks 16 -o reports/bench

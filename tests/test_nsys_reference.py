@@ -25,7 +25,8 @@ EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default
            "graph_break/trace", "launch_bound/trace", "add_relu/trace",
            "softmax/trace", "row_sum/trace", "layernorm/trace", "attention/trace",
            "reference/gelu_first/trace", "reference/matmul_relu_first/trace",
-           "emit_nvtx_200/trace", "train_step_user/trace", "serve_recompiles/trace",
+           "emit_nvtx_200/trace", "emit_shapes/trace", "train_step_user/trace",
+           "serve_recompiles/trace",
            "train_step/trace", "autotune/trace", "ddp_single/trace", "ddp_straggler/rank0", "ddp_straggler/rank1", "ddp_balanced/rank0",
            "ddp_balanced/rank1", "steps/emit_markers/trace", "steps/emit_nccl/trace",
            "steps/emit_nccl_fast/trace"] + [
