@@ -30,6 +30,15 @@ def _exports_closed():
     close_all()
 
 
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Every committed capture rendered as `make demo` does, once per test worker (the
+    modules that read it share one xdist group)."""
+    from analysis.commands.demo import render_all
+
+    return render_all(DATA, tmp_path_factory.mktemp("demo"))
+
+
 def _cuda_available() -> bool:
     try:
         import torch

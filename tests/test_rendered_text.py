@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from analysis.commands.demo import render_all
 from analysis.common.names import kernel_label, kernel_labels
 from analysis.render.text import code
 from analysis.render.text import html as in_html
 from tests.conftest import DATA
+
+pytestmark = pytest.mark.xdist_group("demo")   # one demo per worker (conftest)
 
 ROOT = DATA.parent.parent
 ESCAPE = re.compile(r"\\[_*`\[\]|#~\\]")
@@ -58,9 +59,6 @@ def problems(md: str) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return render_all(DATA, tmp_path_factory.mktemp("demo"))
 
 
 def test_demo_pages_render_as_written(demo: list[Path]) -> None:

@@ -12,13 +12,11 @@ import pytest
 from markdown_it import MarkdownIt
 
 from analysis.__main__ import main
-from analysis.commands.demo import render_all
 from tests.conftest import DATA
 
+pytestmark = pytest.mark.xdist_group("demo")   # one demo per worker (conftest)
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return render_all(DATA, tmp_path_factory.mktemp("demo"))
+
 
 
 def _tables(md: str) -> list[list[int]]:
