@@ -133,4 +133,4 @@ bench-analysis: ## time and memory of python -m analysis vs nsys stats: 0.1M-5M 
 	    --repeat $(REPEAT) --stem analysis_nvtx_heavy -o reports/bench
 	$(PY) -m analysis.commands.bench --base tests/data/emit_shapes/trace.sqlite --copies 1 \
 	    --repeat $(REPEAT) --stem analysis_emit_shapes -o reports/bench
-	$(PY) -m analysis.commands.bench_ranks --ranks 16 -o reports/bench
+	$(PY) -m analysis.commands.bench --ranks 16 -o reports/bench

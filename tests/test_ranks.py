@@ -73,7 +73,7 @@ def test_dask_gives_the_same_report_as_one_job(tmp_path: Path) -> None:
 def test_many_ranks_bench_modes_agree(tmp_path: Path) -> None:
     """bench-analysis' many-rank case: sequential, --jobs 2 and Dask give one report."""
     pytest.importorskip("distributed")
-    from analysis.commands import bench_ranks
+    from analysis.commands import bench as bench_ranks
     assert bench_ranks.main(["--ranks", "4", "-o", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "analysis_ranks.json").read_text())
     assert [r["mode"] for r in rows] == list(bench_ranks.MODES)

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.load import nsys_sqlite
+from analysis.load.export import connect
 from analysis.load.rows import SEP, columns, fetch, int_rows
 
 DATA = Path(__file__).parent / "data"
@@ -88,7 +89,7 @@ def test_values_that_are_not_integers_go_the_row_way() -> None:
 def test_nvtx_ranges_equal_the_tuple_read() -> None:
     """The whole range frame of a 110k-range capture, read both ways."""
     path = DATA / "emit_nvtx_200" / "trace.sqlite"
-    conn = nsys_sqlite.connect(path)
+    conn = connect(path)
     import sqlite_utils
     fast = nsys_sqlite.load_ranges(conn, sqlite_utils.Database(conn), path)
     sql = ("SELECT e.rowid, e.eventType, e.text, e.globalTid, e.start, e.end "

@@ -8,13 +8,21 @@ API and NVTX row is copied with its timestamps shifted past the previous copy an
 correlation id shifted past every id used so far, so attribution stays one to one (and
 each table stays in start order, as Nsight Systems writes it). It then times the analysis
 and, when an nsys is given or found, `nsys stats` with every report whose numbers the
-document gives (nsys_reference.REPORTS: kernels, GPU span and wall time per range, the
+document gives (nsys_stats.REPORTS: kernels, GPU span and wall time per range, the
 kernel table, memory copies) on the same file, in paired runs (wall time, and peak memory
 of every process each tool starts), checks that both give the same numbers, and writes
 STEM.md/.json and STEM.png (time and memory against trace size, both tools). Each pair
 also times `nsys stats` with the first two reports only (kernels and GPU span per range:
 what the document held before wall time, host facts and copies were added), the
 reference the earlier benches used.
+
+With --ranks N: How long do many ranks take? The committed per-rank DDP exports replayed as N ranks,
+analyzed sequentially, on local worker processes and on a local Dask cluster.
+
+    python -m analysis.commands.bench --ranks 16 [--source tests/data/ddp_straggler]
+
+Each rank<k>.sqlite is a copy of the source's rank(k mod 2) export. Every mode must give
+the same ranks.json; the page gives wall time and peak memory of each (in a child process).
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from ..common.settings import env
 from ..documents.files import load_systems
 from ..documents.io import unpack_xz, write_atomic, write_png
 from ..render.plots import bench_png
+from ..render.text import table
 from .nsys_stats import REPORTS, mismatches
 
 TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -213,6 +222,64 @@ def render(rows: list[dict], base: Path, nsys: str | None, png: str | None) -> s
     return "\n".join(lines) + "\n"
 
 
+MODES = {"sequential": ["--jobs", "1"], "--jobs 2": ["--jobs", "2"],
+         "Dask (local cluster)": ["--dask", "local"]}
+
+
+def replay(source: Path, ranks: int, into: Path) -> list[Path]:
+    """rank0..rank<ranks-1>.sqlite in `into`, copies of the source's rank exports."""
+    exports = sorted(source.glob("rank*.sqlite"))
+    out = []
+    for k in range(ranks):
+        dest = into / f"rank{k}.sqlite"
+        shutil.copyfile(exports[k % len(exports)], dest)
+        out.append(dest)
+    return out
+
+
+def run_ranks(ranks: int, source: Path, work: Path) -> list[dict]:
+    """Time each mode on the same N exports; check they agree."""
+    replay(source, ranks, work / "in")
+    rows, reports = [], {}
+    for mode, flags in MODES.items():
+        out = work / mode.split()[0].strip("-")
+        seconds, rss = peak_child([sys.executable, "-m", "analysis", "systems",
+                                   str(work / "in"), "-o", str(out), *flags])
+        reports[mode] = json.loads((out / "ranks.json").read_text())
+        rows.append({"mode": mode, "ranks": ranks, "seconds": seconds, "peak_rss_mib": rss})
+    first = next(iter(reports.values()))
+    for r in rows:
+        r["same_report"] = reports[r["mode"]] == first
+    return rows
+
+
+def render_ranks(rows: list[dict], source: Path) -> str:
+    lines = ["# Many ranks", "",
+             f"`{source}` replayed as {rows[0]['ranks']} per-rank exports, analyzed with "
+             "`python -m analysis systems DIR` (python -m analysis.commands.bench --ranks N). "
+             "Machine: "
+             f"{os.cpu_count()} CPUs, {platform.platform()}, Python "
+             f"{platform.python_version()}. Peak RSS of the command (Dask and worker "
+             "processes are children and count in it only as far as rusage sees them).", ""]
+    lines += table(["mode", "ranks", "wall", "peak RSS", "same report"],
+                   [[r["mode"], str(r["ranks"]), f"{r['seconds']:.1f} s",
+                     f"{r['peak_rss_mib']:,.0f} MiB", "yes" if r["same_report"] else "NO"]
+                    for r in rows], "lrrrl")
+    return "\n".join(lines) + "\n"
+
+
+def main_ranks(args: argparse.Namespace) -> int:
+    """The many-ranks bench (--ranks N): analysis_ranks.md/.json; exit 1 when modes differ."""
+    unpack_xz(args.source)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "in").mkdir()
+        rows = run_ranks(args.ranks, args.source, Path(tmp))
+    write_atomic(args.output / "analysis_ranks.json", json.dumps(rows, indent=2) + "\n")
+    write_atomic(args.output / "analysis_ranks.md", render_ranks(rows, args.source))
+    print(render_ranks(rows, args.source), end="")
+    return 0 if all(r["same_report"] for r in rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Replay, measure and write STEM.md/.json/.png; exit 1 when numbers differ."""
     p = argparse.ArgumentParser(prog="python -m analysis.commands.bench", description=__doc__,
@@ -224,7 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", type=Path, default=Path("reports/bench"))
     p.add_argument("--stem", default="analysis", help="output file names: STEM.md, STEM.json, "
                    "STEM.png")
+    p.add_argument("--ranks", type=int, help="the many-ranks bench instead: the per-rank "
+                   "exports of --source replayed as N ranks, sequential, --jobs 2 and Dask")
+    p.add_argument("--source", type=Path, default=Path("tests/data/ddp_straggler"))
     args = p.parse_args(argv)
+    if args.ranks:
+        return main_ranks(args)
     unpack_xz(args.base.parent)          # the committed captures are stored xz-compressed
     # bytecode as an installed package has it (pip compiles at install; a checkout run
     # with PYTHONDONTWRITEBYTECODE would compile every module on every run, 0.3 s)

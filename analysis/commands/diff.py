@@ -13,10 +13,10 @@ away are listed. The page lists the largest changes first; the JSON holds every 
 The diff's headline: each process's steps before and after, with the noise measured.
 
 Per process (matched in pid order), the steady steps' median on each side with its
-interval (step_stats.median_interval) and the change between the medians with its
-bootstrap interval (step_stats.change_interval): `slower` only when the whole interval
+interval (loops.stats.median_interval) and the change between the medians with its
+bootstrap interval (loops.stats.change_interval): `slower` only when the whole interval
 lies above the threshold, `faster` when it lies below minus the threshold, else `within
-noise`. Warm-up steps are not in them (step_find.py). Beside them: how comparable the two
+noise`. Warm-up steps are not in them (loops/find.py). Beside them: how comparable the two
 captures are (the kernels both ran, by GPU time; step counts; GPUs) and the whole
 captures' totals (GPU busy, kernel time by kind, idle, exposed communication).
 """

@@ -185,7 +185,7 @@ def ranks_report(out: Path, paths: list[Path], opts: argparse.Namespace) -> None
 
 
 def _systems_files(out: Path, doc: SystemsDoc, csv: bool = False) -> None:
-    """The tables and systems.json (systems_files.write_systems), systems.md and its
+    """The tables and systems.json (documents.files.write_systems), systems.md and its
     plots."""
     out.mkdir(parents=True, exist_ok=True)
     write_systems(out, doc, csv)

@@ -180,7 +180,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     """The document's measured part: ranges, variants, notes, kernel summary, op table
     and GPU busy time, the steps and the capture's totals, no findings (`trace`: the
     export's attributed trace, when the caller already made it; `step`: the range that
-    is the step, else found: step_find.py). The document's range list is a RangeEntries
+    is the step, else found: loops/find.py). The document's range list is a RangeEntries
     over the range table: entries are made where they are read, the files written from
     the table."""
     meta, events = as_meta(meta), event_list(torch_events)
@@ -240,7 +240,7 @@ def library_columns(trace: model.Trace, keys: np.ndarray) -> pd.DataFrame:
 
 def add_steps(doc: SystemsDoc, export: NsysExport, trace: model.Trace,
               step: str | None) -> dict:
-    """The document's `steps` (step_find.py) and `capture` totals; returns the detected
+    """The document's `steps` (loops/find.py) and `capture` totals; returns the detected
     steps' rank measures (ranks.detected_measures). The kernel sequence is read only
     where needed: its first DETECT_ROWS kernels to detect steps, all of them where NCCL
     ran (exposed communication)."""
@@ -277,7 +277,7 @@ def build(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
 
 
 def detected_rows(measured: Measured) -> list:
-    """Ranks of the processes of one export whose steps were detected (step_find.py),
+    """Ranks of the processes of one export whose steps were detected (loops/find.py),
     when there are several: measured over their detected steps' windows."""
     if len(measured.detected) < 2:
         return []

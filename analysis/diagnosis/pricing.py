@@ -1,4 +1,4 @@
-"""Each finding's saving from the step model: its rule names the change (whatif.py), the
+"""Each finding's saving from the step model: its rule names the change (loops/changes.py), the
 pricer replays the loop that holds the finding's range with that change, and the
 difference, over every modeled step, is the saving.
 

@@ -71,7 +71,7 @@ def row_of(m: dict[str, int], steps: int, window: int, rank: int, path: str,
 
 
 def detected_measures(seq: pd.DataFrame, windows: dict) -> dict[int | None, tuple]:
-    """Per process whose steps were detected (step_find.py): its rank measures over its
+    """Per process whose steps were detected (loops/find.py): its rank measures over its
     kernels in those steps' windows (GPU time), the steps and their summed length."""
     out = {}
     for pid, (lo, hi) in windows.items():

@@ -29,7 +29,7 @@ class Finding:
     saving_ns: float = 0.0      # the most the whole trace would save: per instance x
                                 # instances, never more than the range's wall time
     saving_model: str = ""      # how the saving was estimated, in one sentence
-    change: str | None = None   # the step model's change that priced it (timeline/whatif)
+    change: str | None = None   # the step model's change that priced it (loops/changes.py)
     one_time: bool = False      # a cost paid once (first calls), ranked after recurring ones
     share_pct: float = 0.0      # saving_ns as % of the analyzed time (at most 100) ...
     share_of: str = "wall time"  # ... which is this: the wall time (systems), the

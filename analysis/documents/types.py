@@ -213,7 +213,7 @@ class SystemsDoc:
     ranges: list[RangeEntry]      # every range: a range_table.RangeEntries (made when
                                   # read; read it with entry_column and entry_pick); in
                                   # systems.json the loops' and the pages' only
-                                  # (systems_files.summary_rows), every one in Parquet
+                                  # (documents.files.summary_rows), every one in Parquet
     variants: list[VariantRow] = field(default_factory=list)
     run: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
@@ -266,7 +266,7 @@ def upgraded(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "schema": "systems/2", "variants": rows, "ranges": entries}
 
 
-# --- steps: how each process's steps were found (step_find.py) -----------------------------
+# --- steps: how each process's steps were found (loops/find.py) -----------------------------
 
 @dataclass
 class StepSet:

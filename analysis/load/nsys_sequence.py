@@ -1,5 +1,5 @@
 """The GPU's kernel sequence of an export, for finding steps where no range marks them
-(analysis/loops/find.py) and for the exposed communication (capture_totals.py): per kernel
+(analysis/loops/find.py) and for the exposed communication (loops/totals.py): per kernel
 its process, device, stream, name id, start and end, in start order; the names of NCCL's
 kernels (communication) marked. Read only where needed: the first DETECT_ROWS kernels
 when a process has no step range of its own, every kernel (up to SEQUENCE_ROWS) when the

@@ -9,7 +9,7 @@ Per process, the first source that gives at least STEP_MIN_COUNT steps:
    no range marks);
 3. `profiler marker`: PyTorch profiler's `ProfilerStep#N` ranges;
 4. `detected`: the period of the repeating kernel sequence of the process's busiest
-   stream (step_period.py), each step from the kernel that follows the longest gap of the
+   stream (loops/period.py), each step from the kernel that follows the longest gap of the
    period to the same kernel one period later, in GPU time; NCCL's cadence (its kernels,
    else its ranges, as many in every step) said beside it; at least STEP_MIN_NS;
 5. `whole capture`: the process's GPU work, first to last kernel, as one step.

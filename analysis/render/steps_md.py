@@ -15,7 +15,7 @@ STEP_SAID = {"user range": "the range {name}", "named": "the range {name} (--ste
 
 
 def steps_lines(doc: SystemsDoc) -> list[str]:
-    """The steps each process ran (step_find.py): where they came from, their median and
+    """The steps each process ran (loops/find.py): where they came from, their median and
     spread, why the sources before gave none."""
     out = []
     for s in doc.steps:

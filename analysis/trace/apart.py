@@ -3,7 +3,7 @@ placed a graph break or recompile there) and where far more kernels ran than in 
 range's other instances (autotuning, first calls). Such an instance, with the ranges
 nested in it, gets a path of its own (`step [compile]`, `step [warm-up]`) and is labelled
 warm-up; the range's other instances stay as they are. `nsys stats`, which knows only
-range names, is compared with the set-apart entries added up (nsys_reference.label).
+range names, is compared with the set-apart entries added up (nsys_stats.label).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ The frames are listed with the type (trace/types.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,7 @@ from .ranges import range_paths
 from .steps import step_rows
 from .types import Trace
 
+T = TypeVar("T")
 ATEN_EAGER = r"at::native::"
 """Demangled names of PyTorch's eager ATen kernels."""
 
@@ -46,7 +48,8 @@ def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
     path, first_ns, pathid. With TORCH_LOGS `events`, the instance of a repeated range
     that compiled (and the ranges inside it) get COMPILE_TAG in their path; the rows in
     `apart` (warmup_instances) get WARMUP_TAG."""
-    out = ranges.reset_index(drop=True).assign(path=range_paths(ranges.reset_index(drop=True)))
+    out = ranges.reset_index(drop=True).assign(path=_of(ranges, "paths", lambda: range_paths(
+        ranges.reset_index(drop=True))))
     out["pid"] = os_pid(out["global_tid"].to_numpy(dtype="int64"))
     if events:
         out["path"] = set_apart(out, compiled_rows(out, events, session_start),
@@ -65,6 +68,22 @@ def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
     keys["first_ns"] = out.groupby("key")["start_ns"].min()
     keys["pathid"] = _first_seen_rows(np.stack([pid[first], path[first]], axis=1))
     return out, keys
+
+
+_SAME: dict[str, Any] = {"of": None}
+"""What was computed from the last export's ranges: a trace with warm-up instances is
+attributed twice (apart.with_warmup_apart), and the range paths before the tags, and the op
+ranges, are the same both times. One slot, holding the frame itself (no id reuse)."""
+
+
+def _of(ranges: pd.DataFrame, name: str, compute: Callable[[], T]) -> T:
+    """`compute()` once per ranges frame (the last one seen) and name."""
+    if _SAME["of"] is not ranges:
+        _SAME.clear()
+        _SAME["of"] = ranges
+    if name not in _SAME:
+        _SAME[name] = compute()
+    return _SAME[name]
 
 
 def _first_seen(values: list) -> np.ndarray:
@@ -105,7 +124,8 @@ def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool =
     graph = export.graph_launches
     ids = graph["correlation_id"].dropna().to_numpy(dtype="int64") if len(graph) else \
         np.zeros(0, dtype="int64")
-    return ChunkContext(ranges=ranges, keys=keys, op_ranges=op_ranges(ranges), watch=watch,
+    ops = _of(export.ranges, "op_ranges", lambda: op_ranges(ranges))   # tags change no op
+    return ChunkContext(ranges=ranges, keys=keys, op_ranges=ops, watch=watch,
                         gap_ns=GAP_NS, graph_ids=ids, spans=range_spans(ranges),
                         steps=step_rows(ranges, step) if ranks else None)
 

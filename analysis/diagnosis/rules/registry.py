@@ -215,7 +215,7 @@ class Rule:
     thresholds: dict[str, float]
     fn: Callable[[Rule, Context], list[Finding]]
     saving_model: str = ""          # one sentence: how its findings' savings are estimated
-    change: str = ""                # the step model's change that prices them (whatif.py)
+    change: str = ""                # the step model's change that prices them (loops/changes.py)
 
     def finding(self, **fields: Any) -> Finding:
         """A Finding of this rule (keyword fields; severity defaults to the rule's)."""
@@ -235,7 +235,7 @@ def rule(id: str, source: str, severity: Severity, doc: str,
          change: str = "") -> Callable:
     """Register the decorated function as the rule `id` (ids are unique); `saving` says
     in one sentence how its findings' savings are estimated where the step model cannot
-    price them, `change` which change of the step model prices them (whatif.CHANGES)."""
+    price them, `change` which change of the step model prices them (changes.CHANGES)."""
     def register(fn: Callable[[Rule, Context], list[Finding]]) -> Callable:
         if id in REGISTRY:
             raise ValueError(f"rule {id!r} registered twice")

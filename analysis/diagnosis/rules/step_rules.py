@@ -1,7 +1,7 @@
 """Rules for causes the step model prices: memory management every step, and device-to-
 host readbacks of large tensors. Like the host rules they look at loop ranges, report a
 cause once on the outermost range where it lives, and leave the saving to the replay
-(timeline/whatif.py: `no_memory`, `readback_on_device`); the rule's own estimate is used
+(loops/changes.py: `no_memory`, `readback_on_device`); the rule's own estimate is used
 only where no step model holds the range.
 """
 
