@@ -20,7 +20,7 @@ TRACE = DATA / "train_step_user" / "trace.sqlite"
 PID = -0x1000000
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def doc():
     return systems.build(nsys_sqlite.load(TRACE))
 

@@ -11,7 +11,7 @@ from analysis.commands import calibration
 from analysis.commands import calibration as twin_calibration
 from tests.conftest import DATA
 
-pytestmark = pytest.mark.xdist_group("calibration")   # its module fixture once
+pytestmark = pytest.mark.xdist_group("calibration")   # its fixture once
 
 FIRST = {"input_starved": ("input_starved", "train_step/load"),
          "pageable_copy": ("pageable_copy", "step"),
@@ -22,7 +22,7 @@ FIRST = {"input_starved": ("input_starved", "train_step/load"),
          "compile_warmup": ("first_calls", "step [warm-up]")}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def rows() -> dict[str, calibration.Row]:
     return {r.program: r for r in calibration.run(DATA / "battery")}
 
@@ -47,7 +47,7 @@ TWIN_RATIOS = {"item_autograd": 0.82, "sync_timing": 0.97, "mask_sync": 1.00,
 """Predicted / realized per twin program, as the committed page says (pinned)."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def twins() -> dict[str, twin_calibration.TwinRow]:
     return {r.program: r for r in twin_calibration.run_twins(DATA / "twins")}
 

@@ -7,12 +7,12 @@ import pytest
 from tests.conftest import DATA, systems_json
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def edge() -> dict:
     return {e["name"]: e for e in systems_json(DATA / "edge" / "trace.sqlite")["ranges"]}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def edge_doc() -> dict:
     return systems_json(DATA / "edge" / "graphs_default.sqlite")
 

@@ -22,7 +22,7 @@ def _run(argv: list, **kw) -> subprocess.CompletedProcess:
                           timeout=600, **kw)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtual environment: a stand-in package owning `kernels`, the core
     dependencies, then this toolkit's wheel."""
@@ -92,6 +92,8 @@ elif argv[0] == "export":
 '''
 FAKE_NCU = '''import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.xdist_group("install")   # one fresh environment
 argv = sys.argv[1:]
 if "--import" in argv:
     print(Path({csv!r}).read_text(), end="")

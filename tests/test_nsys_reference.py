@@ -39,7 +39,7 @@ EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default
 VERSIONS = ["2023.4", "2025.3"]
 
 
-@pytest.fixture(scope="module", params=EXPORTS)
+@pytest.fixture(scope="session", params=EXPORTS)
 def export_doc(request: pytest.FixtureRequest) -> tuple[str, dict]:
     scenario, name = request.param.rsplit("/", 1)
     export = nsys_sqlite.load(DATA / scenario / f"{name}.sqlite")

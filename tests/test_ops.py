@@ -9,7 +9,7 @@ from analysis.load import nsys_sqlite
 from tests.conftest import DATA
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def doc():
     return systems.build(nsys_sqlite.load(DATA / "train_step_user" / "trace.sqlite"))
 

@@ -21,14 +21,14 @@ from analysis.render.timeline_md import host_lines_section, loop_entries
 from analysis.trace import pylines
 from tests.conftest import DATA
 
-pytestmark = pytest.mark.xdist_group("pylines")   # its module fixture once
+pytestmark = pytest.mark.xdist_group("pylines")   # its fixture once
 
 TWINS = DATA / "twins"
 SAMPLED = sorted(p.name for p in TWINS.iterdir() if p.name.endswith("_sampled"))
 SOURCES = DATA / "tools" / "twins"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def docs() -> dict:
     """The sampled captures' documents, analysed where the programs' sources are (the
     captures ran them from that folder: their files are recorded as ./name.py)."""

@@ -21,7 +21,7 @@ from tests.conftest import DATA
 EMIT_NVTX = DATA / "train_step_user" / "trace.sqlite"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def export() -> nsys_sqlite.NsysExport:
     return nsys_sqlite.load(EMIT_NVTX)
 

@@ -34,7 +34,7 @@ def _files(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def alone(tmp_path_factory) -> dict[Path, dict[str, bytes]]:
     """Each export's report folder when it is the only run into it."""
     out = {}
