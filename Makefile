@@ -56,7 +56,7 @@ setup: ## create .venv and install the package with test dependencies (CPU torch
 	.venv/bin/pip install -q -e ".[dev,plots]"
 
 test: ## CPU test suite on every core (GPU tests skip without CUDA)
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q -n auto
 
 test-gpu: ## GPU tests only (needs CUDA; Nsight tools for some)
 	$(PY) -m pytest -q -m gpu

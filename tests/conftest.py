@@ -32,8 +32,8 @@ def _exports_closed():
 
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Every committed capture rendered as `make demo` does, once per test worker (the
-    modules that read it share one xdist group)."""
+    """Every committed capture rendered as `make demo` does, once per test worker (two
+    modules read it)."""
     from analysis.commands.demo import render_all
 
     return render_all(DATA, tmp_path_factory.mktemp("demo"))

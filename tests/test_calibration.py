@@ -11,8 +11,6 @@ from analysis.commands import calibration
 from analysis.commands import calibration as twin_calibration
 from tests.conftest import DATA
 
-pytestmark = pytest.mark.xdist_group("calibration")   # its fixture once
-
 FIRST = {"input_starved": ("input_starved", "train_step/load"),
          "pageable_copy": ("pageable_copy", "step"),
          "item_sync": ("sync_in_loop", "step"),

@@ -92,8 +92,6 @@ elif argv[0] == "export":
 '''
 FAKE_NCU = '''import sys
 from pathlib import Path
-
-pytestmark = pytest.mark.xdist_group("install")   # one fresh environment
 argv = sys.argv[1:]
 if "--import" in argv:
     print(Path({csv!r}).read_text(), end="")

@@ -21,8 +21,6 @@ from analysis.render.timeline_md import host_lines_section, loop_entries
 from analysis.trace import pylines
 from tests.conftest import DATA
 
-pytestmark = pytest.mark.xdist_group("pylines")   # its fixture once
-
 TWINS = DATA / "twins"
 SAMPLED = sorted(p.name for p in TWINS.iterdir() if p.name.endswith("_sampled"))
 SOURCES = DATA / "tools" / "twins"

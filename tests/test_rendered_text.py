@@ -9,15 +9,12 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
 from markdown_it import MarkdownIt
 
 from analysis.common.names import kernel_label, kernel_labels
 from analysis.render.text import code
 from analysis.render.text import html as in_html
 from tests.conftest import DATA
-
-pytestmark = pytest.mark.xdist_group("demo")   # one demo per worker (conftest)
 
 ROOT = DATA.parent.parent
 ESCAPE = re.compile(r"\\[_*`\[\]|#~\\]")

@@ -14,10 +14,6 @@ from markdown_it import MarkdownIt
 from analysis.__main__ import main
 from tests.conftest import DATA
 
-pytestmark = pytest.mark.xdist_group("demo")   # one demo per worker (conftest)
-
-
-
 
 def _tables(md: str) -> list[list[int]]:
     tokens = MarkdownIt("commonmark").enable("table").parse(md)

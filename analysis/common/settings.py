@@ -1,5 +1,5 @@
 """Every setting of the analysis in one place: the environment variables it reads and the
-default thresholds its rules and classifications judge by. README's settings table lists
+default thresholds its rules and classifications judge by. docs/settings.md lists
 each of them (a test keeps it complete); the rules table (`python -m analysis rules`)
 shows the thresholds each rule uses.
 

@@ -1,7 +1,7 @@
 """A remedy in the user's own layer: a kernel came from a torch op (cuBLAS, cuDNN, ATen),
 from Inductor (torch.compile's `triton_*` kernels), or from the user's own Triton kernel,
 and each is fixed with that layer's knobs: a torch setting, a compile option, or the
-kernel's block sizes, `tl.dot` dtype, `num_warps` / `num_stages` (README's "Remedies by
+kernel's block sizes, `tl.dot` dtype, `num_warps` / `num_stages` (docs/rules.md, "Remedies by
 layer" table is REMEDY).
 
 The layer: Inductor by its `triton_poi_` / `_red_` / `_per_` / `_tem_` prefix; the user's

@@ -250,7 +250,7 @@ def has_tables(folder: Path) -> bool:
 
 
 def columns_markdown(cls: type = RangeEntry) -> list[str]:
-    """Every Parquet table's columns as a markdown table (README's column reference):
+    """Every Parquet table's columns as a markdown table (docs/documents.md's column reference):
     file, column, Arrow type, unit, meaning, from the fields' declarations."""
     rows = []
     for key, shape in _schemas(cls).items():

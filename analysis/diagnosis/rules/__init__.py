@@ -5,11 +5,11 @@ Every rule takes the same typed input, a `Context` (the document being built, me
 TORCH_LOGS events and, for systems rules, the attributed trace) and returns `Finding`s
 built with keyword fields. `run(source, ctx)` runs the rules of one source (`systems` or
 `compute`) in registration order and sorts their findings, most severe first.
-README's rules table is `markdown_table()` (a test keeps them equal), so each threshold
+docs/rules.md's table is `markdown_table()` (a test keeps them equal), so each threshold
 is written once, in its rule's registration.
 """
 
-# the rules register themselves on import, in this order (the order of README's table)
+# the rules register themselves on import, in this order (the order of docs/rules.md's table)
 from . import (
     compute_rules,  # noqa: E402, F401, I001
     host_rules,  # noqa: E402, F401, I001
