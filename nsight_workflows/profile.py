@@ -64,16 +64,31 @@ def default_name(command: list[str]) -> str:
     return Path(command[0]).name
 
 
-def plan(args: argparse.Namespace, command: list[str], whole: bool) -> list[tuple[str, list[str]]]:
-    """The steps, each (what runs it, its argv): a GPU driver (`nsys`, `ncu`) or an
+Argv = list[str] | Callable[[], list[str]]
+"""A step's arguments, or what makes them when the step runs (after the capture)."""
+
+
+def systems_argv(run: Path, out: str) -> list[str]:
+    """The Systems report of the capture in `run`: a run of several ranks (rank0.sqlite,
+    ... beside each other) as a folder; one export with its meta.json, and its TORCH_LOGS
+    where the program wrote some."""
+    if (run / "rank0.sqlite").is_file():
+        return ["systems", str(run), "-o", out]
+    logs = run / "torch_logs.txt"
+    return ["systems", str(run / "trace.sqlite"), "--meta", str(run / "meta.json"),
+            *(["--torch-logs", str(logs)] if logs.is_file() else []), "-o", out]
+
+
+def plan(args: argparse.Namespace, command: list[str], name: str, whole: bool
+         ) -> list[tuple[str, Argv]]:
+    """The steps, each (what runs it, its arguments): a GPU driver (`nsys`, `ncu`) or an
     analysis subcommand (`analysis`)."""
-    name = args.name or default_name(command)
     run, out = args.runs / name / "latest", str(args.reports / name)
     ncu = args.runs / name / "latest-ncu"
     sample = ["--sample", args.sample] if args.sample != "none" else []
-    steps = [("nsys", ["--name", name, "--runs", str(args.runs), *sample, "--", *command]),
-             ("analysis", ["systems", str(run / "trace.sqlite"), "--meta", str(run / "meta.json"),
-                           "--torch-logs", str(run / "torch_logs.txt"), "-o", out])]
+    steps: list[tuple[str, Argv]] = [
+        ("nsys", ["--name", name, "--runs", str(args.runs), *sample, "--", *command]),
+        ("analysis", lambda: systems_argv(run, out))]
     if whole:
         steps += [("analysis", ["picks", out]),
                   ("ncu", ["--name", name, "--runs", str(args.runs), "--systems",
@@ -81,17 +96,6 @@ def plan(args: argparse.Namespace, command: list[str], whole: bool) -> list[tupl
                   ("analysis", ["compute", str(ncu / "ncu_raw.csv"), "--meta",
                                 str(ncu / "meta.json"), "-o", out])]
     return steps + [("analysis", ["page", out])]
-
-
-def ranks_step(argv: list[str]) -> list[str]:
-    """A capture of several ranks (rank0.sqlite, ... beside each other) is analyzed as a
-    folder; a single export with its meta.json and TORCH_LOGS where they exist."""
-    trace = Path(argv[1])
-    if (trace.parent / "rank0.sqlite").is_file():
-        return ["systems", str(trace.parent), *argv[-2:]]
-    if not Path(argv[5]).is_file():                        # no TORCH_LOGS written
-        return argv[:4] + argv[6:]
-    return argv
 
 
 def main(argv: list[str], whole: bool, runners: dict[str, Step],
@@ -102,9 +106,9 @@ def main(argv: list[str], whole: bool, runners: dict[str, Step],
     args = parser(prog, whole).parse_args(options)
     if not command:
         parser(prog, whole).error("give the program after --, e.g. -- python train.py")
-    for kind, step in plan(args, command, whole):
-        if kind == "analysis" and step[0] == "systems":
-            step = ranks_step(step)
+    name = args.name or default_name(command)
+    for kind, made in plan(args, command, name, whole):
+        step = made() if callable(made) else made
         print(f"[{prog}] {kind} {' '.join(step)}", file=sys.stderr, flush=True)
         code = runners[kind](step)
         if code:
@@ -112,6 +116,5 @@ def main(argv: list[str], whole: bool, runners: dict[str, Step],
             print(f"[{prog}] stopped: the {said} step exited {code}; what came before is in "
                   "place", file=sys.stderr)
             return code
-    page = Path(plan(args, command, whole)[-1][1][1]) / "README.md"
-    print(f"page: {page}")
+    print(f"page: {args.reports / name / 'README.md'}")
     return 0

@@ -1,5 +1,5 @@
 """An export opened once: one read-only SQLite connection per file and process, shared by
-every loader, with the tables several of them need (StringIds, column lists) read once.
+every loader, with the table several of them need (StringIds) read once.
 
 A `systems` run reads one export through ranges, operations, the host split, samples,
 Python samples, the step windows and the kernel sequence; each loader asks `shared(path)`
@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 import sqlite_utils
 
 from ..common.errors import InputError
-from .nsys_meta import table_columns
 from .rows import Db
 
 T = TypeVar("T")
@@ -49,10 +48,6 @@ class Reader:
     def rows(self) -> Db:
         """The rowid searcher of rows.py, its probes kept across windows and loaders."""
         return self.once("rows", lambda: Db(self.conn))
-
-    def columns(self, table: str) -> set[str]:
-        """The column names of `table` (none when the export lacks it), read once."""
-        return self.once(f"columns:{table}", lambda: table_columns(self.db, table))
 
     def strings(self) -> dict[int, str]:
         """StringIds as {id: text}, read once."""

@@ -86,6 +86,12 @@ def _of(ranges: pd.DataFrame, name: str, compute: Callable[[], T]) -> T:
     return _SAME[name]
 
 
+def forget_ranges() -> None:
+    """Let go of the last export's ranges and what was computed from them (_of)."""
+    _SAME.clear()
+    _SAME["of"] = None
+
+
 def _first_seen(values: list) -> np.ndarray:
     """Each value's number, in order of first appearance."""
     codes: dict = {}

@@ -25,7 +25,7 @@ from ..load.nsys_chunks import plan, read_window
 from ..load.nsys_host import read_host
 from ..load.nsys_sqlite import NsysExport, versioned
 from .apart import with_warmup_apart
-from .build import ATEN_EAGER, combine, context
+from .build import ATEN_EAGER, combine, context, forget_ranges
 from .host import pageable_launchers
 from .partial import ChunkContext, Partial, compute
 from .types import Trace
@@ -172,8 +172,12 @@ def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] 
     each one; `events` (TORCH_LOGS) as in `model.context`; `ranks`: the step range's
     measures per process too (ranks.export_ranks)."""
     runner = local_runner(jobs or os.cpu_count() or 1, progress)
-    return with_warmup_apart(lambda apart: attribute_files(
-        [path], [export], [context(export, watch_paths, ranks=ranks, events=events,
-                                   apart=apart)], runner, chunk_rows)[0])
+    try:
+        return with_warmup_apart(lambda apart: attribute_files(
+            [path], [export], [context(export, watch_paths, ranks=ranks, events=events,
+                                       apart=apart)], runner, chunk_rows)[0])
+    finally:                       # what the second pass reused is not held after it
+        _LAST_READ.clear()
+        forget_ranges()
 
 
