@@ -20,6 +20,30 @@ from analysis.documents.io import unpack_xz  # noqa: E402
 
 unpack_xz(DATA)
 
+from tests import shared_docs  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The folder where `analyzed` keeps documents: made by the controller, handed to
+    each xdist worker (pytest_configure_node), removed when the run ends."""
+    import tempfile
+
+    given = getattr(config, "workerinput", {}).get("analyzed_root")
+    shared_docs.ROOT["path"] = Path(given or tempfile.mkdtemp(prefix="nsight-workflows-"))
+    shared_docs.ROOT["own"] = not given
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    if shared_docs.ROOT.get("own"):
+        shutil.rmtree(shared_docs.ROOT["path"], ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    node.workerinput["analyzed_root"] = str(shared_docs.ROOT["path"])
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _exports_closed():

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import DATA, systems_json
+from analysis.documents.types import to_dict
+from tests.shared_docs import analyzed
 
 
 @pytest.fixture(scope="session")
 def edge() -> dict:
-    return {e["name"]: e for e in systems_json(DATA / "edge" / "trace.sqlite")["ranges"]}
+    return {e["name"]: e for e in to_dict(analyzed("edge/trace"))["ranges"]}
 
 
 @pytest.fixture(scope="session")
 def edge_doc() -> dict:
-    return systems_json(DATA / "edge" / "graphs_default.sqlite")
+    return to_dict(analyzed("edge/graphs_default"))
 
 
 def test_nested_paths_and_counts_in_every_enclosing_range(edge: dict) -> None:

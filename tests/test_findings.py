@@ -25,6 +25,7 @@ from analysis.documents.types import (
 from analysis.load import ncu_csv, nsys_sqlite
 from analysis.trace.ranges import leaf_paths
 from tests.conftest import DATA
+from tests.shared_docs import analyzed
 
 
 def _doc(scenario: str, with_meta: bool, events: pd.DataFrame | None = None):
@@ -251,7 +252,7 @@ def test_recompiles_are_placed_in_their_range_and_not_called_launch_bound() -> N
 def test_rules_look_at_one_process_at_a_time() -> None:
     """Two ranks' processes in one export: a range name exists in both, and each process
     gets its own findings, naming it."""
-    doc = systems.build(nsys_sqlite.load(DATA / "ddp_single" / "trace.sqlite"))
+    doc = analyzed("ddp_single/trace")
     bwd = [f for f in doc.findings if f.rule == "fp32_gemm" and f.range == "ddp_run/ddp_step"]
     assert sorted(f.evidence["pid"] for f in bwd) == sorted({e.pid for e in doc.ranges})
     assert all(f.message.startswith(f"[pid {f.evidence['pid']}]") for f in bwd)
@@ -288,7 +289,7 @@ def test_guard_failures_are_said_short_with_their_own_fix() -> None:
 
 @pytest.mark.parametrize("capture", ["emit_nvtx_200", "train_step_user"])
 def test_findings_name_the_users_ranges_not_emit_nvtx_op_paths(capture: str) -> None:
-    doc = systems.build(nsys_sqlite.load(DATA / capture / "trace.sqlite"))
+    doc = analyzed(f"{capture}/trace")
     assert doc.findings
     for f in doc.findings:
         assert ", op_id = " not in (f.range or "") and "evaluate_function" not in (f.range or "")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.commands import systems
 from analysis.commands.nsys_stats import (
     kern_sum,
     kern_summary,
@@ -18,8 +17,8 @@ from analysis.commands.nsys_stats import (
     ours_wall,
     proj_sum,
 )
-from analysis.load import nsys_sqlite
 from tests.conftest import DATA
+from tests.shared_docs import analyzed
 
 EXPORTS = ["gelu/trace", "matmul_relu/trace", "edge/trace", "edge/graphs_default",
            "graph_break/trace", "launch_bound/trace", "add_relu/trace",
@@ -41,9 +40,7 @@ VERSIONS = ["2023.4", "2025.3"]
 
 @pytest.fixture(scope="session", params=EXPORTS)
 def export_doc(request: pytest.FixtureRequest) -> tuple[str, dict]:
-    scenario, name = request.param.rsplit("/", 1)
-    export = nsys_sqlite.load(DATA / scenario / f"{name}.sqlite")
-    return request.param, systems.build(export)
+    return request.param, analyzed(request.param)
 
 
 def _stats(export: str, version: str, report: str):
@@ -98,7 +95,7 @@ def test_kernel_count_and_time_are_sums_of_kernel_rows(export_doc) -> None:
 def test_mismatches_reports_a_changed_number() -> None:
     """The bench's check: every number of the six reports, and a changed one is named."""
     from analysis.commands.nsys_stats import REPORTS, mismatches
-    doc = systems.build(nsys_sqlite.load(DATA / "gelu" / "trace.sqlite"))
+    doc = analyzed("gelu/trace")
     base = DATA / "gelu" / "nsys_stats" / "trace_2023.4"
     assert mismatches(doc, base) == []
     doc.ranges[1].kernels[0].count += 1

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.commands import systems
-from analysis.load import nsys_sqlite
-from tests.conftest import DATA
+from tests.shared_docs import analyzed
 
 
 @pytest.fixture(scope="session")
 def doc():
-    return systems.build(nsys_sqlite.load(DATA / "train_step_user" / "trace.sqlite"))
+    return analyzed("train_step_user/trace")
 
 
 def _leaf_sum(doc, prefix: str) -> tuple[int, int]:
@@ -39,5 +37,5 @@ def test_ops_section_is_short_and_only_with_emit_nvtx(doc) -> None:
     lines = ops_section(doc)
     assert lines[0] == "## PyTorch ops (emit_nvtx)" and len(lines) < 30
     assert max(len(ln) for ln in lines) < 300
-    gelu = systems.build(nsys_sqlite.load(DATA / "gelu" / "trace.sqlite"))
+    gelu = analyzed("gelu/trace")
     assert gelu.ops == [] and "PyTorch ops" not in render_systems(gelu)

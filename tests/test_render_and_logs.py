@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from analysis.commands import systems
-from analysis.load import nsys_sqlite, torch_logs
+from analysis.load import torch_logs
 from analysis.render.markdown import esc, render_systems, table
 from tests.conftest import DATA
+from tests.shared_docs import analyzed
 
 NASTY = "void cutlass::Kernel<Gemm<half_t, 128>|*ptr&, `x`>(Params)"
 
@@ -50,7 +50,7 @@ def test_cxx_names_survive_in_tables() -> None:
 
 
 def test_real_report_tables_are_consistent() -> None:
-    doc = systems.build(nsys_sqlite.load(DATA / "edge" / "trace.sqlite"))
+    doc = analyzed("edge/trace")
     doc.ranges[0].kernels[0].name = NASTY
     md = render_systems(doc)
     tables = _tables(md)

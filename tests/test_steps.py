@@ -25,11 +25,12 @@ from analysis.render.markdown import ranges_section
 from analysis.trace.library import is_library, library_mask
 from analysis.trace.steps import step_rows
 from tests.conftest import DATA
+from tests.shared_docs import analyzed
 
 
 @functools.cache
 def doc(scenario: str):
-    return systems.build(nsys_sqlite.load(DATA / scenario / "trace.sqlite"))
+    return analyzed(f"{scenario}/trace")
 
 
 def _log_median_ms(scenario: str) -> float:

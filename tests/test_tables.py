@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.commands import reports, systems
+from analysis.commands import reports
 from analysis.common.names import WRAPPER, is_op_path, user_path
 from analysis.documents import tables
 from analysis.documents.entries import SOURCES
@@ -27,6 +27,7 @@ from analysis.documents.range_table import long_fields, scalars
 from analysis.documents.types import RangeEntry, SystemsDoc, entry_pick, to_dict
 from analysis.load import nsys_sqlite
 from tests.conftest import DATA
+from tests.shared_docs import analyzed
 
 ROOT = DATA.parent.parent
 SIDE_BY_SIDE = ["train_step_user/trace", "battery/dynamic_shapes_sampled/trace",
@@ -34,7 +35,7 @@ SIDE_BY_SIDE = ["train_step_user/trace", "battery/dynamic_shapes_sampled/trace",
 
 
 def _measured(name: str) -> SystemsDoc:
-    return systems.build(nsys_sqlite.load(DATA / f"{name}.sqlite"))
+    return analyzed(name)
 
 
 @pytest.mark.parametrize("name", SIDE_BY_SIDE)

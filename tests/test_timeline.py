@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.commands import systems
 from analysis.load import nsys_sqlite
 from analysis.load.nsys_host import HOST_PARTS, api_part
 from analysis.load.nsys_steps import StepRows
 from analysis.loops.graph import EDGES, build
 from analysis.loops.replay import CATEGORIES, critical_path, offsets, replay
 from tests.conftest import DATA
+from tests.shared_docs import analyzed
 
 MAIN, AUTOGRAD = 1 << 24 | 1, 1 << 24 | 2
 
@@ -133,7 +133,7 @@ WITH_LOOPS = {"battery/item_sync_planted/trace", "battery/input_starved_planted/
 def test_every_loop_replays_to_its_wall_time(capture: str) -> None:
     """Every loop range of every committed capture carries its critical path, summing to
     its wall time within 2%, and its replayed wall time within 5% of it."""
-    doc = systems.build(nsys_sqlite.load(DATA / f"{capture}.sqlite"))
+    doc = analyzed(capture)
     loops = [e for e in doc.ranges if e.modeled_instances]
     assert loops or capture not in WITH_LOOPS
     for e in loops:
@@ -144,7 +144,7 @@ def test_every_loop_replays_to_its_wall_time(capture: str) -> None:
 
 
 def test_the_item_sync_loop_runs_through_the_backward_thread_and_the_sync() -> None:
-    doc = systems.build(nsys_sqlite.load(DATA / "battery/item_sync_planted/trace.sqlite"))
+    doc = analyzed("battery/item_sync_planted/trace")
     step = {e.name: e for e in doc.ranges}
     assert step["step/train"].critical_path_ns["other_thread"] > \
         0.3 * step["step/train"].wall_ns                     # the backward's launches
@@ -208,7 +208,7 @@ def test_the_critical_path_plot_draws_each_loops_shares() -> None:
     from analysis.render.svg import BAR_W, critical_path_svg
     from analysis.render.timeline_md import loop_entries, shares
 
-    doc = systems.build(nsys_sqlite.load(DATA / "train_step/trace.sqlite"))
+    doc = analyzed("train_step/trace")
     svg = ET.fromstring(critical_path_svg(doc))
     ns = "{http://www.w3.org/2000/svg}"
     bars = [el for el in svg.iter(f"{ns}rect") if el.find(f"{ns}title") is not None]

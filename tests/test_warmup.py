@@ -7,14 +7,12 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from analysis.commands import systems
-from analysis.load import nsys_sqlite
 from analysis.trace import apart
-from tests.conftest import DATA
+from tests.shared_docs import analyzed
 
 
 def _doc():
-    return systems.build(nsys_sqlite.load(DATA / "autotune" / "trace.sqlite"))
+    return analyzed("autotune/trace")
 
 
 def test_the_autotuning_step_is_set_apart_and_labelled_warm_up() -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
 import types
 import typing
 from collections.abc import Callable, Sequence
 from typing import IO, Any, TypeVar
+
+import numpy as np
 
 try:
     import orjson
@@ -72,7 +73,7 @@ def to_json_bytes(obj: Any) -> bytes:
             return _stdlib(obj)
         if text.isascii() and b"\x7f" not in text:
             return text
-        return _NON_ASCII.sub(_escape, text.decode()).encode("ascii")
+        return _escaped(text)
     return _stdlib(obj)
 
 
@@ -90,13 +91,21 @@ def _stdlib(obj: Any) -> bytes:
     return (json.dumps(to_dict(obj), indent=2) + "\n").encode("ascii")
 
 
-_NON_ASCII = re.compile(r"[^\x00-\x7e]+")
-
-
-def _escape(run: re.Match[str]) -> str:
-    """A run of DEL and non-ASCII characters (only inside strings) as json.dumps escapes
-    it."""
-    return json.dumps(run.group())[1:-1]
+def _escaped(text: bytes) -> bytes:
+    """UTF-8 JSON text with its runs of DEL and non-ASCII characters (only inside strings)
+    escaped as json.dumps escapes them. A maximal run of bytes from 0x7f up holds whole
+    characters (no ASCII byte is part of a longer one); numpy finds the runs, which a
+    regular expression took 3.8 s to scan for in a 187 MB document."""
+    at = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) >= 0x7F)
+    breaks = np.flatnonzero(np.diff(at) > 1)
+    starts = at[np.r_[0, breaks + 1]].tolist()
+    ends = (at[np.r_[breaks, len(at) - 1]] + 1).tolist()
+    out, prev = [], 0
+    for s, e in zip(starts, ends, strict=True):
+        out += [text[prev:s], json.dumps(text[s:e].decode())[1:-1].encode("ascii")]
+        prev = e
+    out.append(text[prev:])
+    return b"".join(out)
 
 
 def _top(obj: Any) -> Any:

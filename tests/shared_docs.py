@@ -1,0 +1,35 @@
+"""The systems documents of the committed exports, built once per test run.
+
+`analyzed(name)` is shared by every xdist worker of a run: the first worker to ask builds
+the document under a file lock and keeps its pickle in the run's folder (conftest.py
+makes it and hands it to the workers); the others read it.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+from filelock import FileLock
+
+DATA = Path(__file__).parent / "data"
+ROOT: dict = {}
+"""path: the run's folder; own: whether this process made it (and removes it)."""
+_MEMO: dict[str, bytes] = {}
+
+
+def analyzed(name: str):
+    """The systems document of the committed export `name` (its path under tests/data,
+    no suffix), built with no meta.json or logs. Each call returns a fresh copy, so a
+    test may change it."""
+    if name not in _MEMO:
+        from analysis.commands import systems
+        from analysis.load import nsys_sqlite
+
+        f = ROOT["path"] / (name.replace("/", "__") + ".pickle")
+        with FileLock(str(f) + ".lock"):
+            if not f.exists():
+                doc = systems.build(nsys_sqlite.load(DATA / f"{name}.sqlite"))
+                f.write_bytes(pickle.dumps(doc))
+            _MEMO[name] = f.read_bytes()
+    return pickle.loads(_MEMO[name])
