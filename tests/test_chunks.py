@@ -3,6 +3,7 @@ export and on random synthetic ones, whatever the window size, order or worker c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -19,17 +20,11 @@ from analysis.documents.types import to_json
 from analysis.load import nsys_sqlite, torch_logs
 from analysis.load.nsys_chunks import _member, plan
 from analysis.load.rows import int_rows
-from analysis.loops.model import StepModels
 from analysis.trace import build as model
 from analysis.trace import runners
 
 DATA = Path(__file__).parent / "data"
 EXPORTS = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*.sqlite.xz"))
-
-
-FRAMES = ("kernels", "instances", "gaps", "busy", "other", "kernel_names", "devices",
-          "seq_names", "seq_durations", "seq_pairs", "op_counts", "first_ops", "host",
-          "copies", "copy_names")
 
 
 def _trace(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None,
@@ -48,14 +43,22 @@ def _doc_of(trace: model.Trace, meta=None, events=None) -> str:
     return to_json(systems.build(trace.export, meta, events, trace=trace))
 
 
-def _same_trace(a: model.Trace, b: model.Trace) -> None:
-    """Every aggregate of the two traces equal (not only what the document shows)."""
-    for name in FRAMES:
-        fa, fb = (getattr(t, name).reset_index(drop=True) for t in (a, b))
-        if len(fa) or len(fb):
-            pd.testing.assert_frame_equal(fa, fb, check_dtype=False, obj=name)
-    assert (a.outside, a.graph_traced, a.key_devices) == (b.outside, b.graph_traced,
-                                                          b.key_devices)
+def _whole_trace_equal(a: model.Trace, b: model.Trace) -> None:
+    """Every field of the two traces equal, tables by value: the document is built from
+    the trace, its export and meta.json alone, so the two give the same document."""
+    for f in dataclasses.fields(model.Trace):
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "export":
+            assert type(va) is type(vb) and va.path == vb.path
+        elif isinstance(va, pd.DataFrame):
+            if len(va) or len(vb):
+                pd.testing.assert_frame_equal(va.reset_index(drop=True),
+                                              vb.reset_index(drop=True),
+                                              check_dtype=False, obj=f.name)
+        elif isinstance(va, np.ndarray):
+            assert np.array_equal(va, vb), f.name
+        else:
+            assert va == vb, f.name
 
 
 def _inputs(name: str) -> tuple[Path, object, object]:
@@ -70,35 +73,20 @@ def _inputs(name: str) -> tuple[Path, object, object]:
     return path, meta, torch_logs.load(logs) if own and logs.exists() else None
 
 
-@pytest.fixture
-def models_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The step models read the export by range instance, whatever the windows: the
-    documents of one export share them (built by the first), so that each window layout
-    costs its attribution only; the traces they come from are compared in full."""
-    shared: dict[str, tuple[dict, dict]] = {}
-
-    class Shared(StepModels):
-        def __init__(self, trace, db) -> None:
-            super().__init__(trace, db)
-            self.built, self.skipped = shared.setdefault(str(db), ({}, {}))
-
-    monkeypatch.setattr(systems, "StepModels", Shared)
-
-
 WINDOWS = 4
 """Windows each committed export is cut into: every window edge falls inside its loops
 (the random synthetic exports below try every window size from one row up)."""
 
 
 @pytest.mark.parametrize("name", EXPORTS)
-def test_small_windows_give_the_same_document(name: str, models_once: None) -> None:
+def test_small_windows_give_the_same_trace(name: str) -> None:
+    """Every field of the trace, hence the document, whatever the windows (documents
+    are compared whole on the synthetic exports and on train_step below)."""
     path, meta, events = _inputs(name)
     one = _trace(path, 10**9, meta=meta, events=events)
     rows = plan(path, 10**9).total_rows
     assert plan(path, max(rows // WINDOWS, 1)).windows > 1
-    small = _trace(path, max(rows // WINDOWS, 1), meta=meta, events=events)
-    _same_trace(small, one)                   # every aggregate, not only what the page shows
-    assert _doc_of(small, meta, events) == _doc_of(one, meta, events)
+    _whole_trace_equal(_trace(path, max(rows // WINDOWS, 1), meta=meta, events=events), one)
 
 
 def test_worker_processes_and_the_in_memory_path_agree() -> None:
@@ -177,7 +165,7 @@ def test_random_windows_give_the_same_document(tmp_path: Path, ops, ranges, chun
     path.unlink(missing_ok=True)
     _write(path, ops, ranges, shuffle)
     whole, small = _trace(path, 10**9), _trace(path, chunk)
-    _same_trace(small, whole)
+    _whole_trace_equal(small, whole)
     assert _doc_of(whole) == _doc_of(small)
 
 
@@ -194,7 +182,7 @@ def test_rows_out_of_order_inside_a_window_are_caught(tmp_path: Path) -> None:
     layout = plan(path, 10)
     assert not layout.scan and not all(read_window(layout, i).attrs["sorted_ok"]
                                        for i in range(layout.windows))
-    _same_trace(_trace(path, 10), _trace(path, 10**9))
+    _whole_trace_equal(_trace(path, 10), _trace(path, 10**9))
 
 
 def test_compiled_instance_set_apart_through_the_file_path(tmp_path: Path) -> None:
