@@ -15,13 +15,12 @@ from filelock import FileLock
 DATA = Path(__file__).parent / "data"
 ROOT: dict = {}
 """path: the run's folder; own: whether this process made it (and removes it)."""
-_MEMO: dict[str, bytes] = {}
+_MEMO: dict[str, Path] = {}
 
 
-def analyzed(name: str):
-    """The systems document of the committed export `name` (its path under tests/data,
-    no suffix), built with no meta.json or logs. Each call returns a fresh copy, so a
-    test may change it."""
+def _built(name: str) -> Path:
+    """Where the pickled document of an export lies (its trace's beside it, suffix
+    .trace), built once per run (see the module doc)."""
     if name not in _MEMO:
         from analysis.commands import systems
         from analysis.load import nsys_sqlite
@@ -29,7 +28,21 @@ def analyzed(name: str):
         f = ROOT["path"] / (name.replace("/", "__") + ".pickle")
         with FileLock(str(f) + ".lock"):
             if not f.exists():
-                doc = systems.build(nsys_sqlite.load(DATA / f"{name}.sqlite"))
+                measured = systems.measure(nsys_sqlite.load(DATA / f"{name}.sqlite"))
+                doc = systems.judge(measured)
                 f.write_bytes(pickle.dumps(doc))
-            _MEMO[name] = f.read_bytes()
-    return pickle.loads(_MEMO[name])
+                f.with_suffix(".trace").write_bytes(pickle.dumps(measured.trace))
+            _MEMO[name] = f
+    return _MEMO[name]
+
+
+def analyzed(name: str):
+    """The systems document of the committed export `name` (its path under tests/data,
+    no suffix), built with no meta.json or logs. Each call returns a fresh copy, so a
+    test may change it."""
+    return pickle.loads(_built(name).read_bytes())
+
+
+def analyzed_trace(name: str):
+    """The attributed trace that document was built from (a fresh copy)."""
+    return pickle.loads(_built(name).with_suffix(".trace").read_bytes())

@@ -45,7 +45,8 @@ from ..load.nsys_samples import load_samples
 from ..load.nsys_sequence import DETECT_ROWS, SEQUENCE_ROWS, from_ops, kernel_sequence
 from ..load.nsys_sqlite import NsysExport
 from ..loops.find import find_steps
-from ..loops.model import StepModels, model_columns, model_loops
+from ..loops.model import StepModels, loop_rows, model_columns, model_loops
+from ..loops.runs import run_columns
 from ..loops.totals import capture_totals
 from ..trace import build as model
 from ..trace import busy, compile_events, host, library, pylines, summary
@@ -201,11 +202,12 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                         host.hot_frames(trace, load_samples(export.db)),
                         (events or [], trace.warmup), pylines.py_lines(trace, py, cwd))
     steps = StepModels(trace, export.db)
-    models = model_loops(steps, per_range["key"].to_numpy(),
-                         {c: table.column(c) for c in ("name", "wall_instances", "warmup",
-                                                       "domain", "wall_ns")},
-                         is_op_path)
+    cols = {c: table.column(c) for c in ("name", "wall_instances", "warmup", "domain",
+                                         "wall_ns")}
+    models = model_loops(steps, per_range["key"].to_numpy(), cols, is_op_path)
     add_by_row(table, model_columns(models, table.column("wall_ns")), "timeline")
+    add_by_row(table, run_columns(trace, per_range["key"].to_numpy(),
+                                  loop_rows(cols, is_op_path)), "runs")
     add_by_row(table, library_columns(trace, per_range["key"].to_numpy()), "library")
     source = SystemsSource(path=str(export.path),
                            export_schema_version=export.export_schema_version,

@@ -20,7 +20,8 @@ Sources:
     lines     Python samples and the user's lines they fell on (pylines.py_lines)
     warmup    why the range is warm-up (range_table.warmup_labels)
     kernels, copies, threads   the range's kernels, copies and other launching threads
-    timeline  the step model of a loop range (analysis/timeline/): one frame by row
+    timeline  the step model of a loop range (analysis/loops/): one frame by row
+    runs      a loop range as it runs (loops/runs.py): one frame by row
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SOURCES = ("table", "summary", "per_key", "devices", "samples", "lines", "warmup",
-           "kernels", "copies", "threads", "timeline", "library")
+           "kernels", "copies", "threads", "timeline", "runs", "library")
 
 
 def declared(doc: str, source: str | None = None, unit: str | None = None,
@@ -100,6 +101,23 @@ class HotFrame:
     symbol: str = declared("its function most often sampled")
     samples: int = declared("samples in it")
     pct: float = declared("share of the range's samples", unit="%")
+
+
+@dataclass
+class TailStep:
+    """A step of a loop that took TAIL_FACTOR (3) times the median step or longer, as it
+    ran (loops/runs.py), with what its instance did."""
+
+    instance: int = declared("its position among the loop's steady instances (0: first)")
+    start_ns: int = declared("its instance's start (the export's clock)", unit="ns")
+    step_ns: int = declared("its step as it ran: its start to the next instance's (the "
+                            "last of a run: to the run's end)", unit="ns")
+    wall_ns: int = declared("its host range's wall time", unit="ns")
+    kernels: int = declared("kernels its thread launched in it")
+    sync_ns: int = declared("its thread's time in synchronizing CUDA calls", unit="ns")
+    memory_ns: int = declared("in CUDA memory calls (allocation, free)", unit="ns")
+    launch_ns: int = declared("in launches", unit="ns")
+    os_ns: int = declared("in OS runtime calls outside CUDA calls", unit="ns")
 
 
 @dataclass
@@ -212,6 +230,29 @@ class RangeEntry:
         "the wall time by what held the critical path (gpu, copies, launch, cpu, sync, "
         "memory, module, other_cuda, os, other_thread), the modeled instances' paths "
         "scaled to wall_ns", "timeline", unit="ns", factory=dict)
+
+    # a loop range as it runs (loops/runs.py)
+    runs: int = _n("its runs: maximal sequences of consecutive steady instances on one "
+                   "thread", "runs")
+    run_instances: int = _n("the instances in them", "runs")
+    run_per_instance_ns: int = _ns("an instance's cost as it runs: the runs' spans (first "
+                                   "start to the later of the last end and the end of "
+                                   "the last GPU operation they launched) over their "
+                                   "instances", "runs")
+    step_median_ns: float = declared("the median step as it runs (start to next start)",
+                                     "runs", unit="ns", default=0.0)
+    step_low_ns: float = declared("the low end of the median's 95% interval", "runs",
+                                  unit="ns", default=0.0)
+    step_high_ns: float = declared("its high end", "runs", unit="ns", default=0.0)
+    step_p10_ns: float = declared("the steps' 10th percentile", "runs", unit="ns",
+                                  default=0.0)
+    step_p90_ns: float = declared("their 90th percentile", "runs", unit="ns", default=0.0)
+    step_mean_ns: float = declared("their mean (run_per_instance_ns)", "runs", unit="ns",
+                                   default=0.0)
+    tail_ns: int = _ns("the mean step less the median, where positive: what the slow "
+                       "steps add to each", "runs")
+    tail_steps: list[TailStep] = declared("the steps 3x the median or longer, longest "
+                                          "first (at most 10)", "runs", factory=list)
 
     @property
     def time_ns(self) -> int:

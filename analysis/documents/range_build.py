@@ -204,6 +204,13 @@ def add_by_row(table: RangeTable, frame: pd.DataFrame, source: str,
     for name, f in wanted.items():
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING \
             else f.default
+        if isinstance(default, list):              # items: a long table of their own
+            item = _item(cls, name)
+            rows = sorted(((int(r), x) for r, xs in frame[name].items() for x in xs),
+                          key=lambda p: p[0])
+            table.items[name] = _frame([(r, *(getattr(x, c) for c in scalars(item)))
+                                        for r, x in rows], item_columns(item))
+            continue
         col = frame[name].reindex(range(table.n))
         if isinstance(default, dict):
             col = pd.Series([v if isinstance(v, dict) else {} for v in col.tolist()],

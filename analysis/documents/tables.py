@@ -6,6 +6,7 @@
     ranges_copies.parquet                   range_row, then CopyStat's fields
     ranges_hot.parquet                      range_row, then HotFrame's fields
     ranges_lines.parquet                    range_row, then PyLine's fields
+    ranges_tail_steps.parquet               range_row, then TailStep's fields
     ranges_other_threads.parquet            range_row, then ThreadLaunches' fields
     ranges_other_threads_kernels.parquet    range_row, tid, then KernelStat's fields
     ops.parquet                             one row per emit_nvtx op and direction

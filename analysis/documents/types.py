@@ -36,6 +36,7 @@ from .entries import (  # noqa: F401  (a range entry and its items, re-exported)
     KernelStat,
     PyLine,
     RangeEntry,
+    TailStep,
     ThreadLaunches,
 )
 from .findings import (  # noqa: F401  (re-exported)

@@ -150,7 +150,7 @@ def combine(export: NsysExport, ctx: ChunkContext, parts: list[Partial]) -> Trac
         busy=merge.busy(parts, ctx.ranges),
         other=merge.summed(parts, "other", ["range", "global_tid", "name"],
                            {"kernel_count": "sum", "kernel_time_ns": "sum", "min_ns": "min",
-                            "max_ns": "max"}),
+                            "max_ns": "max", "last_ns": "max"}),
         kernel_names=merge.summed(parts, "names", ["name"], {
             "n": "sum", "total_ns": "sum", "min_ns": "min", "max_ns": "max"}),
         devices=merge.summed(parts, "devices", ["device", "stream"], {

@@ -32,13 +32,14 @@ if TYPE_CHECKING:
 
 
 OTHER_COLUMNS = ("range", "global_tid", "name", "kernel_count", "kernel_time_ns", "min_ns",
-                 "max_ns")
+                 "max_ns", "last_ns")
 
 
 def other_thread_kernels(ranges: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     """Kernels of `ops` launched by other threads of the range's process while it was
     open: one row per (range instance, launching thread, kernel name) with any: range,
-    global_tid, name, kernel_count, kernel_time_ns, min_ns, max_ns. Pairs come from one
+    global_tid, name, kernel_count, kernel_time_ns, min_ns, max_ns, last_ns (the latest
+end: where the range's run ends, loops/runs.py). Pairs come from one
     binary search per range and thread (their number: such kernels times the ranges
     open around each)."""
     kern = ops[(ops["kind"] == "kernel").to_numpy() & (ops["global_tid"] >= 0).to_numpy()]
@@ -68,10 +69,12 @@ def other_thread_kernels(ranges: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFram
     call = np.concatenate(calls)
     pairs = pd.DataFrame({"range": np.concatenate(rows), "global_tid": tid_all[call],
                           "name": kern["name"].astype(str).to_numpy()[call],
-                          "duration_ns": kern["duration_ns"].to_numpy(dtype="int64")[call]})
+                          "duration_ns": kern["duration_ns"].to_numpy(dtype="int64")[call],
+                          "end_ns": kern["end_ns"].to_numpy(dtype="int64")[call]})
     return pairs.groupby(["range", "global_tid", "name"], sort=True).agg(
         kernel_count=("duration_ns", "size"), kernel_time_ns=("duration_ns", "sum"),
-        min_ns=("duration_ns", "min"), max_ns=("duration_ns", "max")).reset_index()
+        min_ns=("duration_ns", "min"), max_ns=("duration_ns", "max"),
+        last_ns=("end_ns", "max")).reset_index()
 
 
 THREAD_ROLES = (("pt_autograd", "PyTorch's autograd engine thread (backward)"),

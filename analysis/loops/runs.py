@@ -1,0 +1,165 @@
+"""A loop as it runs: its runs of instances, an instance's cost as it runs, the steps'
+start-to-start intervals and their tail.
+
+A *run* of a loop range (one key) is a maximal sequence of its instances on one thread
+with no instance set apart from it (warm-up: another key of the same steady path), of its
+enclosing range (its path less the last part) or of a sibling repeated as often (`fwd`
+beside `bwd`: phases of an iteration) starting between two of them. A run ends at the
+later of its last instance's end and the end of the last GPU operation its instances
+launched, on their own thread (`Trace.instances.last_ns`) or on another thread of the
+process while they were open (`Trace.other.last_ns`): the GPU backlog of the last step is
+part of the run, as the synchronize after a loop waits for it.
+
+Per loop: `run_per_instance_ns`, the runs' spans summed over their instances; the steps as
+they run, each from its instance's start to the next one's (the last of a run: to the
+run's end), so that their mean is `run_per_instance_ns`; their median with its interval,
+p10 and p90; `tail_ns`, the mean less the median where positive; and the tail steps
+(TAIL_FACTOR times the median or more) with what their instance did (host parts, kernels
+launched).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..common.names import steady_path
+from ..documents.types import TailStep
+from ..trace.types import Trace
+from .stats import median_interval
+
+TAIL_FACTOR = 3.0
+"""A step this many times the median or longer is a tail step."""
+TAIL_KEEP = 10
+"""Tail steps listed per loop at most (the longest)."""
+RUN_COLUMNS = ("runs", "run_instances", "run_per_instance_ns", "step_median_ns",
+               "step_low_ns", "step_high_ns", "step_p10_ns", "step_p90_ns", "step_mean_ns",
+               "tail_ns", "tail_steps")
+
+
+@dataclass
+class Runs:
+    """One key's runs: per instance (range rows in start order) its run and its step."""
+
+    rows: np.ndarray          # range rows, in start order
+    run: np.ndarray           # run number of each
+    step_ns: np.ndarray       # start to the next start (the last of a run: to its end)
+    spans: np.ndarray         # per run: first start to its end
+
+
+def gpu_ends(trace: Trace) -> np.ndarray:
+    """Per range row: the end of the last GPU operation it launched, on its own thread or
+    another of its process while it was open (0: none)."""
+    end = np.zeros(len(trace.ranges), dtype="int64")
+    for frame in (trace.instances, trace.other):
+        if len(frame):
+            np.maximum.at(end, frame["range"].to_numpy(dtype="int64"),
+                          frame["last_ns"].to_numpy(dtype="int64"))
+    return end
+
+
+def key_context(trace: Trace) -> dict[str, np.ndarray]:
+    """Per key (Trace.keys' order): key, path, steady path (warm-up tags taken off),
+    parent path ('' at the top) and instance count, made once for every loop."""
+    paths = trace.keys["path"].to_numpy(dtype=object)
+    kind = trace.keys.index.to_numpy(dtype="int64")
+    return {"key": kind, "path": paths,
+            "steady": trace.keys["path"].map(steady_path).to_numpy(dtype=object),
+            "parent": np.array([p.rpartition("/")[0] for p in paths], dtype=object),
+            "count": trace.ranges["key"].value_counts().reindex(kind, fill_value=0)
+            .to_numpy()}
+
+
+def _breaks(trace: Trace, key: int, tid: int, ctx: dict[str, np.ndarray]) -> np.ndarray:
+    """The sorted starts, on thread `tid`, of the instances that end a run of `key`: its
+    set-apart siblings' (the same steady path), its enclosing range's, and those of a
+    sibling repeated as often (`fwd` beside `bwd`: a phase's run is the phase alone)."""
+    kind, paths = ctx["key"], ctx["path"]
+    me = kind == key
+    parent = ctx["parent"][me][0]
+    twin = (ctx["parent"] == parent) & (ctx["count"] == ctx["count"][me][0])
+    cut = kind[((ctx["steady"] == ctx["steady"][me][0]) | (paths == (parent or None))
+                | twin) & ~me]
+    r = trace.ranges
+    at = np.isin(r["key"].to_numpy(), cut) & (r["global_tid"].to_numpy(dtype="int64") == tid)
+    return np.sort(r["start_ns"].to_numpy(dtype="int64")[at])
+
+
+def key_runs(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray]
+             ) -> Runs:
+    """The runs of one key (see the module doc); `ends`: gpu_ends(trace); `ctx`:
+    key_context(trace)."""
+    r = trace.ranges
+    rows = np.flatnonzero(r["key"].to_numpy() == key)
+    start = r["start_ns"].to_numpy(dtype="int64")[rows]
+    tid = r["global_tid"].to_numpy(dtype="int64")[rows]
+    order = np.lexsort((start, tid))
+    rows, start, tid = rows[order], start[order], tid[order]
+    new = np.r_[True, tid[1:] != tid[:-1]]
+    for t in np.unique(tid):
+        at = np.flatnonzero(tid == t)
+        cut = _breaks(trace, key, int(t), ctx)
+        between = np.searchsorted(cut, start[at][1:], side="right") > \
+            np.searchsorted(cut, start[at][:-1], side="right")
+        new[at[1:]] |= between
+    run = np.cumsum(new) - 1
+    finish = np.maximum(r["end_ns"].to_numpy(dtype="int64")[rows], ends[rows])
+    run_end = pd.Series(finish).groupby(run).max().to_numpy()
+    first = pd.Series(start).groupby(run).min().to_numpy()
+    nxt = np.r_[start[1:], 0]
+    last = np.r_[new[1:], True]
+    step = np.where(last, run_end[run] - start, nxt - start)
+    return Runs(rows, run, step, run_end - first)
+
+
+def run_fields(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray]
+               ) -> dict:
+    """The RUN_COLUMNS of one loop key (`ctx`: key_context(trace))."""
+    runs = key_runs(trace, key, ends, ctx)
+    step = runs.step_ns.astype("float64")
+    median = float(np.median(step))
+    low, high = median_interval(step)
+    p10, p90 = (float(v) for v in np.percentile(step, [10, 90]))
+    mean = float(runs.spans.sum()) / len(step)
+    return {"runs": len(runs.spans), "run_instances": len(step),
+            "run_per_instance_ns": round(mean), "step_median_ns": median,
+            "step_low_ns": low, "step_high_ns": high, "step_p10_ns": p10,
+            "step_p90_ns": p90, "step_mean_ns": mean, "tail_ns": max(round(mean - median), 0),
+            "tail_steps": tail_steps(trace, runs, median)}
+
+
+def tail_steps(trace: Trace, runs: Runs, median: float) -> list[TailStep]:
+    """The steps TAIL_FACTOR times the median or longer, the longest first (at most
+    TAIL_KEEP), each with what its instance did."""
+    at = np.flatnonzero(runs.step_ns >= TAIL_FACTOR * median) if median > 0 else []
+    at = sorted(at, key=lambda i: -runs.step_ns[i])[:TAIL_KEEP]
+    r, host = trace.ranges, trace.host.set_index("range")
+    kernels = trace.instance_kernels.set_index("range")["kernel_count"]
+    out = []
+    for i in at:
+        row = int(runs.rows[i])
+        parts = host.loc[row] if row in host.index else None
+        spent = {p: int(parts[f"host_{p}_ns"]) if parts is not None else 0
+                 for p in ("sync", "memory", "launch", "os")}
+        out.append(TailStep(
+            instance=int(i), start_ns=int(r["start_ns"].iat[row]),
+            step_ns=int(runs.step_ns[i]),
+            wall_ns=int(r["end_ns"].iat[row] - r["start_ns"].iat[row]),
+            kernels=int(kernels.get(row, 0)), **{f"{p}_ns": v for p, v in spent.items()}))
+    return out
+
+
+def run_columns(trace: Trace, keys: np.ndarray, rows: list[int]) -> pd.DataFrame:
+    """RUN_COLUMNS by range-table row, for the loop rows `rows` (`keys`: the key of each
+    table row)."""
+    ends, ctx = gpu_ends(trace), key_context(trace)
+    fields = [run_fields(trace, int(keys[row]), ends, ctx) for row in rows]
+    frame = pd.DataFrame({c: pd.Series([f[c] for f in fields], dtype=object)
+                          for c in RUN_COLUMNS})
+    frame.index = pd.Index(rows, dtype="int64")
+    for c in RUN_COLUMNS:
+        if c != "tail_steps":
+            frame[c] = frame[c].astype("float64" if c.startswith("step_") else "int64")
+    return frame
