@@ -4,6 +4,7 @@ GPU operation ends read from the export by SQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from types import SimpleNamespace
@@ -201,3 +202,67 @@ def test_a_checkpoint_every_eighth_step_is_the_tail() -> None:
     added = ckpt.run_per_instance_ns - plain.run_per_instance_ns
     assert abs(ckpt.tail_ns - added) <= 0.15 * added
     assert ckpt.step_median_ns < 1.5 * plain.step_median_ns
+
+
+def _with_loop(doc, name: str, run_ns: int, step: tuple[float, float, float]):
+    """`doc` with one loop's cost as it runs and median step (low, high) set."""
+    from analysis.documents.range_build import from_entries
+    from analysis.documents.range_table import RangeEntries
+
+    entries = list(doc.ranges)
+    for e in entries:
+        if e.name == name:
+            e.run_per_instance_ns = run_ns
+            e.step_median_ns, e.step_low_ns, e.step_high_ns = step
+    doc.ranges = RangeEntries(from_entries(entries))
+    return doc
+
+
+def test_the_diff_gates_a_loop_on_its_cost_as_it_runs_with_the_interval() -> None:
+    """A loop 20% costlier as it runs is `slower` where the median steps' intervals lie
+    apart, `within noise` where they overlap; it leads the page."""
+    from analysis.commands.diff import compare, render_diff
+
+    base = analyzed("runs/ab/trace")
+    e = next(x for x in base.ranges if x.name == "nockpt/step")
+    run, (med, lo, hi) = e.run_per_instance_ns, (e.step_median_ns, e.step_low_ns,
+                                                 e.step_high_ns)
+    apart = _with_loop(analyzed("runs/ab/trace"), "nockpt/step", int(run * 1.2),
+                       (med * 1.2, hi * 1.01, hi * 1.3))
+    diff = compare(base, apart, 5.0)
+    row = next(r for r in diff["variants"] if r["variant"] == "nockpt/step")
+    assert row["loop"]["verdict"] == "slower" and "nockpt/step" in diff["regressions"]
+    page = render_diff(diff, "a", "b")
+    assert page.index("Loops as they run") < page.index("Ranges, mean per iteration")
+    close = _with_loop(analyzed("runs/ab/trace"), "nockpt/step", int(run * 1.2),
+                       (med * 1.2, lo, hi * 1.3))
+    diff = compare(base, close, 5.0)
+    row = next(r for r in diff["variants"] if r["variant"] == "nockpt/step")
+    assert row["loop"]["verdict"] == "within noise"
+    assert "nockpt/step" not in diff["regressions"]
+
+
+def test_a_report_written_before_the_runs_reads_them_as_defaults(tmp_path) -> None:
+    """A folder without the runs' columns and tail_steps table (written before them)
+    reads, its loops with no runs; one without an older column still fails."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from analysis.common.errors import InputError
+    from analysis.documents.range_table import RangeEntries
+    from analysis.documents.tables import LATER_SOURCES, read_range_table
+    from analysis.documents.types import RangeEntry
+
+    folder = tmp_path / "old"
+    shutil.copytree(DATA.parent.parent / "reports" / "train_step", folder)
+    (folder / "ranges_tail_steps.parquet").unlink()
+    table = pq.read_table(folder / "ranges.parquet")
+    later = [f.name for f in dataclasses.fields(RangeEntry)
+             if f.metadata.get("source") in LATER_SOURCES and f.name in table.column_names]
+    pq.write_table(table.drop_columns(later), folder / "ranges.parquet")
+    entries = list(RangeEntries(read_range_table(folder)))
+    assert entries and all(e.runs == 0 and e.tail_steps == [] for e in entries)
+    pq.write_table(table.drop_columns(later + ["wall_ns"]), folder / "ranges.parquet")
+    with pytest.raises(InputError, match="wall_ns"):
+        read_range_table(folder)

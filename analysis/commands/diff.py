@@ -10,7 +10,9 @@ the one that moved most; a row slower by more than the threshold (percent) is a
 regression. Kernel names that appeared or went away and findings that appeared or went
 away are listed. The page lists the largest changes first; the JSON holds every row.
 
-The diff's headline: each process's steps before and after, with the noise measured.
+The diff's headline: each process's steps before and after, with the noise measured; then
+each loop both runs have as it runs (loops/runs.py), gated on its cost per instance only
+where the median steps' intervals lie apart (loops.stats.loop_verdict).
 
 Per process (matched in pid order), the steady steps' median on each side with its
 interval (loops.stats.median_interval) and the change between the medians with its
@@ -30,7 +32,7 @@ import numpy as np
 
 from ..common.names import apart_prefix
 from ..documents.types import CaptureTotals, Finding, StepSet, SystemsDoc, entry_column, entry_pick
-from ..loops.stats import change_interval
+from ..loops.stats import change_interval, loop_verdict
 from ..render.markdown import esc, num, pct, reflow, short, table, us
 from ..render.text import code
 from ..trace.library import library_mask
@@ -73,7 +75,10 @@ def _rows(doc: SystemsDoc) -> dict[str, dict[str, Any]]:
 
 
 def _metrics(entries: list, n: int) -> dict[str, Any]:
+    loop = entries[0] if len(entries) == 1 and entries[0].runs else None
     return {"instances": n, "wall": sum(e.wall_ns for e in entries) / n,
+            "run": loop and (loop.run_per_instance_ns, loop.step_median_ns,
+                             loop.step_low_ns, loop.step_high_ns),
             "host": sum(e.wall_ns - e.busy_ns for e in entries) / n,
             "span": sum(e.gpu_span_ns for e in entries) / n,
             "kernel": sum(e.kernel_time_ns + e.other_threads_kernel_time_ns
@@ -122,12 +127,16 @@ def compare(base: SystemsDoc, new: SystemsDoc, threshold_pct: float,
             row["idle_base"], row["idle_new"] = before["host"], after["host"]
             row["kernels_added"] = sorted(after["names"] - before["names"])
             row["kernels_removed"] = sorted(before["names"] - after["names"])
+        if before and after and before["run"] and after["run"]:
+            row["loop"] = _loop_row(before["run"], after["run"], threshold_pct)
         rows.append(row)
     chosen = pick_metric(rows) if metric == "auto" else metric
     for r in rows:
         change = r["change_pct"].get(chosen)
         r["warmup"] = bool(apart_prefix(r["variant"]))
-        r["regression"] = change is not None and change > threshold_pct and not r["warmup"]
+        r["regression"] = not r["warmup"] and (r["loop"]["verdict"] == "slower" if "loop" in r
+                                               else change is not None
+                                               and change > threshold_pct)
     rows.sort(key=lambda r: (-_stake(r, chosen), r["variant"].count("/")))
     fa, fb = _finding_keys(base), _finding_keys(new)
     changes = step_changes(base, new, threshold_pct)
@@ -139,6 +148,33 @@ def compare(base: SystemsDoc, new: SystemsDoc, threshold_pct: float,
             "regressions": [f"steps ({c['new']['source']})" for c in changes
                             if c["regression"]]
             + [r["variant"] for r in rows if r.get("regression")]}
+
+
+def _loop_row(a: tuple, b: tuple, threshold_pct: float) -> dict[str, Any]:
+    """A loop both runs have: its cost per instance as it runs and its median step with
+    the interval on each side, the change and the verdict (loops.stats.loop_verdict)."""
+    change = _change(a[0], b[0])
+    return {"run_base": a[0], "run_new": b[0], "change_pct": change,
+            "step_base": list(a[1:]), "step_new": list(b[1:]),
+            "verdict": loop_verdict(a[1:], b[1:], change or 0.0, threshold_pct)}
+
+
+def loop_lines(diff: dict[str, Any]) -> list[str]:
+    """The loops both runs have, as they run: first on the page after the steps."""
+    loops = [r for r in diff["variants"] if "loop" in r and not r["warmup"]][:TOP_ROWS]
+    if not loops:
+        return []
+    out = ["Loops as they run (cost per instance from the first start to the end of the GPU "
+           "work queued; a loop is gated on it only where the median steps' intervals do "
+           "not overlap):", ""]
+    for r in loops:
+        x = r["loop"]
+        out.append(f"- {code(short(r['variant']))}: {us(x['run_base'])} → {us(x['run_new'])} "
+                   f"({_pct(x['change_pct'])}); median step {us(x['step_base'][0])} "
+                   f"({us(x['step_base'][1])} to {us(x['step_base'][2])}) → "
+                   f"{us(x['step_new'][0])} ({us(x['step_new'][1])} to "
+                   f"{us(x['step_new'][2])}): **{x['verdict']}**")
+    return out + [""]
 
 
 def steps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -204,6 +240,7 @@ def render_diff(diff: dict[str, Any], base_name: str, new_name: str) -> str:
     named = ", ".join(short(n, 60) for n in regressions[:10])
     more = f" and {len(regressions) - 10} more" if len(regressions) > 10 else ""
     lines = [f"# Diff: {code(base_name)} → {code(new_name)}", ""] + headline_lines(diff)
+    lines += loop_lines(diff)
     lines += context_lines(diff) + _steps_lines(diff)
     lines += [f"Ranges, mean per iteration (warm-up instances in rows of their own, never "
               f"gated). span: the range's own GPU span (as `nsys stats`); kernel: its "

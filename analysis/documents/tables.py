@@ -143,18 +143,28 @@ def write_rows(path: Path, items: list[Any]) -> int:
     return _write(path, data)
 
 
+LATER_SOURCES = ("runs",)
+"""Sources of fields added after report folders were first written: a folder without
+their columns or tables (written before them) reads them as their defaults."""
+
+
 def read_range_table(folder: Path, cls: type = RangeEntry) -> RangeTable:
     """The range table a report folder's Parquet files hold, each column read when first
     asked for (`page` and `diff` of a 110k-range capture read a few); InputError naming a
-    file that is missing or lacks a column."""
+    file that is missing or lacks a column (but for LATER_SOURCES' fields)."""
     shapes = _schemas(cls)
-    rows = _checked(folder / RANGES, shapes[""]).num_rows
+    later = {f.name for f in dataclasses.fields(cls)
+             if f.metadata.get("source") in LATER_SOURCES}
+    meta = _checked(folder / RANGES, shapes[""], later)
+    present = set(meta.schema.to_arrow_schema().names)
+    files = {}
     for key, shape in shapes.items():
-        if key:
+        if key and not (key in later and not (folder / file_of(key)).exists()):
             _checked(folder / file_of(key), shape)
-    items = _Lazy({k: folder / file_of(k) for k in shapes if k}, _read_frames)
-    return RangeTable(rows, _Lazy({n: folder / RANGES for n in shapes[""].names},
-                                  _read_columns), items)
+            files[key] = folder / file_of(key)
+    items = _Lazy(files, _read_frames)
+    return RangeTable(meta.num_rows, _Lazy({n: folder / RANGES for n in shapes[""].names
+                                            if n in present}, _read_columns), items)
 
 
 class _Lazy(Mapping[str, Any]):
@@ -200,8 +210,10 @@ class _Lazy(Mapping[str, Any]):
                 yield path, left
 
 
-def _checked(path: Path, shape: pa.Schema) -> pq.FileMetaData:
-    """A table's metadata, once it is known to hold every column `shape` names."""
+def _checked(path: Path, shape: pa.Schema, optional: set[str] = frozenset()
+             ) -> pq.FileMetaData:
+    """A table's metadata, once it is known to hold every column `shape` names (but
+    those `optional`)."""
     try:
         meta = pq.read_metadata(path)
     except FileNotFoundError:
@@ -209,7 +221,8 @@ def _checked(path: Path, shape: pa.Schema) -> pq.FileMetaData:
                          ) from None
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"{path}: not a readable Parquet table ({exc})") from exc
-    lacking = [n for n in shape.names if n not in meta.schema.to_arrow_schema().names]
+    lacking = [n for n in shape.names
+               if n not in meta.schema.to_arrow_schema().names and n not in optional]
     if lacking:
         raise InputError(f"{path}: lacks the columns {', '.join(lacking)}")
     return meta

@@ -70,3 +70,17 @@ def change_interval(before: np.ndarray, after: np.ndarray, seed: int = 0
     tail = 100 * (1 - DIFF_CONFIDENCE) / 2
     lo, hi = np.nanpercentile(ratio, [tail, 100 - tail])
     return float(lo), float(hi)
+
+
+def loop_verdict(base: tuple[float, float, float], new: tuple[float, float, float],
+                 change_pct: float, threshold_pct: float) -> str:
+    """A loop's change between two runs: `slower` when its cost as it runs rose by more
+    than the threshold and the median steps' intervals (median, low, high) do not
+    overlap, `faster` the same way down, else `within noise` (a mean alone never
+    gates)."""
+    apart_up, apart_down = new[1] > base[2], new[2] < base[1]
+    if change_pct > threshold_pct and apart_up:
+        return "slower"
+    if change_pct < -threshold_pct and apart_down:
+        return "faster"
+    return "within noise"
