@@ -266,3 +266,22 @@ def test_a_report_written_before_the_runs_reads_them_as_defaults(tmp_path) -> No
     pq.write_table(table.drop_columns(later + ["wall_ns"]), folder / "ranges.parquet")
     with pytest.raises(InputError, match="wall_ns"):
         read_range_table(folder)
+
+
+def test_a_slow_steps_line_comes_from_its_threads_samples() -> None:
+    """The user's line most samples of the step's thread fell on inside the step, with
+    the library call below it; none outside the window or on other threads."""
+    from analysis.load.nsys_pysamples import PySamples
+    from analysis.trace.pylines import top_line
+
+    save = (("/usr/lib/python3/site-packages/torch/serialization.py", "save", 10),
+            ("/home/u/train.py", "main", 88))
+    step = (("/usr/lib/python3/site-packages/torch/optim/adamw.py", "step", 5),
+            ("/home/u/train.py", "main", 80))
+    samples = pd.DataFrame({"global_tid": [MAIN, MAIN, MAIN, OTHER, MAIN],
+                            "time_ns": [10, 20, 30, 25, 99], "stack": [0, 0, 1, 1, 1]})
+    py = PySamples(samples=samples, stacks=[save, step])
+    assert top_line(py, MAIN, 0, 50, "/home/u") == \
+        "train.py:88 in main, torch.serialization.save"
+    assert top_line(py, MAIN, 25, 50, "/home/u").startswith("train.py:80 in main")
+    assert top_line(py, OTHER, 0, 20) == ""

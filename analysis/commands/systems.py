@@ -207,7 +207,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     models = model_loops(steps, per_range["key"].to_numpy(), cols, is_op_path)
     add_by_row(table, model_columns(models, table.column("wall_ns")), "timeline")
     add_by_row(table, run_columns(trace, per_range["key"].to_numpy(),
-                                  loop_rows(cols, is_op_path)), "runs")
+                                  loop_rows(cols, is_op_path), py, cwd), "runs")
     add_by_row(table, library_columns(trace, per_range["key"].to_numpy()), "library")
     source = SystemsSource(path=str(export.path),
                            export_schema_version=export.export_schema_version,

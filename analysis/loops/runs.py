@@ -27,6 +27,8 @@ import pandas as pd
 
 from ..common.names import steady_path
 from ..documents.types import TailStep
+from ..load.nsys_pysamples import PySamples
+from ..trace.pylines import top_line
 from ..trace.types import Trace
 from .stats import median_interval
 
@@ -114,9 +116,10 @@ def key_runs(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray
     return Runs(rows, run, step, run_end - first)
 
 
-def run_fields(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray]
-               ) -> dict:
-    """The RUN_COLUMNS of one loop key (`ctx`: key_context(trace))."""
+def run_fields(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray],
+               py: PySamples | None = None, cwd: str | None = None) -> dict:
+    """The RUN_COLUMNS of one loop key (`ctx`: key_context(trace); `py`, `cwd`: the
+    Python samples and the program's directory, for the tail steps' lines)."""
     runs = key_runs(trace, key, ends, ctx)
     step = runs.step_ns.astype("float64")
     median = float(np.median(step))
@@ -127,12 +130,14 @@ def run_fields(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarr
             "run_per_instance_ns": round(mean), "step_median_ns": median,
             "step_low_ns": low, "step_high_ns": high, "step_p10_ns": p10,
             "step_p90_ns": p90, "step_mean_ns": mean, "tail_ns": max(round(mean - median), 0),
-            "tail_steps": tail_steps(trace, runs, median)}
+            "tail_steps": tail_steps(trace, runs, median, py, cwd)}
 
 
-def tail_steps(trace: Trace, runs: Runs, median: float) -> list[TailStep]:
+def tail_steps(trace: Trace, runs: Runs, median: float, py: PySamples | None = None,
+               cwd: str | None = None) -> list[TailStep]:
     """The steps TAIL_FACTOR times the median or longer, the longest first (at most
-    TAIL_KEEP), each with what its instance did."""
+    TAIL_KEEP), each with what its instance did: host time by kind, kernels, and the
+    user's line its thread's Python samples fell on most during the step (`py`)."""
     at = np.flatnonzero(runs.step_ns >= TAIL_FACTOR * median) if median > 0 else []
     at = sorted(at, key=lambda i: -runs.step_ns[i])[:TAIL_KEEP]
     r, host = trace.ranges, trace.host.set_index("range")
@@ -143,19 +148,22 @@ def tail_steps(trace: Trace, runs: Runs, median: float) -> list[TailStep]:
         parts = host.loc[row] if row in host.index else None
         spent = {p: int(parts[f"host_{p}_ns"]) if parts is not None else 0
                  for p in ("sync", "memory", "launch", "os")}
+        start, step = int(r["start_ns"].iat[row]), int(runs.step_ns[i])
+        line = top_line(py, int(r["global_tid"].iat[row]), start, start + step, cwd) \
+            if py is not None and len(py) else ""
         out.append(TailStep(
-            instance=int(i), start_ns=int(r["start_ns"].iat[row]),
-            step_ns=int(runs.step_ns[i]),
-            wall_ns=int(r["end_ns"].iat[row] - r["start_ns"].iat[row]),
-            kernels=int(kernels.get(row, 0)), **{f"{p}_ns": v for p, v in spent.items()}))
+            instance=int(i), start_ns=start, step_ns=step,
+            wall_ns=int(r["end_ns"].iat[row]) - start, kernels=int(kernels.get(row, 0)),
+            **{f"{p}_ns": v for p, v in spent.items()}, line=line))
     return out
 
 
-def run_columns(trace: Trace, keys: np.ndarray, rows: list[int]) -> pd.DataFrame:
+def run_columns(trace: Trace, keys: np.ndarray, rows: list[int],
+                py: PySamples | None = None, cwd: str | None = None) -> pd.DataFrame:
     """RUN_COLUMNS by range-table row, for the loop rows `rows` (`keys`: the key of each
-    table row)."""
+    table row; `py`, `cwd`: as run_fields)."""
     ends, ctx = gpu_ends(trace), key_context(trace)
-    fields = [run_fields(trace, int(keys[row]), ends, ctx) for row in rows]
+    fields = [run_fields(trace, int(keys[row]), ends, ctx, py, cwd) for row in rows]
     frame = pd.DataFrame({c: pd.Series([f[c] for f in fields], dtype=object)
                           for c in RUN_COLUMNS})
     frame.index = pd.Index(rows, dtype="int64")

@@ -84,7 +84,7 @@ def critical_path_section(doc: SystemsDoc, image: str | None = None) -> list[str
     lines += [f"- {sentence(e)}." for e in loops[:SENTENCES]]
     if len(loops) > SENTENCES:
         lines.append(f"- and {len(loops) - SENTENCES} more in the table.")
-    lines.append("")
+    lines += [""] + tail_lines(loops)
     if image:
         lines += [f"![critical path per loop]({image})", ""]
     body = []
@@ -99,6 +99,22 @@ def critical_path_section(doc: SystemsDoc, image: str | None = None) -> list[str
                     "host wall / instance", "replay error", "critical path"],
                    body, "lrrrrrrl")
     return lines + [""] + host_lines_section(loops)
+
+
+def tail_lines(loops: list[RangeEntry]) -> list[str]:
+    """Per loop with tail steps (SENTENCES at most), its longest: when, how long, where
+    its thread spent the host time, and the user's line from the samples."""
+    out = []
+    for e in [x for x in loops if x.tail_steps][:SENTENCES]:
+        t = e.tail_steps[0]
+        spent = ", ".join(f"{k} {dur(v)}" for k, v in (("sync", t.sync_ns),
+                          ("memory calls", t.memory_ns), ("launches", t.launch_ns),
+                          ("OS calls", t.os_ns)) if v >= 0.05 * t.step_ns)
+        out.append(f"- {code(short(e.name))}: {len(e.tail_steps)} slow step(s); the longest, "
+                   f"instance {t.instance}, took {dur(t.step_ns)} as it ran (host range "
+                   f"{dur(t.wall_ns)}" + (f"; {spent}" if spent else "") + ")"
+                   + (f", mostly on {code(short(t.line, 90))}" if t.line else "") + ".")
+    return (["Slow steps (3x the median or longer):", "", *out, ""] if out else [])
 
 
 HOST_LINES = 3

@@ -175,6 +175,27 @@ def py_lines(trace: Trace, py: PySamples, cwd: str | None = None
         {c: object for c in ("file", "function", "call", "code")})
 
 
+def top_line(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = None) -> str:
+    """The user's line most Python samples of thread `tid` fell on in [lo, hi), as
+    `file:line in function, call` ('' where none fell on a user line): what one slow
+    step of a loop did (loops/runs.py), read from the samples alone."""
+    s = py.samples
+    t = s["time_ns"].to_numpy(dtype="int64")
+    at = (s["global_tid"].to_numpy(dtype="int64") == tid) & (t >= lo) & (t < hi)
+    stacks, counts = np.unique(s["stack"].to_numpy()[at], return_counts=True)
+    said: dict[str, int] = {}
+    for stack, n in zip(stacks.tolist(), counts.tolist(), strict=True):
+        frames = py.stacks[stack]
+        user = user_frame(frames)
+        if user is None:
+            continue
+        file, function, line = frames[user]
+        _, call = site(frames, source_line(file, line, cwd))
+        name = f"{shown(file, cwd)}:{line} in {function}" + (f", {call}" if call else "")
+        said[name] = said.get(name, 0) + n
+    return max(said, key=lambda k: (said[k], k)) if said else ""
+
+
 def _sites(stacks: list[tuple[Frame, ...]], cwd: str | None
            ) -> list[tuple[int, tuple[str, int, str, str, str]]]:
     """Per stack: its site number (-1: no user frame) and the site (file, line,
