@@ -55,12 +55,12 @@ def _exports_closed():
 
 
 @pytest.fixture(scope="session")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Every committed capture rendered as `make demo` does, once per test worker (two
-    modules read it)."""
+def demo() -> list[Path]:
+    """Every committed capture rendered as `make demo` does, once per test run (two
+    modules read it; shared_docs.shared)."""
     from analysis.commands.demo import render_all
 
-    return render_all(DATA, tmp_path_factory.mktemp("demo"))
+    return shared_docs.shared("demo", lambda folder: render_all(DATA, folder))
 
 
 def _cuda_available() -> bool:

@@ -46,3 +46,17 @@ def analyzed(name: str):
 def analyzed_trace(name: str):
     """The attributed trace that document was built from (a fresh copy)."""
     return pickle.loads(_built(name).with_suffix(".trace").read_bytes())
+
+
+def shared(name: str, build):
+    """`build()`'s result, made once per test run whatever the number of workers (the
+    first to ask builds it under a file lock and pickles it in the run's folder, passed
+    as `build`'s only argument; the others read it). For session fixtures that every
+    worker would otherwise make again."""
+    f = ROOT["path"] / f"{name}.shared"
+    with FileLock(str(f) + ".lock"):
+        if not f.exists():
+            folder = ROOT["path"] / f"{name}.files"
+            folder.mkdir(exist_ok=True)
+            f.write_bytes(pickle.dumps(build(folder)))
+        return pickle.loads(f.read_bytes())

@@ -10,6 +10,7 @@ import pytest
 from analysis.commands import calibration
 from analysis.commands import calibration as twin_calibration
 from tests.conftest import DATA
+from tests.shared_docs import shared
 
 FIRST = {"input_starved": ("input_starved", "train_step/load"),
          "pageable_copy": ("pageable_copy", "step"),
@@ -22,7 +23,8 @@ FIRST = {"input_starved": ("input_starved", "train_step/load"),
 
 @pytest.fixture(scope="session")
 def rows() -> dict[str, calibration.Row]:
-    return {r.program: r for r in calibration.run(DATA / "battery")}
+    return shared("battery-rows", lambda _: {r.program: r
+                                             for r in calibration.run(DATA / "battery")})
 
 
 @pytest.mark.parametrize("program", list(calibration.PROGRAMS))
@@ -47,7 +49,8 @@ TWIN_RATIOS = {"item_autograd": 0.82, "sync_timing": 0.97, "mask_sync": 1.00,
 
 @pytest.fixture(scope="session")
 def twins() -> dict[str, twin_calibration.TwinRow]:
-    return {r.program: r for r in twin_calibration.run_twins(DATA / "twins")}
+    return shared("twin-rows", lambda _: {r.program: r for r in
+                                          twin_calibration.run_twins(DATA / "twins")})
 
 
 @pytest.mark.parametrize("program", list(twin_calibration.TWINS))

@@ -20,6 +20,7 @@ from analysis.load.nsys_pysamples import DOMAIN, load_py_samples
 from analysis.render.timeline_md import host_lines_section, loop_entries
 from analysis.trace import pylines
 from tests.conftest import DATA
+from tests.shared_docs import shared
 
 TWINS = DATA / "twins"
 SAMPLED = sorted(p.name for p in TWINS.iterdir() if p.name.endswith("_sampled"))
@@ -30,15 +31,17 @@ SOURCES = DATA / "tools" / "twins"
 def docs() -> dict:
     """The sampled captures' documents, analysed where the programs' sources are (the
     captures ran them from that folder: their files are recorded as ./name.py)."""
-    here = Path.cwd()
-    out = {}
-    try:
-        os.chdir(SOURCES)
-        for name in SAMPLED:
-            out[name] = calibration.document(TWINS / name / "trace.sqlite")
-    finally:
-        os.chdir(here)
-    return out
+    def build(_) -> dict:
+        here = Path.cwd()
+        out = {}
+        try:
+            os.chdir(SOURCES)
+            for name in SAMPLED:
+                out[name] = calibration.document(TWINS / name / "trace.sqlite")
+        finally:
+            os.chdir(here)
+        return out
+    return shared("sampled-docs", build)
 
 
 def _rows_per_thread(path: Path) -> dict[int, int]:

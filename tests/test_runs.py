@@ -67,8 +67,9 @@ def test_the_gpu_backlog_of_the_last_step_ends_the_run() -> None:
 
 
 def test_warm_up_and_the_enclosing_range_cut_runs() -> None:
-    """A recompiled instance (set apart) between steps, and a new epoch: three runs; the
-    time between them is no step's."""
+    """A recompiled instance (set apart) between steps, and a new epoch (of two: a loop
+    that repeats less often than its steps): three runs; the time between them is no
+    step's."""
     t = _trace([("epoch", MAIN, 0, 100), ("epoch/step", MAIN, 0, 10),
                 ("epoch/step", MAIN, 10, 20), ("epoch/step [compile]", MAIN, 20, 60),
                 ("epoch/step", MAIN, 60, 70), ("epoch", MAIN, 1000, 1100),
@@ -113,22 +114,20 @@ def _op_ends(db) -> pd.DataFrame:
 
 def _truth(trace, ops: pd.DataFrame, key: int) -> tuple[int, float]:
     """(runs, their spans over their instances), by a loop over the instances: a run
-    breaks at an instance of the enclosing path, of the same steady path, or of a sibling
-    path with as many instances."""
+    breaks at an instance of the same steady path or of an enclosing path with fewer
+    instances."""
     r = trace.ranges
     path = trace.keys.at[key, "path"]
-    parent = path.rsplit("/", 1)[0] if "/" in path else None
     paths = r["path"].tolist()
     rows = sorted(np.flatnonzero(r["key"].to_numpy() == key).tolist(),
                   key=lambda i: (r["global_tid"].iat[i], r["start_ns"].iat[i]))
     api, end, pid = (ops[c].to_numpy(dtype="int64") for c in ("api", "end", "pid"))
     count = r["path"].value_counts()
+    above = {"/".join(path.split("/")[:i]) for i in range(1, path.count("/") + 1)}
     cuts: dict[int, list[int]] = {}
     for j in range(len(r)):
-        twin = paths[j].rpartition("/")[0] == path.rpartition("/")[0] and \
-            count[paths[j]] == count[path]
-        if paths[j] != path and (paths[j] == parent or twin
-                                 or steady_path(paths[j]) == steady_path(path)):
+        enclosing = paths[j] in above and count[paths[j]] < count[path]
+        if paths[j] != path and (enclosing or steady_path(paths[j]) == steady_path(path)):
             cuts.setdefault(int(r["global_tid"].iat[j]), []).append(int(r["start_ns"].iat[j]))
     cuts = {t: np.sort(v) for t, v in cuts.items()}
     spans, n_runs, run_start, run_end, prev = 0, 0, None, 0, None

@@ -2,9 +2,10 @@
 start-to-start intervals and their tail.
 
 A *run* of a loop range (one key) is a maximal sequence of its instances on one thread
-with no instance set apart from it (warm-up: another key of the same steady path), of its
-enclosing range (its path less the last part) or of a sibling repeated as often (`fwd`
-beside `bwd`: phases of an iteration) starting between two of them. A run ends at the
+with no instance set apart from it (warm-up: another key of the same steady path) or of an
+enclosing range that repeats less often (a loop of a program that runs several, each
+twice) starting between two of them: the phases of an iteration (`fwd`, `bwd`, or a
+`step` inside a `train_step` repeated as often) run as long as the iteration does. A run ends at the
 later of its last instance's end and the end of the last GPU operation its instances
 launched, on their own thread (`Trace.instances.last_ns`) or on another thread of the
 process while they were open (`Trace.other.last_ns`): the GPU backlog of the last step is
@@ -63,27 +64,26 @@ def gpu_ends(trace: Trace) -> np.ndarray:
 
 
 def key_context(trace: Trace) -> dict[str, np.ndarray]:
-    """Per key (Trace.keys' order): key, path, steady path (warm-up tags taken off),
-    parent path ('' at the top) and instance count, made once for every loop."""
-    paths = trace.keys["path"].to_numpy(dtype=object)
+    """Per key (Trace.keys' order): key, path, steady path (warm-up tags taken off) and
+    instance count, made once for every loop."""
     kind = trace.keys.index.to_numpy(dtype="int64")
-    return {"key": kind, "path": paths,
+    return {"key": kind, "path": trace.keys["path"].to_numpy(dtype=object),
             "steady": trace.keys["path"].map(steady_path).to_numpy(dtype=object),
-            "parent": np.array([p.rpartition("/")[0] for p in paths], dtype=object),
             "count": trace.ranges["key"].value_counts().reindex(kind, fill_value=0)
             .to_numpy()}
 
 
 def _breaks(trace: Trace, key: int, tid: int, ctx: dict[str, np.ndarray]) -> np.ndarray:
     """The sorted starts, on thread `tid`, of the instances that end a run of `key`: its
-    set-apart siblings' (the same steady path), its enclosing range's, and those of a
-    sibling repeated as often (`fwd` beside `bwd`: a phase's run is the phase alone)."""
-    kind, paths = ctx["key"], ctx["path"]
-    me = kind == key
-    parent = ctx["parent"][me][0]
-    twin = (ctx["parent"] == parent) & (ctx["count"] == ctx["count"][me][0])
-    cut = kind[((ctx["steady"] == ctx["steady"][me][0]) | (paths == (parent or None))
-                | twin) & ~me]
+    set-apart siblings' (the same steady path) and those of an enclosing range that
+    repeats less often (one loop of several in a program; not the step a phase is one
+    of, which repeats as often)."""
+    kind, paths, me = ctx["key"], ctx["path"], ctx["key"] == key
+    parts = str(paths[me][0]).split("/")
+    above = {"/".join(parts[:i]) for i in range(1, len(parts))}
+    enclosing = np.array([p in above for p in paths], dtype=bool) & \
+        (ctx["count"] < ctx["count"][me][0])
+    cut = kind[((ctx["steady"] == ctx["steady"][me][0]) | enclosing) & ~me]
     r = trace.ranges
     at = np.isin(r["key"].to_numpy(), cut) & (r["global_tid"].to_numpy(dtype="int64") == tid)
     return np.sort(r["start_ns"].to_numpy(dtype="int64")[at])
