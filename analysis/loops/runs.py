@@ -66,9 +66,11 @@ def gpu_ends(trace: Trace) -> np.ndarray:
 def key_context(trace: Trace) -> dict[str, np.ndarray]:
     """Per key (Trace.keys' order): key, path, steady path (warm-up tags taken off) and
     instance count, made once for every loop."""
-    kind = trace.keys.index.to_numpy(dtype="int64")
-    return {"key": kind, "path": trace.keys["path"].to_numpy(dtype=object),
-            "steady": trace.keys["path"].map(steady_path).to_numpy(dtype=object),
+    kind, paths = trace.keys.index.to_numpy(dtype="int64"), trace.keys["path"]
+    tagged = paths.str.contains(" [", regex=False).to_numpy(dtype=bool)
+    steady = paths.to_numpy(dtype=object).copy()     # a tag is " [...]": few paths hold one
+    steady[tagged] = [steady_path(p) for p in steady[tagged]]
+    return {"key": kind, "path": paths.to_numpy(dtype=object), "steady": steady,
             "count": trace.ranges["key"].value_counts().reindex(kind, fill_value=0)
             .to_numpy()}
 
