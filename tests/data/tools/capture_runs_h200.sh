@@ -8,9 +8,7 @@
 set -u
 R=${CAPTURE_DIR:-/tmp/capture}; rm -rf "$R"; mkdir -p "$R"/runs/ab
 T=tests/data/tools
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nsys --version
-  python3 -c "import torch,triton;print('torch',torch.__version__,'triton',triton.__version__,'cuda',torch.version.cuda)"
-  lscpu | grep "Model name"; nproc; } > "$R/runs/ab/env.txt" 2>&1
+bash $T/machine_env.sh > "$R/runs/ab/env.txt" 2>&1
 nsys profile --trace=cuda,nvtx,osrt --sample=none --cpuctxsw=none --force-overwrite=true \
   --output="$R/runs/ab/trace" python3 $T/runs_ab.py --out "$R/runs/ab/truth.json" "$@" \
   > "$R/runs/ab/capture_log.txt" 2>&1

@@ -7,9 +7,7 @@
 set -u
 R=${CAPTURE_DIR:-/tmp/capture}; rm -rf "$R"; mkdir -p "$R"/emit_shapes/nsys_stats
 T=tests/data/tools
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nsys --version
-  python3 -c "import torch,triton;print('torch',torch.__version__,'triton',triton.__version__,'cuda',torch.version.cuda)"
-  lscpu | grep "Model name"; nproc; } > "$R/emit_shapes/env.txt" 2>&1
+bash $T/machine_env.sh > "$R/emit_shapes/env.txt" 2>&1
 /usr/bin/time -f "profile wall %e s" nsys profile --trace=cuda,nvtx,osrt --sample=none \
   --cpuctxsw=none --force-overwrite=true --output="$R/emit_shapes/trace" \
   python3 $T/shapes_train.py "$@" > "$R/emit_shapes/capture_log.txt" 2>&1
