@@ -15,6 +15,7 @@ import pytest
 
 from analysis.common.names import steady_path
 from analysis.loops.runs import TAIL_FACTOR, gpu_ends, key_context, key_runs, run_fields
+from analysis.render.text import dur
 from tests.conftest import DATA
 from tests.shared_docs import analyzed, analyzed_trace
 
@@ -284,3 +285,23 @@ def test_a_slow_steps_line_comes_from_its_threads_samples() -> None:
         "train.py:88 in main, torch.serialization.save"
     assert top_line(py, MAIN, 25, 50, "/home/u").startswith("train.py:80 in main")
     assert top_line(py, OTHER, 0, 20) == ""
+
+
+@pytest.mark.parametrize("capture", ["steps/emit_nccl/trace", "ddp_single/trace",
+                                     "twins/mask_sync/trace"])
+def test_the_verdict_never_comes_from_a_librarys_range(capture: str) -> None:
+    """NCCL's and CUB's own ranges (their NVTX domains) are top-level paths; the verdict
+    weighs and names the user's ranges only."""
+    from analysis.common.names import is_library
+    from analysis.render.page import where_time_went
+
+    doc = analyzed(capture)
+    assert any(is_library(e.domain) and "/" not in e.name for e in doc.ranges)
+    said = where_time_went(doc)[0]
+    named = said.split(" in `", 1)[1].split("`", 1)[0]
+    entry = next(e for e in doc.ranges if e.name == named)
+    assert not is_library(entry.domain)
+    users = [e for e in doc.ranges if "/" not in e.name and not e.warmup
+             and not is_library(e.domain)]
+    total = sum(e.time_ns for e in users)
+    assert f"of {dur(total)}:" in said

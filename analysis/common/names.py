@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
+
+from .settings import LIBRARY_DOMAINS
 
 _OPS = [re.compile(p) for p in (
     r"CUDAFunctor(?:OnSelf)?_(\w+)",              # at::CUDAFunctor_add<float>
@@ -161,3 +164,19 @@ def apart_prefix(path: str) -> str:
         return ""
     ends = [path.find(p) + len(p) for p in APART_TAGS if p in path]
     return path[:min(ends)] if ends else ""
+
+
+_LIBRARY = {d.lower() for d in LIBRARY_DOMAINS}
+
+
+def is_library(domain: object) -> bool:
+    """Whether an NVTX domain name is a library's (settings.LIBRARY_DOMAINS; case does not
+    matter): its ranges are the library's, not the user's."""
+    return isinstance(domain, str) and domain.lower() in _LIBRARY
+
+
+def library_mask(domains: pd.Series | list) -> np.ndarray:
+    """is_library for a column of domain names (each distinct name tested once)."""
+    codes, names = pd.factorize(pd.Series(domains, dtype=object))   # NA: code -1
+    known = np.array([is_library(d) for d in names.tolist()] + [False], dtype=bool)
+    return known[codes]

@@ -8,6 +8,7 @@ exact commands that reproduce it.
 
 from __future__ import annotations
 
+from ..common.names import library_mask
 from ..documents.types import (
     ComputeDoc,
     RangeEntry,
@@ -102,9 +103,10 @@ def where_time_went(doc: SystemsDoc) -> list[str]:
     the most), with the host part that dominated it when the host was the bound."""
     col = {f: entry_column(doc.ranges, f) for f in (
         "name", "warmup", "wall_ns", "gpu_span_ns", "busy_ns", "kernel_time_ns",
-        "other_threads_kernel_time_ns")}
+        "other_threads_kernel_time_ns", "domain")}
+    lib = library_mask(col["domain"])                # a library's range is never the verdict
     roots = [i for i, (name, w) in enumerate(zip(col["name"], col["warmup"], strict=True))
-             if "/" not in name and not w]
+             if "/" not in name and not w and not lib[i]]
     times = {i: RangeEntry.time_of(col["wall_ns"][i], col["gpu_span_ns"][i]) for i in roots}
     total = sum(times.values())
     if not total:

@@ -16,21 +16,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ..common.settings import LIBRARY_DOMAINS
-
-_LIBRARY = {d.lower() for d in LIBRARY_DOMAINS}
-
-
-def is_library(domain: object) -> bool:
-    """Whether an NVTX domain name is a library's (case does not matter)."""
-    return isinstance(domain, str) and domain.lower() in _LIBRARY
-
-
-def library_mask(domains: pd.Series | list) -> np.ndarray:
-    """is_library for a column of domain names (each distinct name tested once)."""
-    codes, names = pd.factorize(pd.Series(domains, dtype=object))   # NA: code -1
-    known = np.array([is_library(d) for d in names.tolist()] + [False], dtype=bool)
-    return known[codes]
+from ..common.names import is_library, library_mask  # noqa: F401  (re-exported)
 
 
 def parents(ranges: pd.DataFrame, user_path) -> dict[int, str]:
