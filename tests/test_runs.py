@@ -188,6 +188,9 @@ def test_the_loops_cost_what_they_cost_as_they_ran() -> None:
         assert abs(by[name].run_per_instance_ns - want) <= 0.01 * want, name
         assert by[name].runs == len(walls)
     assert by["fill/step"].wall_median_ns < 0.1 * by["fill/step"].run_per_instance_ns
+    last = max(by["fill/step"].tail_steps, key=lambda s: s.step_ns)   # a run's last step
+    assert last.backlog_ns > 0.9 * last.step_ns and last.wall_ns < 0.01 * last.step_ns
+    assert all(s.backlog_ns < 0.5 * s.step_ns for s in by["ckpt/step"].tail_steps)
 
 
 def test_a_checkpoint_every_eighth_step_is_the_tail() -> None:

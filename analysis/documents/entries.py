@@ -118,6 +118,9 @@ class TailStep:
     memory_ns: int = declared("in CUDA memory calls (allocation, free)", unit="ns")
     launch_ns: int = declared("in launches", unit="ns")
     os_ns: int = declared("in OS runtime calls outside CUDA calls", unit="ns")
+    backlog_ns: int = declared("of the step, the time after its host range in which GPU "
+                               "work it launched still ran (the last step of a GPU-bound "
+                               "run: the backlog the loop queued)", unit="ns")
     line: str = declared("the user's line most of its thread's Python samples in the step "
                          "fell on (file:line in function, library call); '' without "
                          "samples")

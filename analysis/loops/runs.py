@@ -132,14 +132,15 @@ def run_fields(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarr
             "run_per_instance_ns": round(mean), "step_median_ns": median,
             "step_low_ns": low, "step_high_ns": high, "step_p10_ns": p10,
             "step_p90_ns": p90, "step_mean_ns": mean, "tail_ns": max(round(mean - median), 0),
-            "tail_steps": tail_steps(trace, runs, median, py, cwd)}
+            "tail_steps": tail_steps(trace, runs, median, ends, py, cwd)}
 
 
-def tail_steps(trace: Trace, runs: Runs, median: float, py: PySamples | None = None,
-               cwd: str | None = None) -> list[TailStep]:
+def tail_steps(trace: Trace, runs: Runs, median: float, ends: np.ndarray,
+               py: PySamples | None = None, cwd: str | None = None) -> list[TailStep]:
     """The steps TAIL_FACTOR times the median or longer, the longest first (at most
     TAIL_KEEP), each with what its instance did: host time by kind, kernels, and the
-    user's line its thread's Python samples fell on most during the step (`py`)."""
+    user's line its thread's Python samples fell on most during the step (`py`), and the
+    part of the step after its range that its GPU work still ran (`ends`: gpu_ends)."""
     at = np.flatnonzero(runs.step_ns >= TAIL_FACTOR * median) if median > 0 else []
     at = sorted(at, key=lambda i: -runs.step_ns[i])[:TAIL_KEEP]
     r, host = trace.ranges, trace.host.set_index("range")
@@ -151,12 +152,14 @@ def tail_steps(trace: Trace, runs: Runs, median: float, py: PySamples | None = N
         spent = {p: int(parts[f"host_{p}_ns"]) if parts is not None else 0
                  for p in ("sync", "memory", "launch", "os")}
         start, step = int(r["start_ns"].iat[row]), int(runs.step_ns[i])
+        end = int(r["end_ns"].iat[row])
+        backlog = max(min(int(ends[row]), start + step) - end, 0)
         line = top_line(py, int(r["global_tid"].iat[row]), start, start + step, cwd) \
             if py is not None and len(py) else ""
         out.append(TailStep(
             instance=int(i), start_ns=start, step_ns=step,
-            wall_ns=int(r["end_ns"].iat[row]) - start, kernels=int(kernels.get(row, 0)),
-            **{f"{p}_ns": v for p, v in spent.items()}, line=line))
+            wall_ns=end - start, kernels=int(kernels.get(row, 0)),
+            **{f"{p}_ns": v for p, v in spent.items()}, backlog_ns=backlog, line=line))
     return out
 
 

@@ -113,6 +113,8 @@ def tail_lines(loops: list[RangeEntry]) -> list[str]:
         out.append(f"- {code(short(e.name))}: {len(e.tail_steps)} slow step(s); the longest, "
                    f"instance {t.instance}, took {dur(t.step_ns)} as it ran (host range "
                    f"{dur(t.wall_ns)}" + (f"; {spent}" if spent else "") + ")"
+                   + (f", {dur(t.backlog_ns)} of it the GPU work it queued, after its range"
+                      if t.backlog_ns >= 0.5 * t.step_ns else "")
                    + (f", mostly on {code(short(t.line, 90))}" if t.line else "") + ".")
     return (["Slow steps (3x the median or longer):", "", *out, ""] if out else [])
 
