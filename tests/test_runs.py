@@ -176,12 +176,12 @@ def test_every_loop_costs_its_measured_run_span(capture: str) -> None:
 # --- a capture of our own: each cause beside its fix, the truth from the synchronizes --
 
 def test_the_loops_cost_what_they_cost_as_they_ran() -> None:
-    """runs/ab (tools/runs_ab.py on the H200): every loop's cost per instance as it runs
+    """loops_ab (tools/runs_ab.py on the H200): every loop's cost per instance as it runs
     within 1% of the time measured around it (before its first step to after the
     synchronize that closes it); the host ranges of the fill loop last a twentieth of
     that, its GPU backlog the rest."""
-    truth = json.loads((DATA / "runs" / "ab" / "truth.json").read_text())
-    doc = analyzed("runs/ab/trace")
+    truth = json.loads((DATA / "loops_ab" / "truth.json").read_text())
+    doc = analyzed("loops_ab/trace")
     by = {e.name: e for e in doc.ranges}
     for name, walls in truth["per_instance_ns"].items():
         want = sum(walls) / len(walls)
@@ -196,7 +196,7 @@ def test_the_loops_cost_what_they_cost_as_they_ran() -> None:
 def test_a_checkpoint_every_eighth_step_is_the_tail() -> None:
     """The median step moves little; the slow steps are exactly the checkpointing ones,
     and the tail is what they add: the difference from the twin without them."""
-    doc = analyzed("runs/ab/trace")
+    doc = analyzed("loops_ab/trace")
     by = {e.name: e for e in doc.ranges}
     ckpt, plain = by["ckpt/step"], by["nockpt/step"]
     assert len(ckpt.tail_steps) == ckpt.run_instances // 8
@@ -226,18 +226,18 @@ def test_the_diff_gates_a_loop_on_its_cost_as_it_runs_with_the_interval() -> Non
     apart, `within noise` where they overlap; it leads the page."""
     from analysis.commands.diff import compare, render_diff
 
-    base = analyzed("runs/ab/trace")
+    base = analyzed("loops_ab/trace")
     e = next(x for x in base.ranges if x.name == "nockpt/step")
     run, (med, lo, hi) = e.run_per_instance_ns, (e.step_median_ns, e.step_low_ns,
                                                  e.step_high_ns)
-    apart = _with_loop(analyzed("runs/ab/trace"), "nockpt/step", int(run * 1.2),
+    apart = _with_loop(analyzed("loops_ab/trace"), "nockpt/step", int(run * 1.2),
                        (med * 1.2, hi * 1.01, hi * 1.3))
     diff = compare(base, apart, 5.0)
     row = next(r for r in diff["variants"] if r["variant"] == "nockpt/step")
     assert row["loop"]["verdict"] == "slower" and "nockpt/step" in diff["regressions"]
     page = render_diff(diff, "a", "b")
     assert page.index("Loops as they run") < page.index("Ranges, mean per iteration")
-    close = _with_loop(analyzed("runs/ab/trace"), "nockpt/step", int(run * 1.2),
+    close = _with_loop(analyzed("loops_ab/trace"), "nockpt/step", int(run * 1.2),
                        (med * 1.2, lo, hi * 1.3))
     diff = compare(base, close, 5.0)
     row = next(r for r in diff["variants"] if r["variant"] == "nockpt/step")
