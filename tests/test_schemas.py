@@ -9,7 +9,6 @@ import jsonschema
 import pytest
 
 from analysis.__main__ import main
-from analysis.commands.demo import render_all
 from analysis.documents import schemas
 from analysis.documents.types import to_dict, to_json
 from tests.conftest import DATA
@@ -35,10 +34,10 @@ def _validate(doc_path: Path, name: str) -> None:
                         cls=jsonschema.Draft202012Validator)
 
 
-def test_every_document_the_cli_writes_validates(tmp_path: Path) -> None:
-    pages = render_all(DATA, tmp_path / "demo")
-    assert pages
-    for page in pages:
+def test_every_document_the_cli_writes_validates(tmp_path: Path, demo: list[Path]) -> None:
+    """`make demo`'s documents (the session's `demo` render) and the other commands'."""
+    assert demo
+    for page in demo:
         _validate(page.parent / "systems.json", "systems")
         if (page.parent / "compute.json").exists():
             _validate(page.parent / "compute.json", "compute")
