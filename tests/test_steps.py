@@ -16,13 +16,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from analysis.commands import diff, systems
+from analysis.common.names import is_library, library_mask
 from analysis.documents.types import StepSet
 from analysis.load import nsys_sqlite
 from analysis.loops import period as step_period
 from analysis.loops import stats as step_stats
 from analysis.loops.find import find_steps
 from analysis.render.markdown import ranges_section
-from analysis.trace.library import is_library, library_mask
 from analysis.trace.steps import step_rows
 from tests.conftest import DATA
 from tests.shared_docs import analyzed

@@ -30,12 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from ..common.names import apart_prefix
+from ..common.names import apart_prefix, library_mask
 from ..documents.types import CaptureTotals, Finding, StepSet, SystemsDoc, entry_column, entry_pick
 from ..loops.stats import change_interval, loop_verdict
 from ..render.markdown import esc, num, pct, reflow, short, table, us
 from ..render.text import code
-from ..trace.library import library_mask
 
 METRICS = ("span", "kernel", "busy")
 TOP_ROWS = 25

@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..common.names import is_library
 from ..common.settings import LOOP_MIN_INSTANCES
 from ..load.nsys_sqlite import PID_MASK
 from ..load.nsys_steps import read_steps
 from ..trace.apart import first_calls
-from ..trace.library import is_library
 from .graph import Graph, build
 from .replay import CATEGORIES, CycleError, critical_path, unchanged
 

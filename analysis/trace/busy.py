@@ -39,9 +39,8 @@ def other_thread_kernels(ranges: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFram
     """Kernels of `ops` launched by other threads of the range's process while it was
     open: one row per (range instance, launching thread, kernel name) with any: range,
     global_tid, name, kernel_count, kernel_time_ns, min_ns, max_ns, last_ns (the latest
-end: where the range's run ends, loops/runs.py). Pairs come from one
-    binary search per range and thread (their number: such kernels times the ranges
-    open around each)."""
+    end: where the range's run ends, loops/runs.py). Pairs come from one binary search per
+    range and thread (their number: such kernels times the ranges open around each)."""
     kern = ops[(ops["kind"] == "kernel").to_numpy() & (ops["global_tid"] >= 0).to_numpy()]
     kern = kern.sort_values("api_start_ns", kind="stable")
     tid_all = kern["global_tid"].to_numpy(dtype="int64")

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ..common.names import library_mask
 from ..load.nsys_sqlite import os_pid
-from .library import library_mask
 from .ranges import range_paths
 
 

@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ..common.names import is_library, library_mask  # noqa: F401  (re-exported)
+from ..common.names import library_mask
 
 
 def parents(ranges: pd.DataFrame, user_path) -> dict[int, str]:

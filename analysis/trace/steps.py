@@ -18,10 +18,9 @@ import numpy as np
 import pandas as pd
 
 from ..common.intervals import clipped_union, covered, union
-from ..common.names import APART_TAGS, is_op_path
+from ..common.names import APART_TAGS, is_op_path, library_mask
 from ..common.settings import STEP_MIN_COUNT, STEP_MIN_NS
 from ..load.nsys_sequence import NCCL
-from .library import library_mask
 
 
 def step_rows(ranges: pd.DataFrame, step: str | None) -> np.ndarray:

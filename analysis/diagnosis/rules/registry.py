@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...common.names import op_paths, steady_path, user_path
+from ...common.names import library_mask, op_paths, steady_path, user_path
 from ...common.settings import FINDING_MIN_PCT, OFF_PATH_PCT
 from ...documents.types import (
     SEVERITY_ORDER,
@@ -29,7 +29,6 @@ from ...documents.types import (
     entry_pick,
 )
 from ...loops.changes import CHANGES as CHANGE_SAID
-from ...trace.library import library_mask
 from ...trace.ranges import leaf_paths
 from ...trace.types import Trace
 from .lines import locate
