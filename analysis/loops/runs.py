@@ -75,8 +75,8 @@ def key_context(trace: Trace) -> dict[str, np.ndarray]:
             .to_numpy()}
 
 
-def _breaks(trace: Trace, key: int, tid: int, ctx: dict[str, np.ndarray]) -> np.ndarray:
-    """The sorted starts, on thread `tid`, of the instances that end a run of `key`: its
+def _breaks(trace: Trace, key: int, ctx: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
+    """The starts of the instances that end a run of `key`, sorted, by thread: its
     set-apart siblings' (the same steady path) and those of an enclosing range that
     repeats less often (one loop of several in a program; not the step a phase is one
     of, which repeats as often)."""
@@ -87,8 +87,10 @@ def _breaks(trace: Trace, key: int, tid: int, ctx: dict[str, np.ndarray]) -> np.
         (ctx["count"] < ctx["count"][me][0])
     cut = kind[((ctx["steady"] == ctx["steady"][me][0]) | enclosing) & ~me]
     r = trace.ranges
-    at = np.isin(r["key"].to_numpy(), cut) & (r["global_tid"].to_numpy(dtype="int64") == tid)
-    return np.sort(r["start_ns"].to_numpy(dtype="int64")[at])
+    at = np.isin(r["key"].to_numpy(), cut)
+    tid, start = r["global_tid"].to_numpy(dtype="int64")[at], r["start_ns"].to_numpy(
+        dtype="int64")[at]
+    return {int(t): np.sort(start[tid == t]) for t in np.unique(tid)}
 
 
 def key_runs(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray]
@@ -102,9 +104,11 @@ def key_runs(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray
     order = np.lexsort((start, tid))
     rows, start, tid = rows[order], start[order], tid[order]
     new = np.r_[True, tid[1:] != tid[:-1]]
+    breaks = _breaks(trace, key, ctx)
     for t in np.unique(tid):
-        at = np.flatnonzero(tid == t)
-        cut = _breaks(trace, key, int(t), ctx)
+        if int(t) not in breaks:
+            continue
+        at, cut = np.flatnonzero(tid == t), breaks[int(t)]
         between = np.searchsorted(cut, start[at][1:], side="right") > \
             np.searchsorted(cut, start[at][:-1], side="right")
         new[at[1:]] |= between
@@ -143,6 +147,8 @@ def tail_steps(trace: Trace, runs: Runs, median: float, ends: np.ndarray,
     part of the step after its range that its GPU work still ran (`ends`: gpu_ends)."""
     at = np.flatnonzero(runs.step_ns >= TAIL_FACTOR * median) if median > 0 else []
     at = sorted(at, key=lambda i: -runs.step_ns[i])[:TAIL_KEEP]
+    if not at:
+        return []
     r, host = trace.ranges, trace.host.set_index("range")
     kernels = trace.instance_kernels.set_index("range")["kernel_count"]
     out = []

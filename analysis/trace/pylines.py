@@ -184,15 +184,12 @@ def top_line(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = None) 
     at = (s["global_tid"].to_numpy(dtype="int64") == tid) & (t >= lo) & (t < hi)
     stacks, counts = np.unique(s["stack"].to_numpy()[at], return_counts=True)
     said: dict[str, int] = {}
-    for stack, n in zip(stacks.tolist(), counts.tolist(), strict=True):
-        frames = py.stacks[stack]
-        user = user_frame(frames)
-        if user is None:
-            continue
-        file, function, line = frames[user]
-        _, call = site(frames, source_line(file, line, cwd))
-        name = f"{shown(file, cwd)}:{line} in {function}" + (f", {call}" if call else "")
-        said[name] = said.get(name, 0) + n
+    for (number, (file, line, function, call, _)), n in zip(
+            _sites([py.stacks[i] for i in stacks.tolist()], cwd), counts.tolist(),
+            strict=True):
+        if number >= 0:
+            name = f"{file}:{line} in {function}" + (f", {call}" if call else "")
+            said[name] = said.get(name, 0) + n
     return max(said, key=lambda k: (said[k], k)) if said else ""
 
 
