@@ -20,20 +20,24 @@ _MEMO: dict[str, Path] = {}
 
 def _built(name: str) -> Path:
     """Where the pickled document of an export lies (its trace's beside it, suffix
-    .trace), built once per run (see the module doc)."""
+    .trace), built once per run (`shared`)."""
     if name not in _MEMO:
-        from analysis.commands import systems
-        from analysis.load import nsys_sqlite
-
-        f = ROOT["path"] / (name.replace("/", "__") + ".pickle")
-        with FileLock(str(f) + ".lock"):
-            if not f.exists():
-                measured = systems.measure(nsys_sqlite.load(DATA / f"{name}.sqlite"))
-                doc = systems.judge(measured)
-                f.write_bytes(pickle.dumps(doc))
-                f.with_suffix(".trace").write_bytes(pickle.dumps(measured.trace))
-            _MEMO[name] = f
+        _MEMO[name] = shared("analyzed-" + name.replace("/", "__"),
+                             lambda folder: _analyze(name, folder))
     return _MEMO[name]
+
+
+def _analyze(name: str, folder: Path) -> Path:
+    """The export's document and trace pickled into `folder`; the document's path."""
+    from analysis.commands import systems
+    from analysis.load import nsys_sqlite
+
+    measured = systems.measure(nsys_sqlite.load(DATA / f"{name}.sqlite"))
+    doc = systems.judge(measured)
+    f = folder / "doc.pickle"
+    f.write_bytes(pickle.dumps(doc))
+    f.with_suffix(".trace").write_bytes(pickle.dumps(measured.trace))
+    return f
 
 
 def analyzed(name: str):
