@@ -7,6 +7,7 @@ makes it and hands it to the workers); the others read it.
 
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
 
@@ -27,12 +28,23 @@ def _built(name: str) -> Path:
     return _MEMO[name]
 
 
+SOURCES = DATA / "tools" / "twins"
+"""Where the sampled twins' programs lie: their captures ran them from there (files are
+recorded as ./name.py), so their documents are built there to show the code text."""
+
+
 def _analyze(name: str, folder: Path) -> Path:
     """The export's document and trace pickled into `folder`; the document's path."""
     from analysis.commands import systems
     from analysis.load import nsys_sqlite
 
-    measured = systems.measure(nsys_sqlite.load(DATA / f"{name}.sqlite"))
+    here = Path.cwd()
+    try:
+        if name.startswith("twins/") and name.split("/")[1].endswith("_sampled"):
+            os.chdir(SOURCES)
+        measured = systems.measure(nsys_sqlite.load(DATA / f"{name}.sqlite"))
+    finally:
+        os.chdir(here)
     doc = systems.judge(measured)
     f = folder / "doc.pickle"
     f.write_bytes(pickle.dumps(doc))

@@ -10,7 +10,7 @@ import pytest
 from analysis.commands import calibration
 from analysis.commands import calibration as twin_calibration
 from tests.conftest import DATA
-from tests.shared_docs import shared
+from tests.shared_docs import analyzed, shared
 
 FIRST = {"input_starved": ("input_starved", "train_step/load"),
          "pageable_copy": ("pageable_copy", "step"),
@@ -23,8 +23,8 @@ FIRST = {"input_starved": ("input_starved", "train_step/load"),
 
 @pytest.fixture(scope="session")
 def rows() -> dict[str, calibration.Row]:
-    return shared("battery-rows", lambda _: {r.program: r
-                                             for r in calibration.run(DATA / "battery")})
+    return shared("battery-rows", lambda _: {r.program: r for r in calibration.run(
+        DATA / "battery", lambda path: analyzed(str(path.relative_to(DATA).with_suffix(""))))})
 
 
 @pytest.mark.parametrize("program", list(calibration.PROGRAMS))
@@ -50,7 +50,14 @@ TWIN_RATIOS = {"item_autograd": 0.82, "sync_timing": 0.97, "mask_sync": 1.00,
 @pytest.fixture(scope="session")
 def twins() -> dict[str, twin_calibration.TwinRow]:
     return shared("twin-rows", lambda _: {r.program: r for r in
-                                          twin_calibration.run_twins(DATA / "twins")})
+                                          twin_calibration.run_twins(DATA / "twins", _twin)})
+
+
+def _twin(folder: Path):
+    """A twin's document: the one other tests share, unless it has TORCH_LOGS to read."""
+    if (folder / "torch_logs.txt").exists():
+        return twin_calibration.twin_document(folder)
+    return analyzed(str((folder / "trace").relative_to(DATA)))
 
 
 @pytest.mark.parametrize("program", list(twin_calibration.TWINS))

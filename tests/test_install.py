@@ -25,13 +25,15 @@ def _run(argv: list, **kw) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtual environment: a stand-in package owning `kernels`, the core
-    dependencies, then this toolkit's wheel."""
+    dependencies, then this toolkit's wheel (installed by this interpreter's pip, without
+    byte-compiling: 11 s instead of 39 s on the 2-core machine)."""
     tmp = tmp_path_factory.mktemp("install")
     env = tmp / "venv"
-    assert _run([sys.executable, "-m", "venv", env]).returncode == 0
+    assert _run([sys.executable, "-m", "venv", "--without-pip", env]).returncode == 0
     py = env / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", py]   # no pip inside: 9 s saved
     core = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    deps = _run([py, "-m", "pip", "install", "-q", *core])
+    deps = _run([*pip, "install", "-q", "--no-compile", *core])
     if deps.returncode != 0:
         pytest.skip(f"no package index reachable for the core dependencies: {deps.stderr[-300:]}")
     site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
@@ -42,7 +44,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
                   "--no-build-isolation", "-w", tmp / "dist", ROOT])
     assert wheel.returncode == 0, wheel.stderr[-2000:]
     (whl,) = (tmp / "dist").glob("nsight_workflows-*.whl")
-    inst = _run([py, "-m", "pip", "install", "-q", "--no-deps", whl])
+    inst = _run([*pip, "install", "-q", "--no-compile", "--no-deps", whl])
     assert inst.returncode == 0, inst.stderr[-2000:]
     return env
 

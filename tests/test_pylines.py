@@ -5,7 +5,6 @@ and its remedy; the page lists them per loop."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sqlite3
@@ -13,35 +12,24 @@ from pathlib import Path
 
 import pytest
 
-from analysis.commands import calibration, scrub
+from analysis.commands import scrub
 from analysis.diagnosis.rules.lines import LINE_RULES, SYNC_CALLS, pick, remedy_for
 from analysis.documents.types import PyLine
 from analysis.load.nsys_pysamples import DOMAIN, load_py_samples
 from analysis.render.timeline_md import host_lines_section, loop_entries
 from analysis.trace import pylines
 from tests.conftest import DATA
-from tests.shared_docs import shared
+from tests.shared_docs import analyzed
 
 TWINS = DATA / "twins"
 SAMPLED = sorted(p.name for p in TWINS.iterdir() if p.name.endswith("_sampled"))
-SOURCES = DATA / "tools" / "twins"
 
 
 @pytest.fixture(scope="session")
 def docs() -> dict:
     """The sampled captures' documents, analysed where the programs' sources are (the
     captures ran them from that folder: their files are recorded as ./name.py)."""
-    def build(_) -> dict:
-        here = Path.cwd()
-        out = {}
-        try:
-            os.chdir(SOURCES)
-            for name in SAMPLED:
-                out[name] = calibration.document(TWINS / name / "trace.sqlite")
-        finally:
-            os.chdir(here)
-        return out
-    return shared("sampled-docs", build)
+    return {name: analyzed(f"twins/{name}/trace") for name in SAMPLED}
 
 
 def _rows_per_thread(path: Path) -> dict[int, int]:
@@ -71,10 +59,10 @@ def test_an_export_without_payloads_says_how_to_get_them() -> None:
     path = DATA / "battery" / "dynamic_shapes_sampled" / "trace.sqlite"
     py = load_py_samples(path)
     assert len(py) == 0 and py.undecoded == sum(_rows_per_thread(path).values()) > 0
-    doc = calibration.document(path)
+    doc = analyzed("battery/dynamic_shapes_sampled/trace")
     assert any("--include-json=true" in n for n in doc.notes)
     assert len(load_py_samples(TWINS / "item_sync" / "trace.sqlite")) == 0
-    doc = calibration.document(DATA / "battery" / "dynamic_shapes_planted" / "trace.sqlite")
+    doc = analyzed("battery/dynamic_shapes_planted/trace")
     assert "make systems SAMPLE=cpu" in doc.findings[0].message
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,11 +122,12 @@ def calibrate(program: str, planted: SystemsDoc, fixed: SystemsDoc) -> Row:
                before - after, before, after)
 
 
-def run(data: Path) -> list[Row]:
-    """Every program of the battery under `data`."""
+def run(data: Path, doc: Callable[[Path], SystemsDoc] = document) -> list[Row]:
+    """Every program of the battery under `data`; `doc(export path)` builds a document
+    (the tests pass one that reuses the documents other tests build)."""
     unpack_xz(data)
-    return [calibrate(p, document(data / f"{p}_planted" / "trace.sqlite"),
-                      document(data / f"{p}_fixed" / "trace.sqlite")) for p in PROGRAMS]
+    return [calibrate(p, doc(data / f"{p}_planted" / "trace.sqlite"),
+                      doc(data / f"{p}_fixed" / "trace.sqlite")) for p in PROGRAMS]
 
 
 def render(rows: list[Row], data: Path, twins: list[TwinRow] | None = None,
@@ -273,9 +275,10 @@ def twin_calibrate(program: str, doc: SystemsDoc) -> TwinRow:
                    t["planted"] - t["fixed"], abs(t["planted"] - t["control"]), t["planted"])
 
 
-def run_twins(data: Path) -> list[TwinRow]:
+def run_twins(data: Path, doc: Callable[[Path], SystemsDoc] = twin_document) -> list[TwinRow]:
+    """Every twin under `data`; `doc(twin folder)` builds its document (see `run`)."""
     unpack_xz(data)
-    return [twin_calibrate(p, twin_document(data / p)) for p in TWINS if (data / p).is_dir()]
+    return [twin_calibrate(p, doc(data / p)) for p in TWINS if (data / p).is_dir()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..common.frames import aggregate
 from ..load.nsys_sqlite import PID_MASK
 from .ranges import expand
 
@@ -70,10 +71,10 @@ def other_thread_kernels(ranges: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFram
                           "name": kern["name"].astype(str).to_numpy()[call],
                           "duration_ns": kern["duration_ns"].to_numpy(dtype="int64")[call],
                           "end_ns": kern["end_ns"].to_numpy(dtype="int64")[call]})
-    return pairs.groupby(["range", "global_tid", "name"], sort=True).agg(
-        kernel_count=("duration_ns", "size"), kernel_time_ns=("duration_ns", "sum"),
-        min_ns=("duration_ns", "min"), max_ns=("duration_ns", "max"),
-        last_ns=("end_ns", "max")).reset_index()
+    return aggregate(pairs.groupby(["range", "global_tid", "name"], sort=True),
+                     kernel_count=("duration_ns", "size"), kernel_time_ns=("duration_ns", "sum"),
+                     min_ns=("duration_ns", "min"), max_ns=("duration_ns", "max"),
+                     last_ns=("end_ns", "max")).reset_index()
 
 
 THREAD_ROLES = (("pt_autograd", "PyTorch's autograd engine thread (backward)"),
@@ -92,9 +93,9 @@ def thread_role(name: str | None) -> str | None:
 def _thread_kernels(other: pd.DataFrame) -> pd.DataFrame:
     """Per (key, thread): the kernels it launched inside the key's instances, by name,
     most time first (ties by name): key, tid, then KernelStat's fields."""
-    g = other.groupby(["key", "global_tid", "name"], as_index=False).agg(
-        count=("kernel_count", "sum"), total_ns=("kernel_time_ns", "sum"),
-        min_ns=("min_ns", "min"), max_ns=("max_ns", "max"))
+    g = aggregate(other.groupby(["key", "global_tid", "name"]),
+                  count=("kernel_count", "sum"), total_ns=("kernel_time_ns", "sum"),
+                  min_ns=("min_ns", "min"), max_ns=("max_ns", "max")).reset_index()
     g = g.sort_values(["key", "global_tid", "total_ns", "name"],
                       ascending=[True, True, False, True], kind="stable")
     return pd.DataFrame({"key": g["key"].to_numpy(dtype="int64"),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..common.frames import aggregate
 from ..documents.types import CopyStat
 from ..load.nsys_host import HOST_PARTS, PART
 from .ranges import attribute as attribute_calls
@@ -145,9 +146,10 @@ def copy_names(ops: pd.DataFrame) -> pd.DataFrame:
                           "memory": own["demangled_name"].astype(str).to_numpy(),
                           "bytes": own["bytes"].to_numpy(dtype="int64"),
                           "duration_ns": own["duration_ns"].to_numpy(dtype="int64")})
-    return frame.groupby(["name", "memory"], as_index=False).agg(
-        count=("bytes", "size"), bytes=("bytes", "sum"), total_ns=("duration_ns", "sum"),
-        min_ns=("duration_ns", "min"), max_ns=("duration_ns", "max"))
+    return aggregate(frame.groupby(["name", "memory"]),
+                     count=("bytes", "size"), bytes=("bytes", "sum"),
+                     total_ns=("duration_ns", "sum"), min_ns=("duration_ns", "min"),
+                     max_ns=("duration_ns", "max")).reset_index()
 
 
 def per_key(trace: Trace) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..common.frames import aggregate
 from ..load.nsys_sqlite import PID_MASK
 from .partial import FIRST_COLUMNS, FIRST_OPS_CAP, GAP_COLUMNS, Partial, gap_summary
 
@@ -34,9 +35,9 @@ def kernels(parts: list[Partial]) -> pd.DataFrame:
     k = _cat(parts, "kernels")
     k["name"] = k["name"].astype(str)
     k = k.sort_values(FIRST_COLUMNS, kind="stable")
-    agg = k.groupby(["key", "name"], sort=False).agg(
-        count=("count", "sum"), total_ns=("total_ns", "sum"), min_ns=("min_ns", "min"),
-        max_ns=("max_ns", "max")).reset_index()
+    agg = aggregate(k.groupby(["key", "name"], sort=False),
+                    count=("count", "sum"), total_ns=("total_ns", "sum"),
+                    min_ns=("min_ns", "min"), max_ns=("max_ns", "max")).reset_index()
     agg["avg_ns"] = agg["total_ns"] / agg["count"]
     for c in ("key", "count", "total_ns", "min_ns", "max_ns"):
         agg[c] = agg[c].astype("int64")
@@ -114,11 +115,16 @@ def busy(parts: list[Partial], ranges: pd.DataFrame) -> pd.DataFrame:
 
 def summed(parts: list[Partial], attr: str, by: list[str], how: dict[str, str]
            ) -> pd.DataFrame:
-    """Concatenate one aggregate of every window and combine it per `by`."""
+    """Concatenate one aggregate of every window and combine it per `by` (a window's
+    aggregate holds each `by` once: one window's only needs the order of the groups)."""
     frame = _cat(parts, attr).drop(columns="window")
     if frame.empty:
         return frame
-    return frame.groupby(by, sort=True).agg(how).reset_index()
+    if len(parts) == 1:
+        return (frame.dropna(subset=by)[by + list(how)].sort_values(by, kind="stable")
+                .reset_index(drop=True))
+    return aggregate(frame.groupby(by, sort=True),
+                     **{c: (c, f) for c, f in how.items()}).reset_index()
 
 
 def pair_order(parts: list[Partial]) -> pd.DataFrame:

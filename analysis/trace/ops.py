@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..common.frames import aggregate
 from ..common.names import OP_ID, WRAPPER
 from ..documents.types import OpRow
 from .ranges import plain_names
@@ -95,13 +96,13 @@ def op_table(trace: Trace) -> list[OpRow]:
     ops = _per_instance(trace, ops)
     forward_of = _forward_of_seq(trace, ops)
     ops["forward_op"] = ops["seq"].map(forward_of).where(ops["node"], None)
-    rows = ops.groupby(["op", "backward"], sort=False).agg(
-        calls=("range", "size"), kernel_count=("kernel_count", "sum"),
-        kernel_time_ns=("kernel_time_ns", "sum"))
+    rows = aggregate(ops.groupby(["op", "backward"], sort=False), calls=("range", "size"),
+                     kernel_count=("kernel_count", "sum"),
+                     kernel_time_ns=("kernel_time_ns", "sum"))
     rows["forward_op"] = _most_common_forward(ops).reindex(rows.index)
-    bwd = ops[ops["node"] & ops["forward_op"].notna()].groupby("forward_op").agg(
-        backward_kernel_count=("kernel_count", "sum"),
-        backward_kernel_time_ns=("kernel_time_ns", "sum"))
+    bwd = aggregate(ops[ops["node"] & ops["forward_op"].notna()].groupby("forward_op"),
+                    backward_kernel_count=("kernel_count", "sum"),
+                    backward_kernel_time_ns=("kernel_time_ns", "sum"))
     bwd.index = pd.MultiIndex.from_arrays([bwd.index, np.zeros(len(bwd), dtype=bool)],
                                           names=["op", "backward"])
     rows = rows.join(bwd).fillna({"backward_kernel_count": 0, "backward_kernel_time_ns": 0})

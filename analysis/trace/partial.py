@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..common.frames import aggregate
 from ..common.intervals import clipped_union, covered
 from ..load.nsys_sqlite import CALL_COLUMNS, PID_MASK, os_pid
 from . import host
@@ -120,7 +121,8 @@ def kernel_rows(kp: pd.DataFrame) -> pd.DataFrame:
     (pairs come in (thread, range, launch) order: the merge keeps that appearance order)."""
     k = kp.drop_duplicates(["key", "call"])
     g = k.groupby(["key", "name"], sort=False, observed=True)
-    out = g["duration_ns"].agg(count="count", total_ns="sum", min_ns="min", max_ns="max")
+    out = aggregate(g, count=("duration_ns", "count"), total_ns=("duration_ns", "sum"),
+                    min_ns=("duration_ns", "min"), max_ns=("duration_ns", "max"))
     first = g[FIRST_COLUMNS].first()
     return out.join(first).reset_index()
 
@@ -176,9 +178,8 @@ def gap_summary(gaps: pd.DataFrame, min_gap_ns: int) -> pd.DataFrame:
     if g.empty:
         return pd.DataFrame(columns=GAP_COLUMNS)
     g = g.assign(host_wait_ns=g["idle"].where(g["host_wait"], 0))
-    out = g.groupby("key").agg(gaps=("idle", "size"), gap_ns=("idle", "sum"),
-                               largest_gap_ns=("idle", "max"),
-                               host_wait_ns=("host_wait_ns", "sum"))
+    out = aggregate(g.groupby("key"), gaps=("idle", "size"), gap_ns=("idle", "sum"),
+                    largest_gap_ns=("idle", "max"), host_wait_ns=("host_wait_ns", "sum"))
     return out.reset_index()
 
 
@@ -217,8 +218,9 @@ def devices(ops: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
 def names(ops: pd.DataFrame) -> pd.DataFrame:
     """Per kernel name (owned kernels): count, total, min, max ns."""
     kern = ops[(ops["kind"].to_numpy() == "kernel") & ~ops["halo"].to_numpy()]
-    agg = kern.groupby("name", observed=True)["duration_ns"].agg(
-        n="count", total_ns="sum", min_ns="min", max_ns="max")
+    agg = aggregate(kern.groupby("name", observed=True), n=("duration_ns", "count"),
+                    total_ns=("duration_ns", "sum"), min_ns=("duration_ns", "min"),
+                    max_ns=("duration_ns", "max"))
     return agg.reset_index().assign(name=lambda f: f["name"].astype(str))
 
 
@@ -230,9 +232,9 @@ def sequences(kp: pd.DataFrame, aten: np.ndarray) -> tuple[pd.DataFrame, ...]:
     seq = kp.drop_duplicates(["pathid", "call"]).sort_values(
         ["pathid", "start_ns", "table", "rowid"], kind="stable")
     seq = seq.assign(aten=aten[seq.index.to_numpy()])
-    by_name = seq.groupby(["pathid", "name"], sort=False, observed=True).agg(
-        count=("duration_ns", "size"), total_ns=("duration_ns", "sum"),
-        aten=("aten", "any")).reset_index()
+    by_name = aggregate(seq.groupby(["pathid", "name"], sort=False, observed=True),
+                        count=("duration_ns", "size"), total_ns=("duration_ns", "sum"),
+                        aten=("aten", "any")).reset_index()
     by_name["name"] = by_name["name"].astype(object)
     durations = seq.groupby(["pathid", "duration_ns"]).size().rename("n").reset_index()
     names = np.asarray(seq["name"].cat.categories.astype(str), dtype=object)
@@ -255,8 +257,8 @@ def op_counts(ctx: ChunkContext, kp: pd.DataFrame) -> pd.DataFrame:
     kern = kp[["range", "call", "duration_ns"]].merge(ctx.op_ranges[["range", "op"]],
                                                       on="range")
     kern = kern.drop_duplicates(["op", "call"])
-    return kern.groupby("range").agg(kernel_count=("call", "size"),
-                                     kernel_time_ns=("duration_ns", "sum")).reset_index()
+    return aggregate(kern.groupby("range"), kernel_count=("call", "size"),
+                     kernel_time_ns=("duration_ns", "sum")).reset_index()
 
 
 def first_ops(ctx: ChunkContext, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:

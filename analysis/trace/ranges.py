@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..common.frames import aggregate
+
 if TYPE_CHECKING:
     from .types import Trace
 
@@ -127,15 +129,14 @@ def summarize(trace: Trace) -> pd.DataFrame:
     r = trace.ranges
     wall = pd.DataFrame({"key": r["key"].to_numpy(),
                          "wall": (r["end_ns"] - r["start_ns"]).to_numpy(dtype="int64")})
-    per_key = wall.groupby("key", sort=False)["wall"].agg(
-        wall_instances="count", wall_ns="sum", wall_median_ns="median")
+    per_key = aggregate(wall.groupby("key", sort=False), wall_instances=("wall", "count"),
+                        wall_ns=("wall", "sum"), wall_median_ns=("wall", "median"))
     keys = r["key"].to_numpy()
     spans = trace.instances.assign(key=keys[trace.instances["range"].to_numpy(dtype="int64")])
-    gpu = spans.groupby("key", sort=False).agg(
-        instances=("range", "nunique"), gpu_span_ns=("gpu_span_ns", "sum"),
-        gpu_idle_ns=("gpu_idle_ns", "sum"))
-    counts = trace.kernels.groupby("key").agg(kernel_count=("count", "sum"),
-                                        kernel_time_ns=("total_ns", "sum"))
+    gpu = aggregate(spans.groupby("key", sort=False), instances=("range", "nunique"),
+                    gpu_span_ns=("gpu_span_ns", "sum"), gpu_idle_ns=("gpu_idle_ns", "sum"))
+    counts = aggregate(trace.kernels.groupby("key"), kernel_count=("count", "sum"),
+                       kernel_time_ns=("total_ns", "sum"))
     per_key = per_key.join(gpu).join(counts).fillna(0)
     out = per_key.join(trace.keys).sort_values("first_ns", kind="stable").reset_index()
     for col in ("instances", "kernel_count", "kernel_time_ns", "gpu_span_ns", "gpu_idle_ns",
