@@ -115,8 +115,9 @@ def _op_ends(db) -> pd.DataFrame:
 
 def _truth(trace, ops: pd.DataFrame, key: int) -> tuple[int, float]:
     """(runs, their spans over their instances), by a loop over the instances: a run
-    breaks at an instance of the same steady path or of an enclosing path with fewer
-    instances."""
+    breaks at an instance of the same steady path, of an enclosing path with fewer
+    instances, or, for a path holding one with more instances, of another such path with
+    the same parent."""
     r = trace.ranges
     path = trace.keys.at[key, "path"]
     paths = r["path"].tolist()
@@ -125,10 +126,23 @@ def _truth(trace, ops: pd.DataFrame, key: int) -> tuple[int, float]:
     api, end, pid = (ops[c].to_numpy(dtype="int64") for c in ("api", "end", "pid"))
     count = r["path"].value_counts()
     above = {"/".join(path.split("/")[:i]) for i in range(1, path.count("/") + 1)}
+    same = trace.keys["pid"] == trace.keys.at[key, "pid"] if "pid" in trace.keys else \
+        np.ones(len(trace.keys), dtype=bool)
+    mine = [steady_path(p) for p in trace.keys["path"][same]]
+
+    def block(p: str) -> bool:                 # holds a path repeated more often
+        return any(q.startswith(p + "/") and count.get(q, 0) > count.get(p, 0)
+                   for q in mine)
+
+    peers = {p for p in set(map(steady_path, paths)) if block(p)
+             and p.rpartition("/")[0] == steady_path(path).rpartition("/")[0]} \
+        if block(steady_path(path)) else set()
     cuts: dict[int, list[int]] = {}
     for j in range(len(r)):
         enclosing = paths[j] in above and count[paths[j]] < count[path]
-        if paths[j] != path and (enclosing or steady_path(paths[j]) == steady_path(path)):
+        peer = steady_path(paths[j]) in peers and steady_path(paths[j]) != steady_path(path)
+        if paths[j] != path and (enclosing or peer
+                                 or steady_path(paths[j]) == steady_path(path)):
             cuts.setdefault(int(r["global_tid"].iat[j]), []).append(int(r["start_ns"].iat[j]))
     cuts = {t: np.sort(v) for t, v in cuts.items()}
     spans, n_runs, run_start, run_end, prev = 0, 0, None, 0, None

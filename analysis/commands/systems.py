@@ -205,7 +205,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     cols = {c: table.column(c) for c in ("name", "wall_instances", "warmup", "domain",
                                          "wall_ns")}
     models = model_loops(steps, per_range["key"].to_numpy(), cols, is_op_path)
-    add_by_row(table, model_columns(models, table.column("wall_ns")), "timeline")
+    add_by_row(table, model_columns(models), "run_model")
     add_by_row(table, run_columns(trace, per_range["key"].to_numpy(),
                                   loop_rows(cols, is_op_path), py, cwd), "runs")
     add_by_row(table, library_columns(trace, per_range["key"].to_numpy()), "library")

@@ -1,13 +1,13 @@
 """Each finding's saving from the step model: its rule names the change (loops/changes.py), the
 pricer replays the loop that holds the finding's range with that change, and the
-difference, over every modeled step, is the saving.
+difference, over every modeled step weighted by the share of the loop's run time it stands
+for (loops/model.py), is the saving.
 
 The loop replayed is the outermost repeated range around the finding's range that has
 modeled steps (one past loops.MODEL_CALLS has none; the finding's own range where no loop
 encloses it), so a fix inside a step is priced at the step's wall:
 removing host work the GPU overlaps saves nothing, removing a wait the next steps
-depend on saves what they gain. Modeled steps stand for all of the range's steady
-instances (scaled by their count).
+depend on saves what they gain.
 """
 
 from __future__ import annotations
@@ -47,9 +47,8 @@ class Pricer:
         change = self.change_of(f, pid)
         memo = (key, change)
         if memo not in self.cache:
-            graphs = self.models.graphs(key)
-            done = [saving(g, change) for g in graphs]
-            self.cache[memo] = float(np.mean(done)) * self.models.steady_count(key)
+            done = [saving(g, change) for g in self.models.graphs(key)]
+            self.cache[memo] = float(np.dot(done, self.models.weights(key)))
         return self.cache[memo]
 
     def syncs(self, path: str, pid: int | None = None) -> Counter:
@@ -77,17 +76,21 @@ class Pricer:
         return None
 
     def change_of(self, f: Finding, pid: int | None) -> Change:
-        """The finding's change with the parameters its evidence gives."""
+        """The finding's change with the parameters its evidence gives, scoped to the
+        finding's range (loops/changes.py)."""
         ev: dict[str, Any] = f.evidence if isinstance(f.evidence, dict) else {}
+        scope = self.models.windows(f.range, pid)
         if f.change == "host_ahead":
-            return Change("host_ahead", windows=self.models.windows(f.range, pid))
+            return Change("host_ahead", windows=scope, scope=scope)
         if f.change == "pinned_async":
-            return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0))
+            return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0),
+                          scope=scope)
         if f.change == "faster_kernels":
             fp32, tf32 = ev.get("fp32_peak_flops"), ev.get("tf32_peak_flops")
             factor = fp32 / tf32 if fp32 and tf32 else float(ev.get("speed_factor", 0.5))
-            return Change("faster_kernels", kernels=((ev.get("pattern", FP32_GEMM), factor),))
-        return Change(f.change)
+            return Change("faster_kernels", kernels=((ev.get("pattern", FP32_GEMM), factor),),
+                          scope=scope)
+        return Change(f.change, scope=scope)
 
 
 def pid_of(global_tid: int) -> int:

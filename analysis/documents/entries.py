@@ -20,7 +20,7 @@ Sources:
     lines     Python samples and the user's lines they fell on (pylines.py_lines)
     warmup    why the range is warm-up (range_table.warmup_labels)
     kernels, copies, threads   the range's kernels, copies and other launching threads
-    timeline  the step model of a loop range (analysis/loops/): one frame by row
+    run_model the model of a loop range as it runs (analysis/loops/): one frame by row
     runs      a loop range as it runs (loops/runs.py): one frame by row
 """
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SOURCES = ("table", "summary", "per_key", "devices", "samples", "lines", "warmup",
-           "kernels", "copies", "threads", "timeline", "runs", "library")
+           "kernels", "copies", "threads", "run_model", "runs", "library")
 
 
 def declared(doc: str, source: str | None = None, unit: str | None = None,
@@ -226,16 +226,17 @@ class RangeEntry:
                                          "first", "kernels", factory=list)
     row: int = declared("its position in ranges.parquet (range_row of the long tables)",
                         "table", default=0)
-    # a loop range's step model (analysis/timeline/): the modeled steady instances
-    modeled_instances: int = _n("steady instances the step model replayed (every one, or "
-                                "16 around the median wall time)", "timeline")
-    replayed_wall_ns: int = _ns("the wall time the model gives back replayed unchanged "
-                                "(its modeled instances' replayed over measured, times "
-                                "wall_ns)", "timeline")
+    # a loop range's model as it runs (loops/model.py)
+    modeled_instances: int = _n("steady instances the model replayed as they run (every "
+                                "one, or 16 around the median step and the tail steps)",
+                                "run_model")
+    replayed_run_ns: int = _ns("the run time the model gives back replayed unchanged (the "
+                               "modeled steps, each weighted by the share of the runs' "
+                               "time it stands for)", "run_model")
     critical_path_ns: dict[str, int] = declared(
-        "the wall time by what held the critical path (gpu, copies, launch, cpu, sync, "
-        "memory, module, other_cuda, os, other_thread), the modeled instances' paths "
-        "scaled to wall_ns", "timeline", unit="ns", factory=dict)
+        "the run time by what held the critical path (gpu, copies, launch, cpu, sync, "
+        "memory, module, other_cuda, os, other_thread), the modeled steps' paths weighted "
+        "as replayed_run_ns", "run_model", unit="ns", factory=dict)
 
     # a loop range as it runs (loops/runs.py)
     runs: int = _n("its runs: maximal sequences of consecutive steady instances on one "

@@ -143,7 +143,7 @@ def write_rows(path: Path, items: list[Any]) -> int:
     return _write(path, data)
 
 
-LATER_SOURCES = ("runs",)
+LATER_SOURCES = ("runs", "run_model")
 """Sources of fields added after report folders were first written: a folder without
 their columns or tables (written before them) reads them as their defaults."""
 

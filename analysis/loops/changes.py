@@ -27,7 +27,12 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    it on its stream, not the call that launched it (the most any host-side
                    fix of idle gaps can give)
 
-Windows (host_ahead) and kernel speeds (faster_kernels) come as arguments.
+Windows (host_ahead) and kernel speeds (faster_kernels) come as arguments. A change
+priced for a finding is scoped to its range (`scope`: the range's instances on the clock):
+a step as it runs holds the host work between its instances and the other ranges of the
+iteration, and a remedy of the finding's range leaves those as they are. Only the edges
+into nodes of the scope change: calls (any thread) and OS calls that start in one of its
+windows, and the GPU operations those calls launched.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .graph import CALL, LAUNCH, OP, OWN, PROGRAM, RELEASE, STEP, Graph
+from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, RELEASE, STEP, Graph
 from .replay import offsets, replay, unchanged
 
 Windows = list[tuple[int, int]]
@@ -52,6 +57,7 @@ class Change:
     windows: tuple[tuple[int, int], ...] = ()        # host_ahead: [start, end) on the clock
     kernels: tuple[tuple[str, float], ...] = ()      # faster_kernels: (name regex, factor)
     pinned_bps: float = 0.0                           # pinned_async: the pinned copy rate
+    scope: tuple[tuple[int, int], ...] = ()          # the finding's range; () the whole step
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -131,8 +137,33 @@ MODULES = r"ModuleLoad|LibraryLoad"
 
 
 def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    """`change` applied to the offsets and the kept edges (in place)."""
-    APPLY[change.name](g, change, off, keep)
+    """`change` applied to the offsets and the kept edges (in place), on the edges into
+    its scope's nodes only where it has one."""
+    if not change.scope:
+        APPLY[change.name](g, change, off, keep)
+        return
+    changed, kept = off.copy(), keep.copy()
+    APPLY[change.name](g, change, changed, kept)
+    sel = _scoped_edges(g, change.scope)
+    off[sel], keep[sel] = changed[sel], kept[sel]
+
+
+def _scoped_edges(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """The edges into nodes of the scope (see the module doc); a STEP edge by its
+    source."""
+    inside = np.zeros(g.n, dtype=bool)
+    host = np.isin(g.kind, (CALL, OS))
+    for lo, hi in scope:
+        if hi >= g.lo and lo <= g.hi:
+            inside |= host & (g.start >= lo) & (g.start <= hi)
+    if len(g.ops):
+        ops0 = len(g.calls)
+        launcher = np.array([g.corr_of.get(int(c), -1) for c in g.ops["corr"].tolist()],
+                            dtype=np.int64)
+        inside[ops0:ops0 + len(g.ops)] = (launcher >= 0) & inside[np.maximum(launcher, 0)]
+    src, dst, kind = _edges(g)
+    node = np.where(kind == STEP, src // 2, dst // 2)
+    return inside[node]
 
 
 def _no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:

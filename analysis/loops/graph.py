@@ -15,7 +15,10 @@ point happens no earlier than another point plus an offset:
               synchronize, a blocking copy or set, a free) ends -> the call ends
     THREAD    another thread's last call before a wait ends -> the wait (pthread_cond_wait,
               futex, poll ...) ends: the main thread waiting for the autograd thread
-    STEP      the range thread's last node -> the step's end
+    STEP      the range thread's last node -> the step's end (its start, where it still
+              runs then: the wait at a run's end); for a run's last step (it
+              ends when its GPU backlog does) also the last GPU operation its calls
+              launched that ends by then
 
 Each edge keeps its measured gap. Replayed unchanged (replay.py), the binding edge of each
 point (the one whose source came last) carries its measured gap and every other edge the
@@ -206,12 +209,15 @@ def nodes(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
                  corr_of)
 
 
-def build(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
-    """The step's graph: its nodes and every edge of the module doc."""
+def build(rows: StepRows, tid: int, lo: int, hi: int, gpu_end: bool = False) -> Graph:
+    """The step's graph: its nodes and every edge of the module doc (`gpu_end`: the step
+    is its run's last, ending with its GPU work)."""
     g = nodes(rows, tid, lo, hi)
     ops0 = len(g.calls)
     _own(g)
     _program(g)
+    if gpu_end:
+        _backlog(g)
     _launch(g, ops0)
     _stream(g, ops0)
     _release(g, ops0)
@@ -233,8 +239,18 @@ def _program(g: Graph) -> None:
     same = g.thread[order[1:]] == g.thread[order[:-1]]
     g.add_many(2 * order[:-1][same] + 1, 2 * order[1:][same], PROGRAM)
     mine = order[g.thread[order] == g.tid]
-    if len(mine):
-        g.add(2 * int(mine[-1]) + 1, g.end_point - 1, STEP)
+    if len(mine):                       # a call still running at a run's end: its start
+        last = int(mine[-1])
+        g.add(2 * last + int(g.end[last] <= g.hi), g.end_point - 1, STEP)
+
+
+def _backlog(g: Graph) -> None:
+    """The step's end after the last operation its calls launched that ends by then (the
+    run's end waits for its GPU backlog)."""
+    own = g.own_ops()
+    own = own[g.end[own] <= g.hi]
+    if len(own):
+        g.add(2 * int(own[np.argmax(g.end[own])]) + 1, g.end_point - 1, STEP)
 
 
 def _launch(g: Graph, ops0: int) -> None:

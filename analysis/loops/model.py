@@ -1,21 +1,26 @@
-"""Which steps are modeled, and what each loop's model says.
+"""Which steps are modeled, and what each loop's model says: the loop as it runs.
 
 A loop range is a user range (not an emit_nvtx op range, not a library's domain, not
-warm-up) repeated at least LOOP_MIN_INSTANCES times in its process; its steady instances
-are those not set apart and not first calls (apart.first_calls). All of them are
-modeled, or, where a range has more, the SAMPLE_INSTANCES around its median wall time
-(said in `modeled_instances`), within MODEL_CALLS; a loop nested in another (a step's
+warm-up) repeated at least LOOP_MIN_INSTANCES times in its process. Each instance is
+modeled as it runs (loops/runs.py): from its start to the next instance's start in its
+run, or, for a run's last, to the run's end (its GPU backlog included), so that step *i*'s
+backlog meets step *i+1* where the host waits for it and the host's time between
+instances is part of the step. Its steady instances are those not set apart and not first
+calls (apart.first_calls). All of them are modeled, or the SAMPLE_INSTANCES whose steps
+lie nearest the median step, plus the tail steps (runs.TAIL_FACTOR times the median or
+more, the TAIL_KEEP longest), within MODEL_CALLS; a loop nested in another (a step's
 forward in the step) is sampled inside the enclosing loop's sampled instances, so the
 levels model the same steps.
-Each instance is one window of the export (load/nsys_steps.py; a window inside another is
+Each step is one window of the export (load/nsys_steps.py; a window inside another is
 cut from its rows) built into a graph (graph.py), kept for the what-ifs that price the
 findings (pricing.py); each loop's graphs are replayed unchanged and walked back
 (replay.py).
 
-Per loop: `critical_path_ns` (category -> ns: the modeled instances' paths, scaled by the
-loop's wall time over theirs, so that it sums to the loop's wall time as closely as the
-replay reproduces it), `replayed_wall_ns` (the loop's wall time times replayed over
-measured) and `modeled_instances`.
+Weights (`StepModels.weights`): a modeled tail step stands for itself; the other modeled
+steps stand for the rest of the runs' time, in proportion to their length. So the loop's
+`critical_path_ns` (category -> ns: the weighted paths) sums to its run time (the runs'
+spans) as closely as the replay reproduces it, a periodic slow step keeps its own causes,
+and `replayed_run_ns` is the weighted replayed steps.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from ..load.nsys_steps import read_steps
 from ..trace.apart import first_calls
 from .graph import Graph, build
 from .replay import CATEGORIES, CycleError, critical_path, unchanged
+from .runs import TAIL_FACTOR, TAIL_KEEP, Runs, gpu_ends, key_context, key_runs
 
 SAMPLE_INSTANCES = 16
-"""Steady instances modeled per range at most (those around its median wall time)."""
+"""Steady instances modeled per loop besides its tail steps (those nearest its median
+step as it runs)."""
 MODEL_CALLS = 50_000
 """CUDA calls (rows of the export in the steps' windows) a loop's modeled steps hold at
 most: steps are taken closest to the median first while they fit, so a loop of loops (an
@@ -55,7 +62,10 @@ class StepModels:
     def __init__(self, trace, db: Path) -> None:
         self.trace, self.db = trace, Path(db)
         self.built: dict[int, list[Graph]] = {}
+        self.tails: dict[int, list[bool]] = {}      # per built graph: a tail step
         self.skipped: dict[int, int] = {}
+        self._runs: dict[int, Runs] = {}
+        self._run_ctx: tuple | None = None
         self._first: set[int] | None = None
         self._paths: pd.Index | None = None
 
@@ -91,18 +101,56 @@ class StepModels:
     def steady_count(self, key: int) -> int:
         return len(self.steady(key))
 
+    def runs(self, key: int) -> Runs:
+        """The key's runs and its steps as they run (loops/runs.py), made once."""
+        if key not in self._runs:
+            if self._run_ctx is None:
+                self._run_ctx = (gpu_ends(self.trace), key_context(self.trace))
+            self._runs[key] = key_runs(self.trace, key, *self._run_ctx)
+        return self._runs[key]
+
+    def steps_of(self, key: int) -> tuple[dict[int, int], dict[int, bool], float]:
+        """Per range row of the key: its step as it runs, whether it is its run's last;
+        and the median step."""
+        runs = self.runs(key)
+        rows = runs.rows.tolist()
+        last = np.r_[runs.run[1:] != runs.run[:-1], True].tolist()
+        return (dict(zip(rows, runs.step_ns.tolist(), strict=True)),
+                dict(zip(rows, last, strict=True)),
+                float(np.median(runs.step_ns)) if len(rows) else 0.0)
+
     def sample(self, key: int, within: np.ndarray | None = None) -> np.ndarray:
-        """The steady instances modeled, closest to the median wall time first: all, or
-        the SAMPLE_INSTANCES around the median; those inside `within` (rows of an
-        enclosing loop's sample) where any are."""
+        """The steady instances modeled: those whose steps lie nearest the median step
+        (SAMPLE_INSTANCES), then the tail steps not among them (the TAIL_KEEP longest);
+        those inside `within` (rows of an enclosing loop's sample) where any are."""
         at = self.steady(key)
         if within is not None and len(within):
             inside = self._inside(at, within)
             at = inside if len(inside) else at
-        r = self.trace.ranges
-        wall = r["end_ns"].to_numpy()[at] - r["start_ns"].to_numpy()[at]
-        order = np.argsort(np.abs(wall - np.median(wall)) if len(at) else wall, kind="stable")
-        return at[order[:SAMPLE_INSTANCES]]
+        step, _, median = self.steps_of(key)
+        ns = np.array([step.get(i, 0) for i in at.tolist()], dtype=np.float64)
+        order = np.argsort(np.abs(ns - median), kind="stable")
+        core = at[order[:SAMPLE_INSTANCES]]
+        tail = at[np.argsort(-ns, kind="stable")]
+        tail = tail[np.array([step.get(i, 0) >= TAIL_FACTOR * median > 0
+                              for i in tail.tolist()], dtype=bool)][:TAIL_KEEP]
+        return np.r_[core, tail[~np.isin(tail, core)]].astype(np.int64)
+
+    def weights(self, key: int) -> np.ndarray:
+        """Per built graph of the key, how much of the runs' time it stands for (see the
+        module doc): its replayed step times this is the loop's replayed run time."""
+        gs, tail = self.graphs(key), np.array(self.tails.get(key, []), dtype=bool)
+        if not gs:
+            return np.zeros(0)
+        ns = np.array([g.hi - g.lo for g in gs], dtype=np.float64)
+        total = float(self.runs(key).spans.sum())
+        w = np.ones(len(gs))
+        rest = ~tail
+        if rest.any() and ns[rest].sum() > 0:
+            w[rest] = max(total - ns[tail].sum(), 0.0) / ns[rest].sum()
+        elif ns.sum() > 0:
+            w[:] = total / ns.sum()
+        return w
 
     def _inside(self, rows: np.ndarray, outer: np.ndarray) -> np.ndarray:
         """The rows that lie inside one of the `outer` rows (same thread)."""
@@ -135,28 +183,32 @@ class StepModels:
             return
         r = self.trace.ranges
         tid = r["global_tid"].to_numpy(dtype="int64")
-        lo, hi = r["start_ns"].to_numpy(dtype="int64"), r["end_ns"].to_numpy(dtype="int64")
+        lo = r["start_ns"].to_numpy(dtype="int64")
         picked = self.samples(keys)
         windows = [(k, int(i)) for k in keys for i in picked[k]]
+        steps = {k: self.steps_of(k) for k in keys}
+        hi = [int(lo[i]) + int(steps[k][0][i]) for k, i in windows]
         inst = self.trace.instances
         last = dict(zip(inst["range"].tolist(), inst["last_ns"].tolist(), strict=True)) \
             if "last_ns" in inst else {}
-        read = read_steps(self.db, [(int(tid[i] & PID_MASK), int(lo[i]), int(hi[i]))
-                                    for _, i in windows],
-                          [max(int(hi[i]), int(last.get(i, 0))) for _, i in windows],
+        read = read_steps(self.db, [(int(tid[i] & PID_MASK), int(lo[i]), h)
+                                    for (_, i), h in zip(windows, hi, strict=True)],
+                          [max(h, int(last.get(i, 0))) for (_, i), h in zip(windows, hi,
+                                                                             strict=True)],
                           [k for k, _ in windows], MODEL_CALLS)
         for k in keys:
-            self.built[k], self.skipped[k] = [], 0
-        for (k, i), step in zip(windows, read, strict=False):
+            self.built[k], self.tails[k], self.skipped[k] = [], [], 0
+        for (k, i), h, step in zip(windows, hi, read, strict=False):
             if step is None:            # past the loop's budget of calls
                 continue
             try:
-                g = build(step, int(tid[i]), int(lo[i]), int(hi[i]))
+                g = build(step, int(tid[i]), int(lo[i]), h, gpu_end=steps[k][1][i])
                 unchanged(g)
             except CycleError:
                 self.skipped[k] += 1
                 continue
             self.built[k].append(g)
+            self.tails[k].append(bool(h - lo[i] >= TAIL_FACTOR * steps[k][2] > 0))
 
     def graphs(self, key: int) -> list[Graph]:
         self.prefetch([key])
@@ -172,23 +224,23 @@ class StepModels:
 
 @dataclass
 class LoopModel:
-    """One loop's model: per modeled instance its measured and replayed wall time and its
-    critical path."""
+    """One loop's model: per modeled step its measured and replayed time as it runs, its
+    critical path, and the share of the runs' time it stands for (StepModels.weights)."""
 
     row: int
-    walls: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
     replayed: list[int] = field(default_factory=list)
     paths: list[Counter[str]] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
 
-    def scaled(self, wall_ns: int) -> tuple[dict[str, int], int]:
-        """(critical_path_ns, replayed_wall_ns) for a loop of `wall_ns` in all."""
-        measured = sum(self.walls)
-        if not measured:
-            return {}, 0
-        k = wall_ns / measured
-        path = sum(self.paths, Counter())
-        return ({c: round(path[c] * k) for c in CATEGORIES if path.get(c)},
-                round(sum(self.replayed) * k))
+    def scaled(self) -> tuple[dict[str, int], int]:
+        """(critical_path_ns, replayed_run_ns): the weighted paths and replayed steps."""
+        path: Counter[str] = Counter()
+        for p, w in zip(self.paths, self.weights, strict=True):
+            for c, ns in p.items():
+                path[c] += ns * w
+        return ({c: round(path[c]) for c in CATEGORIES if path.get(c)},
+                round(float(np.dot(self.replayed, self.weights))))
 
 
 def loop_rows(table_cols: dict[str, list], is_op: object) -> list[int]:
@@ -214,28 +266,30 @@ def model_loops(models: StepModels, keys: np.ndarray, table_cols: dict[str, list
     out = []
     for row in rows:
         m = LoopModel(row)
-        for g in models.graphs(int(keys[row])):
-            m.walls.append(g.hi - g.lo)
+        key = int(keys[row])
+        for g, w in zip(models.graphs(key), models.weights(key).tolist(), strict=True):
+            m.steps.append(g.hi - g.lo)
             m.replayed.append(g.replayed.wall(g))
             if "path" not in g.cache:
                 g.cache["path"] = critical_path(g, g.replayed)
             m.paths.append(g.cache["path"])
-        if m.walls:
+            m.weights.append(w)
+        if m.steps:
             out.append(m)
     return out
 
 
-def model_columns(models: list[LoopModel], wall_ns: list[int]) -> pd.DataFrame:
-    """The loops' fields by table row: critical_path_ns, replayed_wall_ns,
+def model_columns(models: list[LoopModel]) -> pd.DataFrame:
+    """The loops' fields by table row: critical_path_ns, replayed_run_ns,
     modeled_instances."""
     rows, paths, replayed, n = [], [], [], []
     for m in models:
-        path, again = m.scaled(wall_ns[m.row])
+        path, again = m.scaled()
         rows.append(m.row)
         paths.append(path)
         replayed.append(again)
-        n.append(len(m.walls))
+        n.append(len(m.steps))
     return pd.DataFrame({"critical_path_ns": pd.Series(paths, index=rows, dtype=object),
-                         "replayed_wall_ns": np.array(replayed, dtype="int64"),
+                         "replayed_run_ns": np.array(replayed, dtype="int64"),
                          "modeled_instances": np.array(n, dtype="int64")},
                         index=pd.Index(rows, dtype="int64"))

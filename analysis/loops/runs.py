@@ -2,10 +2,12 @@
 start-to-start intervals and their tail.
 
 A *run* of a loop range (one key) is a maximal sequence of its instances on one thread
-with no instance set apart from it (warm-up: another key of the same steady path) or of an
+with no instance set apart from it (warm-up: another key of the same steady path), of an
 enclosing range that repeats less often (a loop of a program that runs several, each
-twice) starting between two of them: the phases of an iteration (`fwd`, `bwd`, or a
-`step` inside a `train_step` repeated as often) run as long as the iteration does. A run ends at the
+twice), or, for a block of steps (a range holding a loop of its own), of another block
+beside it (an A/B program's `planted` and `fixed` arms taking turns, `train` and `eval`)
+starting between two of them: the phases of an iteration (`fwd`, `bwd`, or a `step`
+inside a `train_step` repeated as often) run as long as the iteration does. A run ends at the
 later of its last instance's end and the end of the last GPU operation its instances
 launched, on their own thread (`Trace.instances.last_ns`) or on another thread of the
 process while they were open (`Trace.other.last_ns`): the GPU backlog of the last step is
@@ -64,28 +66,49 @@ def gpu_ends(trace: Trace) -> np.ndarray:
 
 
 def key_context(trace: Trace) -> dict[str, np.ndarray]:
-    """Per key (Trace.keys' order): key, path, steady path (warm-up tags taken off) and
-    instance count, made once for every loop."""
+    """Per key (Trace.keys' order): key, path, steady path (warm-up tags taken off),
+    instance count, parent path and whether it is a block of steps, made once for every
+    loop."""
     kind, paths = trace.keys.index.to_numpy(dtype="int64"), trace.keys["path"]
     tagged = paths.str.contains(" [", regex=False).to_numpy(dtype=bool)
     steady = paths.to_numpy(dtype=object).copy()     # a tag is " [...]": few paths hold one
     steady[tagged] = [steady_path(p) for p in steady[tagged]]
-    return {"key": kind, "path": paths.to_numpy(dtype=object), "steady": steady,
-            "count": trace.ranges["key"].value_counts().reindex(kind, fill_value=0)
-            .to_numpy()}
+    count = trace.ranges["key"].value_counts().reindex(kind, fill_value=0).to_numpy()
+    path = paths.to_numpy(dtype=object)
+    parent = np.array([p.rpartition("/")[0] for p in steady.tolist()], dtype=object)
+    return {"key": kind, "path": path, "steady": steady, "count": count, "parent": parent,
+            "block": _blocks(steady, count, trace.keys["pid"].to_numpy()
+                             if "pid" in trace.keys else np.zeros(len(kind), dtype=np.int64))}
+
+
+def _blocks(steady: np.ndarray, count: np.ndarray, pid: np.ndarray) -> np.ndarray:
+    """Per key: whether it holds a loop of its own (a range under it, same process,
+    repeats more often than it)."""
+    most: dict[tuple, int] = {}
+    for p, c, d in zip(steady.tolist(), count.tolist(), pid.tolist(), strict=True):
+        parts = p.split("/")
+        for i in range(1, len(parts)):
+            at = (d, "/".join(parts[:i]))
+            most[at] = max(most.get(at, 0), c)
+    return np.array([most.get((d, p), 0) > c for p, c, d in
+                     zip(steady.tolist(), count.tolist(), pid.tolist(), strict=True)],
+                    dtype=bool)
 
 
 def _breaks(trace: Trace, key: int, ctx: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
     """The starts of the instances that end a run of `key`, sorted, by thread: its
-    set-apart siblings' (the same steady path) and those of an enclosing range that
-    repeats less often (one loop of several in a program; not the step a phase is one
-    of, which repeats as often)."""
+    set-apart siblings' (the same steady path), those of an enclosing range that repeats
+    less often (one loop of several in a program; not the step a phase is one of, which
+    repeats as often), and, for a block of steps (a range holding a loop of its own: an
+    epoch, one arm of an A/B program), those of the other blocks beside it (same parent:
+    `train` then `eval`, `planted` then `fixed`)."""
     kind, paths, me = ctx["key"], ctx["path"], ctx["key"] == key
     parts = str(paths[me][0]).split("/")
     above = {"/".join(parts[:i]) for i in range(1, len(parts))}
     enclosing = np.array([p in above for p in paths], dtype=bool) & \
         (ctx["count"] < ctx["count"][me][0])
-    cut = kind[((ctx["steady"] == ctx["steady"][me][0]) | enclosing) & ~me]
+    peers = ctx["block"] & ctx["block"][me][0] & (ctx["parent"] == ctx["parent"][me][0])
+    cut = kind[((ctx["steady"] == ctx["steady"][me][0]) | enclosing | peers) & ~me]
     r = trace.ranges
     at = np.isin(r["key"].to_numpy(), cut)
     tid, start = r["global_tid"].to_numpy(dtype="int64")[at], r["start_ns"].to_numpy(
