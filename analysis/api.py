@@ -28,6 +28,7 @@ from .documents.range_table import RangeTable
 from .documents.tables import read_range_table
 from .documents.types import ComputeDoc, Finding, SystemsDoc
 from .load import ncu_csv, nsys_sqlite, torch_logs
+from .loops.detected import with_detected_steps
 from .trace import build as model
 from .trace import runners
 
@@ -47,7 +48,7 @@ def open_trace(path: str | Path, meta: dict[str, Any] | None = None,
     """An Nsight Systems SQLite export, attributed window by window (analysis/trace/runners.py)
     on `jobs` processes (default: every core); `meta` names the ranges whose first
     iteration is kept, TORCH_LOGS `events` the range instances that compiled."""
-    export = nsys_sqlite.load(path, ops=False)
+    export = with_detected_steps(nsys_sqlite.load(path, ops=False))
     return runners.attribute_file(Path(path), export, systems.watch_paths(meta), jobs=jobs,
                                 events=events)
 

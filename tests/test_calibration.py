@@ -39,11 +39,12 @@ def test_predicted_saving_is_what_the_fix_realized(rows, program: str) -> None:
     assert r.realized_ns > 0 and calibration.RATIO[0] <= r.ratio <= calibration.RATIO[1], r
 
 
-TWIN_RATIOS = {"item_autograd": 0.81, "sync_timing": 0.97, "mask_sync": 0.99,
-               "empty_cache": 0.98, "cpu_readback": 0.93, "foreach_adam": 1.11,
+TWIN_RATIOS = {"item_autograd": 0.81, "sync_timing": 1.00, "mask_sync": 1.01,
+               "empty_cache": 0.99, "cpu_readback": 0.93, "foreach_adam": 1.11,
                "graph_break_item": 0.94, "kernel_gpu_bound": 0.99, "kernel_host_bound": 0.00,
-               "input_starved": 0.90, "pageable_copy": 1.00, "item_sync": 0.88,
-               "launch_bound": 1.03, "dynamic_shapes": 1.00, "fp32_gemm": 0.99}
+               "input_starved": 0.92, "pageable_copy": 1.00, "item_sync": 0.88,
+               "launch_bound": 1.04, "dynamic_shapes": 1.00, "fp32_gemm": 0.99,
+               "copy_engine": 1.05, "gil_thread_sampled": 0.95}
 """Predicted / realized per twin program, as the committed page says (pinned)."""
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 from pathlib import Path
@@ -328,3 +329,34 @@ def test_a_commands_dtype_comes_from_its_gemm_kernels() -> None:
     doc = compute.build(ncu_csv.load(NCU / "fp32_gemm_raw.csv"), None)
     assert doc.ceilings.flops_per_s == 66.9e12 and "float32" in doc.ceilings.flops_source
     assert not [n for n in doc.notes if "no peak FLOP/s" in n]
+
+
+@pytest.mark.parametrize(("command", "pids", "alone"), [
+    (["python3", "train.py"], {1}, True), (["./train.py", "--steps", "3"], {1}, True),
+    (["python", "-m", "mypkg.train"], {1}, True), (["python3", "train.py"], {1, 2}, False),
+    (["python", "-m", "torch.distributed.run", "--nproc-per-node=1", "t.py"], {1}, False),
+    (["torchrun", "t.py"], {1}, False), (["bash", "run.sh"], {1}, False), ([], {1}, False)])
+def test_ncu_follows_the_launched_process_alone_for_a_python_program(
+        command: list[str], pids: set[int], alone: bool) -> None:
+    """A Python program whose own process launched every kernel: ncu follows it alone, so
+    its DataLoader workers run as they do without ncu; a launcher's children need all."""
+    from analysis.commands.picks import Run, own_process
+
+    assert own_process(command, pids) is alone
+    argv = Run(32, ["k"], own_process=alone).argv()
+    assert (argv[-2:] == ["--target-processes", "application-only"]) is alone
+
+
+def test_a_run_of_the_process_alone_that_profiled_nothing_runs_over_every_process(
+        fake_tools, tmp_path: Path, capsys) -> None:
+    fake_tools.handler = lambda argv: (0, "==WARNING== No kernels were profiled.\n"
+                                       if "application-only" in argv else "==PROF== ok\n")
+    args = argparse.Namespace(clock_control="none", launch_count=None)
+    picked = ["--kernel-id", "::regex:^(k)$:3", "--launch-count", "1", "--kill", "yes",
+              "--target-processes", "application-only"]
+    out = ncu._profile("/opt/ncu", tmp_path / "profile", None, ["python3", "t.py"], args,
+                       picked, None)
+    assert out == "==PROF== ok\n" and len(fake_tools.calls) == 2
+    assert "--target-processes" not in fake_tools.calls[1]
+    assert fake_tools.calls[1][fake_tools.calls[1].index("--kill") + 1] == "yes"
+    assert "again over every process" in capsys.readouterr().err

@@ -10,6 +10,8 @@ import pytest
 from analysis.load import nsys_sqlite
 from analysis.load.nsys_host import HOST_PARTS, api_part
 from analysis.load.nsys_steps import StepRows
+from analysis.loops.changes import Change, saving
+from analysis.loops.gil import interpreter_samples, mark_gil
 from analysis.loops.graph import EDGES, build
 from analysis.loops.replay import CATEGORIES, critical_path, offsets, replay
 from analysis.loops.runs import TAIL_KEEP
@@ -21,12 +23,15 @@ MAIN, AUTOGRAD = 1 << 24 | 1, 1 << 24 | 2
 
 def _step(calls: list[tuple], ops: list[tuple] = (), osrt: list[tuple] = (),
           syncs: list[tuple] = ()) -> StepRows:
-    """A step from (tid, start, end, corr, name) calls, (kind, start, end, corr, stream)
-    operations, (tid, start, end, name) OS calls, (corr, stream) sync records."""
+    """A step from (tid, start, end, corr, name) calls, (kind, start, end, corr, stream[,
+    copy_kind]) operations, (tid, start, end, name) OS calls, (corr, stream) sync
+    records."""
     c = pd.DataFrame(calls, columns=["tid", "start_ns", "end_ns", "corr", "name"])
     c["part"] = [api_part(n) for n in c["name"]]
-    o = pd.DataFrame(list(ops), columns=["kind", "start_ns", "end_ns", "corr", "stream"])
+    o = pd.DataFrame([op[:5] for op in ops],
+                     columns=["kind", "start_ns", "end_ns", "corr", "stream"])
     o.insert(4, "device", 0)
+    o["copy_kind"] = [op[5] if len(op) > 5 else 0 for op in ops]
     s = pd.DataFrame([(corr, st, -1, 3, 0, 0) for corr, st in syncs],
                      columns=["corr", "stream", "event", "type", "start_ns", "end_ns"])
     os_ = pd.DataFrame(list(osrt), columns=["tid", "start_ns", "end_ns", "name"])
@@ -42,8 +47,10 @@ def _path(rows: StepRows, hi: int, lo: int = 0) -> dict[str, int]:
     r = replay(g)
     assert r.wall(g) == hi - lo                       # unchanged, the measured step
     path = critical_path(g, r)
-    assert sum(path.values()) == hi - lo
-    return {k: v for k, v in path.items() if v}
+    assert sum(path[c] for c in CATEGORIES) == hi - lo
+    assert sum(v for k, v in path.items() if k.startswith("thread:")) == \
+        path["other_thread"]
+    return {k: v for k, v in path.items() if v and k in CATEGORIES}
 
 
 def test_a_sync_mid_step_puts_the_gpu_work_it_waited_for_on_the_path() -> None:
@@ -86,18 +93,18 @@ def test_the_main_thread_waits_for_the_backward_thread() -> None:
                   (MAIN, 80, 84, 4, "cudaMemcpyAsync_v3020"),
                   (MAIN, 89, 97, 5, "cudaStreamSynchronize_v3020")],
                  [(0, 6, 8, 1, 7), (0, 27, 29, 2, 7), (0, 67, 69, 3, 7),
-                  (1, 86, 95, 4, 7)],
+                  (1, 86, 95, 4, 7, 2)],
                  osrt=[(MAIN, 10, 75, "pthread_cond_wait"),
                        (AUTOGRAD, -50, 18, "pthread_cond_wait")], syncs=[(5, 7)])
-    assert _path(rows, 100) == {"cpu": 3 + 5, "sync": 2, "copies": 9, "launch": 6 + 4,
+    assert _path(rows, 100) == {"cpu": 3 + 5, "sync": 2, "copy_d2h": 9, "launch": 6 + 4,
                                 "other_thread": 10 + 5 + 35 + 5 + 2 + 14}
 
 
 def test_a_blocking_copy_ends_after_its_copy() -> None:
     rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
                   (MAIN, 5, 130, 2, "cudaMemcpy_v3020")],
-                 [(0, 8, 100, 1, 7), (1, 101, 128, 2, 7)])
-    assert _path(rows, 140) == {"launch": 8, "gpu": 92 + 1, "copies": 27, "sync": 2,
+                 [(0, 8, 100, 1, 7), (1, 101, 128, 2, 7, 1)])
+    assert _path(rows, 140) == {"launch": 8, "gpu": 92 + 1, "copy_h2d": 27, "sync": 2,
                                 "cpu": 10}
 
 
@@ -227,3 +234,26 @@ def test_the_critical_path_plot_draws_each_loops_shares() -> None:
                 if el.find(f"{ns}title").text.startswith(f"{e.name}: ")]
         assert len(mine) == len(shares(e))
         assert sum(mine) == pytest.approx(BAR_W * sum(s for _, s in shares(e)) / 100, abs=1)
+
+
+def test_a_wait_while_another_thread_runs_the_interpreter_is_the_gil() -> None:
+    """The range's thread waits in pthread_cond_timedwait while another Python thread of
+    its process has CPU samples in the interpreter: a GIL wait, held by that thread, that
+    no_gil removes; the same wait with no such sample within SAMPLE_SLACK_NS stays an OS
+    call."""
+    rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
+                  (MAIN, 60, 64, 2, "cudaLaunchKernel_v7000")],
+                 [(0, 6, 8, 1, 7), (0, 66, 70, 2, 7)],
+                 osrt=[(MAIN, 10, 55, "pthread_cond_timedwait")])
+    spinner = 1 << 24 | 9
+    samples = pd.DataFrame({"global_tid": [spinner, spinner, MAIN, spinner],
+                            "time_ns": [20, 30, 40, 10_000_000],
+                            "module": ["python3.12", "libpython3.12.so.1.0", "python3.12",
+                                       "python3.12"], "symbol": ""})
+    for running, held in ((samples, "gil"), (samples.iloc[2:], "os")):
+        g = build(rows, MAIN, 0, 80)
+        mark_gil(g, interpreter_samples(running))
+        path = critical_path(g, replay(g))
+        assert path[held] == 45 and sum(path[c] for c in CATEGORIES) == 80
+        assert path.get(f"gil:{spinner}", 0) == (45 if held == "gil" else 0)
+        assert saving(g, Change("no_gil")) == (45 if held == "gil" else 0)

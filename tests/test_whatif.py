@@ -53,7 +53,30 @@ def _saved(rows: StepRows, end: int, change: Change) -> float:
 def test_every_change_is_said() -> None:
     assert set(CHANGES) == {"no_sync", "no_break", "no_memory", "host_ahead", "one_graph",
                             "pinned_async", "readback_on_device", "no_building",
-                            "faster_kernels", "gpu_fed"}
+                            "faster_kernels", "prefetch", "no_gil", "input_ahead",
+                            "gpu_fed"}
+
+
+def _copy_step() -> StepRows:
+    """A kernel (10-60), a 30 µs host-to-device copy behind it on the same stream that the
+    host waits for (a blocking `.to('cuda')`), then the kernel that uses it (97-150)."""
+    return _step([(0, 5, 1, LAUNCH), (6, 8, 2, ASYNC), (9, 92, 3, SYNC), (93, 95, 4, LAUNCH)],
+                 [_kernel(10, 60, 1), (MEMCPY, 60, 90, 2, 64 << 20, 1, 0, ""),
+                  _kernel(97, 150, 4)], syncs=[3])
+
+
+def test_prefetch_takes_the_copy_off_the_compute_stream() -> None:
+    """The copy made a step ahead on a side stream: no wait, its 30 µs off the stream:
+    the second kernel follows the first (its stream gap kept)."""
+    assert 29 <= _saved(_copy_step(), 150, Change("prefetch")) <= 37
+
+
+def test_a_change_scoped_to_a_range_leaves_the_rest_of_the_step() -> None:
+    """A finding's change acts inside its range's windows only: the same prefetch scoped
+    to a window before the copy's call saves nothing, one around it the whole saving."""
+    whole = _saved(_copy_step(), 150, Change("prefetch"))
+    assert _saved(_copy_step(), 150, Change("prefetch", scope=((0, 5 * U),))) == 0
+    assert _saved(_copy_step(), 150, Change("prefetch", scope=((6 * U, 95 * U),))) == whole
 
 
 @pytest.mark.parametrize("name", [SYNC, "cudaEventSynchronize_v3020"])

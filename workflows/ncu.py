@@ -211,16 +211,30 @@ def capture(args: argparse.Namespace) -> Path:
 def _profile(ncu: Path | str, output_base: Path, flt: str | None, command: list[str],
              args: argparse.Namespace, picked: list[str] | None,
              env: dict[str, str] | None) -> str:
-    """One ncu run (of the plan's runs, or the only one), checked; its output."""
+    """One ncu run (of the plan's runs, or the only one), checked; its output. A run that
+    followed the launched process alone (`--target-processes application-only`, the plan's
+    choice for a Python program) and profiled nothing runs again over every process."""
     argv = profile_argv(ncu, output_base, flt, command, args.clock_control,
                         args.launch_count, picked)
     try:
-        output = run_tool(argv, "ncu profile", env=env, stream=True)
+        try:
+            output = run_tool(argv, "ncu profile", env=env, stream=True)
+        except ToolError as exc:
+            check_output(str(exc), flt or "", output_base.parent / "meta.json")
+            raise
+        check_output(output, flt or "", output_base.parent / "meta.json")
     except ToolError as exc:
-        check_output(str(exc), flt or "", output_base.parent / "meta.json")
-        raise
-    check_output(output, flt or "", output_base.parent / "meta.json")
+        if "profiled no kernel" not in str(exc) or not picked or ONLY_APP[0] not in picked:
+            raise
+        at = picked.index(ONLY_APP[0])
+        print("workflows: ncu profiled nothing in the launched process alone; again over "
+              "every process", file=sys.stderr)
+        return _profile(ncu, output_base, flt, command, args,
+                        picked[:at] + picked[at + 2:], env)
     return output
+
+
+ONLY_APP = ("--target-processes", "application-only")
 
 
 def merged_csv(texts: list[str]) -> str:

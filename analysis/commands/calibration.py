@@ -20,9 +20,9 @@ the noise.
 
 Per program: the finding of the planted cause's rule on `planted` or a range inside it,
 its predicted saving per step (its saving over the trace, per planted step), the realized
-saving per step (the planted step's time less the fixed one's, an instance's time its
-wall time or the span of the GPU work it launched where that ran longer), the noise per
-step, and predicted / realized.
+saving per step (the planted step's time as it runs less the fixed one's: each step
+range's runs, from a run's first start to the end of the last GPU work its steps queued,
+over its instances: loops/runs.py), the noise per step, and predicted / realized.
 """
 
 from __future__ import annotations
@@ -157,9 +157,10 @@ def _twins_lines(rows: list[TwinRow], data: Path) -> list[str]:
             "by up to 2x in Python-bound host speed). The planted cause must be named by a "
             "finding on the planted loop; its saving comes from the step model (the loop's "
             "steps replayed with the cause removed). Predicted: that saving per planted "
-            "step. Realized: the planted step's time less the fixed step's, in the same "
-            "capture (an instance's time is its wall time, or the span of the GPU work it "
-            "launched where that ran longer). Noise: the control's distance from the "
+            "step. Realized: the planted step's time as it runs less the fixed step's, in "
+            "the same capture (a step range's runs, from a run's first start to the end of "
+            "the last GPU work its steps queued, over its instances). Noise: the control's "
+            "distance from the "
             f"planted loop. Target: predicted / realized within [{lo}, {hi}], or within "
             f"{SMALL_PCT:g}% of the step for effects under {SMALL_PCT:g}% of it.", "",
             "Captures: one NVIDIA H200, driver 580.159.04, CUDA 13.0, torch 2.11.0+cu130, "
@@ -218,6 +219,10 @@ TWINS = {
     "dynamic_shapes": ("kernel_loads_per_call", "cuDNN attention over a sequence one token "
                        "longer every decode"),
     "fp32_gemm": ("fp32_gemm", "8 fp32 4096^3 GEMMs per step without tensor cores"),
+    "copy_engine": ("copy_on_compute_stream", "the next 64 MiB batch copied with a blocking "
+                    "`.to('cuda')` on the compute stream, then 2 ms of matrix products"),
+    "gil_thread_sampled": ("gil_contention", "a background Python thread in pure Python "
+                           "beside a loop of small ops and `.item()` (CPU samples name it)"),
 }
 """Program -> (the rule that names its planted cause, the cause)."""
 TWIN_TARGET = (0.85, 1.15)
@@ -268,7 +273,7 @@ def twin_calibrate(program: str, doc: SystemsDoc) -> TwinRow:
     step = next(p for p in ("planted/step", "planted/decode") if p in by)
     per = {label: by[step.replace("planted", label)] for label in ("planted", "fixed",
                                                                     "control")}
-    t = {k: e.time_ns / max(e.wall_instances, 1) for k, e in per.items()}
+    t = {k: float(e.run_per_instance_ns) for k, e in per.items()}
     f = named(doc, rule)
     steps = max(per["planted"].wall_instances, 1)
     return TwinRow(program, cause, rule, f.range if f else "", f.saving_ns / steps if f else 0.0,

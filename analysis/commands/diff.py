@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..common.names import apart_prefix, library_mask
+from ..common.names import apart_prefix, is_detected, library_mask
 from ..documents.types import CaptureTotals, Finding, StepSet, SystemsDoc, entry_column, entry_pick
 from ..loops.stats import change_interval, loop_verdict
 from ..render.markdown import esc, num, pct, reflow, short, table, us
@@ -67,7 +67,7 @@ def _rows(doc: SystemsDoc) -> dict[str, dict[str, Any]]:
     instances = entry_column(doc.ranges, "instances")
     lib = library_mask(entry_column(doc.ranges, "domain"))
     at = [i for i, (n, k, x) in enumerate(zip(names, instances, lib.tolist(), strict=True))
-          if k and not x and not is_op_range(n)]
+          if k and not x and not is_op_range(n) and not is_detected(n)]  # steps: above
     for e in entry_pick(doc.ranges, at):
         out[e.name] = _metrics([e], max(e.instances, 1))
     return out

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..common.names import APART_TAGS
+from ..common.names import APART_TAGS, DETECTED
 from ..documents.types import SystemsDoc
 
 REPORTS = ("nvtx_kern_sum:base", "nvtx_gpu_proj_sum", "nvtx_sum", "cuda_gpu_kern_sum:base",
@@ -62,8 +62,16 @@ def nvtx_sum(csv: Path) -> pd.DataFrame:
                                    wall_instances=("Instances", "sum")).sort_index()
 
 
+def nvtx_entries(doc: SystemsDoc) -> list:
+    """The document's entries of NVTX ranges: every one but the detected steps a script
+    without ranges is given (loops/detected.py), which nsys stats does not know."""
+    return [e for e in doc.ranges
+            if not (e.domain is None and e.name.rsplit("/", 1)[-1] == DETECTED)]
+
+
 def ours_wall(doc: SystemsDoc) -> pd.DataFrame:
-    rows = [(label(e.domain, e.name), e.wall_ns, e.wall_instances) for e in doc.ranges]
+    rows = [(label(e.domain, e.name), e.wall_ns, e.wall_instances)
+            for e in nvtx_entries(doc)]
     df = pd.DataFrame(rows, columns=["Range", "wall_ns", "wall_instances"])
     return df.groupby("Range").agg(wall_ns=("wall_ns", "sum"),
                                    wall_instances=("wall_instances", "sum")).sort_index()
@@ -104,7 +112,7 @@ def _kern_rows(doc: SystemsDoc, pid: bool) -> pd.DataFrame:
     rows = [((e.pid,) if pid else ()) + (label(e.domain, e.name), k.name,
                                          0 if _inside_namesake(e.name) else k.count,
                                          k.total_ns, k.min_ns, k.max_ns)
-            for e in doc.ranges for k in e.kernels]
+            for e in nvtx_entries(doc) for k in e.kernels]
     keys = (["PID"] if pid else []) + ["NVTX Range", "Kernel Name"]
     df = pd.DataFrame(rows, columns=keys + ["count", "total_ns", "min_ns", "max_ns"])
     return df.groupby(keys).agg(
@@ -117,8 +125,8 @@ def ours_kern(doc: SystemsDoc) -> pd.DataFrame:
 
 
 def ours_proj(doc: SystemsDoc) -> pd.DataFrame:
-    rows = [(label(e.domain, e.name), e.gpu_span_ns, e.instances) for e in doc.ranges
-            if e.instances]                 # nvtx_gpu_proj_sum lists ranges with GPU work
+    rows = [(label(e.domain, e.name), e.gpu_span_ns, e.instances)
+            for e in nvtx_entries(doc) if e.instances]   # those with GPU work, as nsys
     df = pd.DataFrame(rows, columns=["Range", "gpu_span_ns", "instances"])
     return df.groupby("Range").agg(gpu_span_ns=("gpu_span_ns", "sum"),
                                    instances=("instances", "sum")).sort_index()

@@ -53,6 +53,7 @@ from ..documents.io import (
 from ..documents.types import ComputeDoc, SystemsDoc, entry_column
 from ..load import ncu_csv, nsys_launches, nsys_sqlite, torch_logs
 from ..load.export import shared
+from ..loops.detected import with_detected_steps
 from ..loops.model import StepModels
 from ..render import plots
 from ..render.compute_md import render_compute
@@ -129,7 +130,7 @@ def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
     opts = opts or argparse.Namespace()
     with tempfile.TemporaryDirectory() as tmp:
         db = nsys_rep_to_sqlite(trace, Path(tmp)) if trace.suffix == ".nsys-rep" else trace
-        export = nsys_sqlite.load(db, ops=False)
+        export = with_detected_steps(nsys_sqlite.load(db, ops=False))
         with progress_bar(f"analysis: {trace.name}", getattr(opts, "progress", None)) as bar:
             tr = runners.attribute_file(db, export, systems.watch_paths(meta),
                                         chunk_rows=getattr(opts, "chunk_rows", None),
@@ -275,7 +276,8 @@ def _wall_savings(doc: ComputeDoc, out: Path) -> None:
              if k}
     if export.suffix != ".sqlite" or not export.is_file() or not loops:
         return
-    trace = runners.attribute_file(export, nsys_sqlite.load(export, ops=False))
+    trace = runners.attribute_file(export, with_detected_steps(nsys_sqlite.load(export,
+                                                                                ops=False)))
     priced = compute_wall.wall_savings(doc, StepModels(trace, export), loops)
     doc.notes.append(f"{priced} finding(s) replayed on the Systems step model of the range "
                      f"that launched their kernels ({export}): their wall-time saving is in "
@@ -297,7 +299,22 @@ def compute_plan(path: Path, trace: Path | None = None, instances: int = NCU_INS
     rows = nsys_launches.launches(found[0], picks.candidates(doc))
     plan = picks.plan(doc, rows, instances, max_runs=max_runs)
     held_by(plan, rows, nsys_sqlite.load(found[0], ops=False).ranges)
+    targets = rows.set_index(["name", "invocation"]).index.isin(
+        [(t.name, t.invocation) for t in plan.targets])
+    pids = set((rows["tid"].to_numpy()[targets] & nsys_sqlite.PID_MASK).tolist())
+    alone = picks.own_process(_command_of(found[0]), pids)
+    for r in plan.runs:
+        r.own_process = alone
     return plan, found[0]
+
+
+def _command_of(export: Path) -> list[str]:
+    """The command of the run an export was made by (meta.json beside it), or []."""
+    meta = export.with_name("meta.json")
+    try:
+        return list(json.loads(meta.read_text()).get("command") or [])
+    except (OSError, ValueError):
+        return []
 
 
 def held_by(plan: picks.Plan, rows: pd.DataFrame, ranges: pd.DataFrame) -> None:

@@ -44,6 +44,7 @@ from ..load.nsys_pysamples import load_py_samples
 from ..load.nsys_samples import load_samples
 from ..load.nsys_sequence import DETECT_ROWS, SEQUENCE_ROWS, from_ops, kernel_sequence
 from ..load.nsys_sqlite import NsysExport
+from ..loops.detected import with_detected_steps
 from ..loops.find import find_steps
 from ..loops.model import StepModels, loop_rows, model_columns, model_loops
 from ..loops.runs import run_columns
@@ -190,6 +191,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     if meta is not None and meta.compiled:
         meta = dataclasses.replace(meta, compiled=relative_compiled(meta.compiled, cwd))
     if trace is None:
+        export = with_detected_steps(export)
         trace = model.attribute(export, watch_paths(meta), events)
     if events:
         events = compile_events.place(trace, events)
@@ -205,7 +207,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     cols = {c: table.column(c) for c in ("name", "wall_instances", "warmup", "domain",
                                          "wall_ns")}
     models = model_loops(steps, per_range["key"].to_numpy(), cols, is_op_path)
-    add_by_row(table, model_columns(models), "run_model")
+    add_by_row(table, model_columns(models, trace.export.thread_names), "run_model")
     add_by_row(table, run_columns(trace, per_range["key"].to_numpy(),
                                   loop_rows(cols, is_op_path), py, cwd), "runs")
     add_by_row(table, library_columns(trace, per_range["key"].to_numpy()), "library")

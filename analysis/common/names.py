@@ -98,6 +98,15 @@ OP_ID = ", op_id = "
 _NESTED_WRAPPER = "/" + WRAPPER
 
 
+DETECTED = "detected step"
+"""The range each detected step of a script without ranges becomes (loops/detected.py)."""
+
+
+def is_detected(path: str) -> bool:
+    """Whether the path is a detected step's or inside one."""
+    return path == DETECTED or path.startswith(DETECTED + "/")
+
+
 def is_op_path(path: str) -> bool:
     """Whether the path runs into an emit_nvtx op range (user_path(path) != path),
     by three searches in C (user_path's own, for every one of 110k names, took 0.1 s)."""

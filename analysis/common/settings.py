@@ -81,6 +81,15 @@ PINNED_BPS = 55e9
 """Host-to-device bytes/s from pinned memory when the trace has no pinned copy to measure
 it: 55 GB/s, measured on the H200 test machine (tests/data/battery/pageable_copy_fixed:
 20 x 256 MiB in 96.8 ms)."""
+INPUT_WAIT_MIN_PCT = 30.0
+"""input_wait: the loop's thread is found waiting for the DataLoader's next batch in at
+least this % of its Python samples."""
+GIL_MIN_PCT = 10.0
+"""gil_contention: waits for the GIL hold at least this % of a loop's critical path as it
+runs."""
+COPY_PATH_MIN_PCT = 10.0
+"""copy_on_compute_stream: host-to-device copies hold at least this % of a loop's critical
+path as it runs."""
 ALLOC_MIN_PCT = 5.0
 """alloc_in_loop: memory management calls hold at least this % of a loop's wall time."""
 READBACK_MIN_BYTES = 1 << 20

@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 
 from ..documents.types import Finding
+from ..load.nsys_pysamples import PySamples, load_py_samples
 from ..load.nsys_sqlite import PID_MASK
 from ..loops.changes import Change, saving
 from ..loops.graph import Graph
 from ..loops.model import StepModels
+from ..trace.pylines import wait_windows
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
 
@@ -35,6 +37,7 @@ class Pricer:
     models: StepModels
     loops: set[str]                        # the loop ranges' paths (3+ steady instances)
     cache: dict[tuple, float] = field(default_factory=dict)
+    py: PySamples | None = None            # the export's Python samples, read when needed
 
     def price(self, f: Finding, pid: int | None = None) -> float | None:
         """The whole trace's saving (ns) of removing the finding's cause (its range in
@@ -50,6 +53,15 @@ class Pricer:
             done = [saving(g, change) for g in self.models.graphs(key)]
             self.cache[memo] = float(np.dot(done, self.models.weights(key)))
         return self.cache[memo]
+
+    def input_waits(self, path: str, pid: int | None) -> tuple[tuple[int, int], ...]:
+        """When the range's threads waited for a DataLoader's next batch (Python samples,
+        pylines.wait_windows)."""
+        if self.py is None:
+            self.py = load_py_samples(self.models.db)
+        r = self.models.trace.ranges
+        mine = np.isin(r["key"].to_numpy(), self.models.keys_of(path, pid))
+        return wait_windows(self.py, set(r["global_tid"].to_numpy()[mine].tolist()))
 
     def syncs(self, path: str, pid: int | None = None) -> Counter:
         """What the blocking calls of a range's steps are (sync_kinds over its loop's
@@ -82,6 +94,8 @@ class Pricer:
         scope = self.models.windows(f.range, pid)
         if f.change == "host_ahead":
             return Change("host_ahead", windows=scope, scope=scope)
+        if f.change == "input_ahead":
+            return Change("input_ahead", windows=self.input_waits(f.range, pid), scope=scope)
         if f.change == "pinned_async":
             return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0),
                           scope=scope)

@@ -30,6 +30,21 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+CATEGORIES = ("gpu", "copy_h2d", "copy_d2h", "copy_other", "launch", "cpu", "sync",
+              "memory", "module", "other_cuda", "os", "gil", "other_thread")
+"""What held the critical path: GPU work (kernels), copies per copy-engine direction
+(host to device, device to host; sets and device copies apart), kernel launch calls and
+their latency, CPU time between calls on the range's thread, waiting for the GPU
+(synchronize calls and their wake-up), memory management, module loads, other CUDA
+calls, OS calls, waiting for the GIL another Python thread held (gil.py), and another
+thread of the process (its calls and the time between)."""
+SAID = {"gpu": "GPU work", "copy_h2d": "host-to-device copies",
+        "copy_d2h": "device-to-host copies", "copy_other": "other copies and sets",
+        "launch": "launch calls", "cpu": "CPU between calls", "sync": "sync waiting",
+        "memory": "memory management", "module": "module loads",
+        "other_cuda": "other CUDA calls", "os": "OS calls",
+        "gil": "waiting for the GIL", "other_thread": "another thread"}
+
 SOURCES = ("table", "summary", "per_key", "devices", "samples", "lines", "warmup",
            "kernels", "copies", "threads", "run_model", "runs", "library")
 
@@ -234,9 +249,14 @@ class RangeEntry:
                                "modeled steps, each weighted by the share of the runs' "
                                "time it stands for)", "run_model")
     critical_path_ns: dict[str, int] = declared(
-        "the run time by what held the critical path (gpu, copies, launch, cpu, sync, "
-        "memory, module, other_cuda, os, other_thread), the modeled steps' paths weighted "
-        "as replayed_run_ns", "run_model", unit="ns", factory=dict)
+        "the run time by what held the critical path (gpu, copy_h2d, copy_d2h, copy_other, "
+        "launch, cpu, sync, memory, module, other_cuda, os, gil, other_thread), the modeled "
+        "steps' paths weighted as replayed_run_ns", "run_model", unit="ns", factory=dict)
+    critical_threads_ns: dict[str, int] = declared(
+        "the other threads on the critical path by name (the export's thread name, else "
+        "its id: `pt_autograd_0` is PyTorch's autograd thread), and the GIL waits by the "
+        "thread that held the GIL (`... (holding the GIL)`), weighted as critical_path_ns",
+        "run_model", unit="ns", factory=dict)
 
     # a loop range as it runs (loops/runs.py)
     runs: int = _n("its runs: maximal sequences of consecutive steady instances on one "

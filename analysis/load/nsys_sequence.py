@@ -62,3 +62,26 @@ def kernel_sequence(path: Path, limit: int = SEQUENCE_ROWS) -> pd.DataFrame:
     return pd.DataFrame({"pid": os_pid(raw[:, 0]), "device": raw[:, 1], "stream": raw[:, 2],
                          "name_id": raw[:, 3], "start_ns": raw[:, 4], "end_ns": raw[:, 5],
                          "nccl": np.isin(raw[:, 3], nccl_ids)})
+
+
+def launch_calls(path: Path, device: int, stream: int, starts: np.ndarray) -> pd.DataFrame:
+    """The CUDA call that launched each kernel of one stream starting at `starts` (GPU
+    ns): `start_ns` (the kernel's) -> global_tid, call_start_ns, call_end_ns; a kernel whose
+    call was not traced is left out."""
+    conn = shared(path).conn
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    empty = pd.DataFrame({c: pd.Series(dtype="int64") for c in
+                          ("start_ns", "global_tid", "call_start_ns", "call_end_ns")})
+    if not len(starts) or not {"CUPTI_ACTIVITY_KIND_KERNEL",
+                               "CUPTI_ACTIVITY_KIND_RUNTIME"} <= have:
+        return empty
+    marks = ",".join(str(int(s)) for s in np.unique(starts).tolist())
+    raw = fetch_ints(conn, path, "SELECT k.start, r.globalTid, r.start, r.end FROM "
+                     "CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON "
+                     "r.correlationId = k.correlationId AND (r.globalTid & -16777216) = "
+                     f"k.globalPid WHERE k.deviceId = {int(device)} AND k.streamId = "
+                     f"{int(stream)} AND k.start IN ({marks})", 4)
+    if not len(raw):
+        return empty
+    out = pd.DataFrame(raw, columns=list(empty.columns))
+    return out.drop_duplicates("start_ns").set_index("start_ns", drop=False)

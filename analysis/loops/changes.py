@@ -12,7 +12,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
     no_memory      the allocator reuses its blocks: memory calls take no time, and a free
                    no longer waits for the GPU
     host_ahead     the range's host work is prepared ahead (workers, prefetch): the CPU
-                   time between calls in its windows is gone, its copies are asynchronous
+                   time between calls, the OS calls and the waits for other threads in
+                   its windows are gone, its copies are asynchronous
     one_graph      the launches are replayed as one CUDA graph: the launch calls and the
                    CPU time between them are gone, kernels start back to back
     pinned_async   pageable copies made pinned and asynchronous: the calling thread no
@@ -23,6 +24,15 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    module loads, other CUDA calls and CPU time between calls are gone
     faster_kernels the named kernels run at the speed given (their roofline, or the
                    tensor-core rate)
+    prefetch       the host-to-device copies made a step ahead on a side stream: the
+                   calls that launched them and the synchronize calls after them no
+                   longer wait, and the copies leave the compute stream (their time on it
+                   gone: the copy engine works beside the kernels; the most a prefetch
+                   gives while a step's copies take less than its kernels)
+    no_gil         no other Python thread holds the GIL: the waits for it take no time
+    input_ahead    the next batch is ready when the loop asks for it: host_ahead over the
+                   windows the loop's thread waited for its DataLoader (its Python
+                   samples in the worker queue's reads)
     gpu_fed        the GPU never waits for the host: each operation follows the one before
                    it on its stream, not the call that launched it (the most any host-side
                    fix of idle gaps can give)
@@ -43,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, RELEASE, STEP, Graph
+from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, RELEASE, STEP, THREAD, Graph
 from .replay import offsets, replay, unchanged
 
 Windows = list[tuple[int, int]]
@@ -84,6 +94,12 @@ CHANGES = {
                    "loads, plan-building CUDA calls and CPU time between calls gone",
     "faster_kernels": "the step replayed with the named kernels at the speed they can "
                       "reach: what of their time reaches the step's wall",
+    "prefetch": "the step replayed with its host-to-device copies made a step ahead on a "
+                "side stream: no wait for them, the copy engine beside the kernels",
+    "no_gil": "the step replayed with no other Python thread holding the GIL: its waits "
+              "for the GIL take no time",
+    "input_ahead": "the step replayed with its next batch ready: the time its thread "
+                   "waited for the DataLoader's workers gone",
     "gpu_fed": "the step replayed with a GPU that never waits for the host: each operation "
                "right after the one before it on its stream (the most a fix of the idle "
                "gaps can give)",
@@ -208,17 +224,28 @@ def _no_memory(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> N
 
 
 def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """The range thread's time between calls, in OS calls and waiting for other threads
+    inside the windows gone (each edge loses what of its span lies in them); its copies
+    there asynchronous."""
     src, dst, kind = _edges(g)
-    inside = np.zeros(len(src), dtype=bool)
-    at = g.points[dst]
-    for lo, hi in change.windows:
-        inside |= (at >= lo) & (at <= hi)
+    pts = g.points
     mine = g.thread[dst // 2] == g.tid
-    off[(kind == PROGRAM) & inside & mine] = 0
+    held = mine & (np.isin(kind, (PROGRAM, THREAD)) | ((kind == OWN) & (g.kind[dst // 2] == OS)))
+    cut = _overlap(pts[src], pts[dst], change.windows)
+    off[held] = np.maximum(off[held] - cut[held], 0)
+    keep &= ~((kind == THREAD) & mine & (cut > 0))     # nor waits for another thread there
     copies = _on_thread(g, _calls(g, r"Memcpy|Memset"))
     copies = copies[np.array([any(lo <= g.start[i] <= hi for lo, hi in change.windows)
                               for i in copies.tolist()], dtype=bool)] if len(copies) else copies
     _free(g, off, keep, copies)
+
+
+def _overlap(lo: np.ndarray, hi: np.ndarray, windows) -> np.ndarray:
+    """How much of each span [lo, hi] lies inside the windows (ns)."""
+    out = np.zeros(len(lo), dtype=np.int64)
+    for a, b in windows:
+        out += np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0, None)
+    return out
 
 
 def _one_graph(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -321,6 +348,29 @@ def _faster_kernels(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray)
         off[sel] = (off[sel] * factor).astype(np.int64)
 
 
+def _prefetch(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """The range thread's host-to-device copies off the compute stream and waited for by
+    nobody (see CHANGES)."""
+    ops0 = len(g.calls)
+    h2d = ops0 + np.flatnonzero(np.array(g.label[ops0:ops0 + len(g.ops)]) == "copy_h2d")
+    calls = _on_thread(g, _launcher(g, h2d))
+    if not len(calls):
+        return
+    _free(g, off, keep, _then_syncs(g, calls))
+    mine = np.isin(_launcher_of_ops(g, h2d), calls)
+    _gone(g, off, h2d[mine])
+
+
+def _launcher_of_ops(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
+    """Each operation's launching call (-1 where none of the step's)."""
+    corr = g.ops["corr"].to_numpy()[op_nodes - len(g.calls)]
+    return np.array([g.corr_of.get(int(c), -1) for c in corr.tolist()], dtype=np.int64)
+
+
+def _no_gil(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    _gone(g, off, np.flatnonzero(np.array(g.label, dtype=object) == "gil"))
+
+
 def _gpu_fed(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """No operation waits for its launch: the launch edges dropped (an operation first
     on its stream in the step keeps its measured start)."""
@@ -331,7 +381,9 @@ APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
     "no_sync": _no_sync, "no_break": _no_break, "no_memory": _no_memory, "host_ahead": _host_ahead,
     "one_graph": _one_graph, "pinned_async": _pinned_async,
     "readback_on_device": _readback_on_device, "no_building": _no_building,
-    "faster_kernels": _faster_kernels, "gpu_fed": _gpu_fed}
+    "faster_kernels": _faster_kernels, "prefetch": _prefetch, "no_gil": _no_gil,
+    "input_ahead": _host_ahead,
+    "gpu_fed": _gpu_fed}
 
 
 def saving(g: Graph, change: Change) -> int:

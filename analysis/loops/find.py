@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from ..common.names import steady_path
+from ..common.names import is_detected, steady_path
 from ..common.settings import STEP_MIN_COUNT, STEP_MIN_NS, WARMUP_WALL_FACTOR
 from ..documents.types import StepSet
 from ..load.nsys_sequence import DETECT_ROWS
@@ -56,7 +56,7 @@ def find_steps(ranges: pd.DataFrame, is_op: Callable[[str], bool],
         found = _from_ranges(mine, is_op, step)
         if found is None:
             seq = sequence() if seq is None else seq
-            found, windows[pid] = _from_kernels(seq, mine, pid)
+            found, windows[pid] = from_kernels(seq, mine, pid)
         found.pid = pid
         out.append(found)
     return out, {p: w for p, w in windows.items() if len(w[0])}
@@ -70,7 +70,7 @@ def _from_ranges(r: pd.DataFrame, is_op: Callable[[str], bool], step: str | None
         if len(rows) >= STEP_MIN_COUNT:
             return _of_rows(rows, "named", step, _warm(r, step))
     own = own_ranges(r, is_op)
-    user = own[~tagged(own["path"])]
+    user = own[~tagged(own["path"]) & ~own["path"].map(is_detected).to_numpy(dtype=bool)]
     pick = loop_of(user)
     if pick is not None:
         return _of_rows(user[user["path"] == pick], "user range", pick, _warm(own, pick))
@@ -105,16 +105,22 @@ def _of_rows(rows: pd.DataFrame, source: str, name: str, warm: int) -> StepSet:
     return described(StepSet(source=source, name=name, warmup=warm), d)
 
 
-def _from_kernels(seq: pd.DataFrame, r: pd.DataFrame, pid: int | None
-                  ) -> tuple[StepSet, tuple[np.ndarray, np.ndarray]]:
-    """Steps detected in the process's kernel sequence, else the whole capture; with the
-    detected steps' windows (none for the whole capture)."""
+def busiest_lane(seq: pd.DataFrame) -> pd.DataFrame:
+    """The kernels of the (device, stream) that ran the most of them."""
+    busiest = seq.groupby(["device", "stream"]).size().idxmax()
+    return seq[(seq["device"] == busiest[0]) & (seq["stream"] == busiest[1])]
+
+
+def from_kernels(seq: pd.DataFrame, r: pd.DataFrame, pid: int | None
+                 ) -> tuple[StepSet, tuple[np.ndarray, np.ndarray]]:
+    """Steps detected in the process's kernel sequence (its busiest_lane), else the whole
+    capture; with the detected steps' windows (none for the whole capture)."""
     none = (np.zeros(0, dtype="int64"), np.zeros(0, dtype="int64"))
     mine = seq[seq["pid"] == pid] if pid is not None else seq
     if mine.empty:
         return StepSet(source="whole capture", note="no kernel in the capture"), none
-    busiest = mine.groupby(["device", "stream"]).size().idxmax()
-    lane = mine[(mine["device"] == busiest[0]) & (mine["stream"] == busiest[1])]
+    lane = busiest_lane(mine)
+    busiest = (int(lane["device"].iloc[0]), int(lane["stream"].iloc[0]))
     found = period_steps(lane["name_id"].to_numpy(), lane["start_ns"].to_numpy(),
                          lane["end_ns"].to_numpy())
     note = "no step range (a *step range, a loop of 1 ms or more), no profiler marker" + (

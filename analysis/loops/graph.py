@@ -58,7 +58,7 @@ class Graph:
     start: np.ndarray
     end: np.ndarray
     thread: np.ndarray                       # tid of calls and OS calls; -1 for the rest
-    label: list[str]                         # host part, "gpu", "copies", "os", "end"
+    label: list[str]                         # host part, op_label, "os" / "gil", "end"
     calls: pd.DataFrame                      # the step's calls (nodes 0..), as read
     ops: pd.DataFrame                        # its GPU operations (the next nodes)
     osrt: pd.DataFrame                       # its OS calls outside CUDA calls
@@ -136,6 +136,16 @@ class Graph:
         return 2 * (self.n - 1) + 1
 
 
+def op_label(kind: int, copy_kind: int) -> str:
+    """A GPU operation's critical-path category: a kernel "gpu"; a copy by the engine
+    direction it takes ("copy_h2d", "copy_d2h"); sets, device and peer copies
+    "copy_other"."""
+    if kind == 0:
+        return "gpu"
+    return {1: "copy_h2d", 2: "copy_d2h"}.get(int(copy_kind), "copy_other") \
+        if kind == 1 else "copy_other"
+
+
 def _inside(inner: tuple[np.ndarray, ...], outer: tuple[np.ndarray, ...]) -> np.ndarray:
     """For each interval of `inner` (tid, start, end arrays), the row of `outer` on its
     thread that holds it (the latest to start before it, when it also ends after it),
@@ -203,8 +213,10 @@ def nodes(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
     start = joined(c_start, ops["start_ns"].to_numpy(), o_start[near[free]], last)
     end = joined(c_end, ops["end_ns"].to_numpy(), o_end[near[free]], last)
     thread = joined(c_tid, np.full(n_o, -1), o_tid[near[free]], [tid])
+    copy_kind = ops["copy_kind"].tolist() if "copy_kind" in ops else [0] * n_o
     label = [HOST_PARTS[p] for p in calls["part"].tolist()] + \
-        ["gpu" if k == 0 else "copies" for k in ops["kind"].tolist()] + ["os"] * n_s + ["end"]
+        [op_label(k, c) for k, c in zip(ops["kind"].tolist(), copy_kind, strict=True)] + \
+        ["os"] * n_s + ["end"]
     return Graph(lo, hi, tid, kind, start, end, thread, label, calls, ops, osrt, rows.syncs,
                  corr_of)
 

@@ -6,9 +6,12 @@ modeled as it runs (loops/runs.py): from its start to the next instance's start 
 run, or, for a run's last, to the run's end (its GPU backlog included), so that step *i*'s
 backlog meets step *i+1* where the host waits for it and the host's time between
 instances is part of the step. Its steady instances are those not set apart and not first
-calls (apart.first_calls). All of them are modeled, or the SAMPLE_INSTANCES whose steps
-lie nearest the median step, plus the tail steps (runs.TAIL_FACTOR times the median or
-more, the TAIL_KEEP longest), within MODEL_CALLS; a loop nested in another (a step's
+calls (apart.first_calls). All of them are modeled, or one step of each of
+SAMPLE_INSTANCES strata of the steps by length (its stratum's median step: a loop whose
+steps spread between the median and the tail, a batch that waits for a slow DataLoader
+every other step, is modeled across that spread), plus the tail steps (runs.TAIL_FACTOR
+times the median or more, the TAIL_KEEP longest), within MODEL_CALLS (steps nearest the
+median first); a loop nested in another (a step's
 forward in the step) is sampled inside the enclosing loop's sampled instances, so the
 levels model the same steps.
 Each step is one window of the export (load/nsys_steps.py; a window inside another is
@@ -16,8 +19,9 @@ cut from its rows) built into a graph (graph.py), kept for the what-ifs that pri
 findings (pricing.py); each loop's graphs are replayed unchanged and walked back
 (replay.py).
 
-Weights (`StepModels.weights`): a modeled tail step stands for itself; the other modeled
-steps stand for the rest of the runs' time, in proportion to their length. So the loop's
+Weights (`StepModels.weights`): the modeled tail steps stand for every tail step (each
+for itself where all are modeled); the other modeled steps stand for the rest of the
+runs' time, each in proportion to its stratum's time. So the loop's
 `critical_path_ns` (category -> ns: the weighted paths) sums to its run time (the runs'
 spans) as closely as the replay reproduces it, a periodic slow step keeps its own causes,
 and `replayed_run_ns` is the weighted replayed steps.
@@ -34,16 +38,18 @@ import pandas as pd
 
 from ..common.names import is_library
 from ..common.settings import LOOP_MIN_INSTANCES
+from ..load.nsys_samples import load_samples
 from ..load.nsys_sqlite import PID_MASK
 from ..load.nsys_steps import read_steps
 from ..trace.apart import first_calls
+from .gil import interpreter_samples, mark_gil, thread_label
 from .graph import Graph, build
 from .replay import CATEGORIES, CycleError, critical_path, unchanged
 from .runs import TAIL_FACTOR, TAIL_KEEP, Runs, gpu_ends, key_context, key_runs
 
 SAMPLE_INSTANCES = 16
-"""Steady instances modeled per loop besides its tail steps (those nearest its median
-step as it runs)."""
+"""Steady instances modeled per loop besides its tail steps (one per stratum of its steps
+by length)."""
 MODEL_CALLS = 50_000
 """CUDA calls (rows of the export in the steps' windows) a loop's modeled steps hold at
 most: steps are taken closest to the median first while they fit, so a loop of loops (an
@@ -68,6 +74,9 @@ class StepModels:
         self._run_ctx: tuple | None = None
         self._first: set[int] | None = None
         self._paths: pd.Index | None = None
+        self._running: pd.DataFrame | None = None
+        self._stratum: dict[tuple[int, int], float] = {}   # (key, row) -> its stratum's ns
+        self.rows: dict[int, list[int]] = {}                # per built graph: its range row
 
     @property
     def readable(self) -> bool:
@@ -129,12 +138,23 @@ class StepModels:
             at = inside if len(inside) else at
         step, _, median = self.steps_of(key)
         ns = np.array([step.get(i, 0) for i in at.tolist()], dtype=np.float64)
-        order = np.argsort(np.abs(ns - median), kind="stable")
-        core = at[order[:SAMPLE_INSTANCES]]
-        tail = at[np.argsort(-ns, kind="stable")]
-        tail = tail[np.array([step.get(i, 0) >= TAIL_FACTOR * median > 0
-                              for i in tail.tolist()], dtype=bool)][:TAIL_KEEP]
-        return np.r_[core, tail[~np.isin(tail, core)]].astype(np.int64)
+        slow = (ns >= TAIL_FACTOR * median) & (median > 0)
+        tail = at[slow][np.argsort(-ns[slow], kind="stable")][:TAIL_KEEP]
+        core = self._strata(key, at[~slow], ns[~slow], median)
+        return np.r_[core, tail].astype(np.int64)
+
+    def _strata(self, key: int, rows: np.ndarray, ns: np.ndarray, median: float
+                ) -> np.ndarray:
+        """SAMPLE_INSTANCES strata of the steps by length, each step its stratum's median
+        (every step where there are no more), nearest the median step first; each picked
+        row's stratum's time kept for its weight."""
+        order = np.argsort(ns, kind="stable")
+        strata = [s for s in np.array_split(order, min(SAMPLE_INSTANCES, len(order))) if len(s)]
+        picked = np.array([s[len(s) // 2] for s in strata], dtype=np.int64)
+        for s, p in zip(strata, picked.tolist(), strict=True):
+            self._stratum[(key, int(rows[p]))] = float(ns[s].sum())
+        picked = picked[np.argsort(np.abs(ns[picked] - median), kind="stable")]
+        return rows[picked]
 
     def weights(self, key: int) -> np.ndarray:
         """Per built graph of the key, how much of the runs' time it stands for (see the
@@ -144,10 +164,18 @@ class StepModels:
             return np.zeros(0)
         ns = np.array([g.hi - g.lo for g in gs], dtype=np.float64)
         total = float(self.runs(key).spans.sum())
+        step, _, median = self.steps_of(key)
+        slow = sum(v for v in step.values() if v >= TAIL_FACTOR * median > 0)
         w = np.ones(len(gs))
+        if tail.any() and slow > ns[tail].sum() > 0:      # past TAIL_KEEP: the kept stand
+            w[tail] = min(slow, total) / ns[tail].sum()    # for every slow step
         rest = ~tail
-        if rest.any() and ns[rest].sum() > 0:
-            w[rest] = max(total - ns[tail].sum(), 0.0) / ns[rest].sum()
+        share = np.array([self._stratum.get((key, r), 0.0) for r in self.rows.get(key, [])]
+                         or np.zeros(len(gs)))
+        share = np.where(share > 0, share, ns) / np.maximum(ns, 1.0)
+        if rest.any() and (share * ns)[rest].sum() > 0:
+            w[rest] = share[rest] * max(total - (w * ns)[tail].sum(), 0.0) / \
+                (share * ns)[rest].sum()
         elif ns.sum() > 0:
             w[:] = total / ns.sum()
         return w
@@ -197,18 +225,26 @@ class StepModels:
                                                                              strict=True)],
                           [k for k, _ in windows], MODEL_CALLS)
         for k in keys:
-            self.built[k], self.tails[k], self.skipped[k] = [], [], 0
+            self.built[k], self.tails[k], self.skipped[k], self.rows[k] = [], [], 0, []
         for (k, i), h, step in zip(windows, hi, read, strict=False):
             if step is None:            # past the loop's budget of calls
                 continue
             try:
                 g = build(step, int(tid[i]), int(lo[i]), h, gpu_end=steps[k][1][i])
+                mark_gil(g, self.running())
                 unchanged(g)
             except CycleError:
                 self.skipped[k] += 1
                 continue
             self.built[k].append(g)
+            self.rows[k].append(int(i))
             self.tails[k].append(bool(h - lo[i] >= TAIL_FACTOR * steps[k][2] > 0))
+
+    def running(self) -> pd.DataFrame:
+        """The export's CPU samples in the Python interpreter (gil.py), read once."""
+        if self._running is None:
+            self._running = interpreter_samples(load_samples(self.db))
+        return self._running
 
     def graphs(self, key: int) -> list[Graph]:
         self.prefetch([key])
@@ -233,14 +269,31 @@ class LoopModel:
     paths: list[Counter[str]] = field(default_factory=list)
     weights: list[float] = field(default_factory=list)
 
-    def scaled(self) -> tuple[dict[str, int], int]:
-        """(critical_path_ns, replayed_run_ns): the weighted paths and replayed steps."""
+    def weighted(self) -> Counter[str]:
+        """The modeled steps' paths, each weighted (categories, threads and GIL holders)."""
         path: Counter[str] = Counter()
         for p, w in zip(self.paths, self.weights, strict=True):
             for c, ns in p.items():
                 path[c] += ns * w
+        return path
+
+    def scaled(self) -> tuple[dict[str, int], int]:
+        """(critical_path_ns, replayed_run_ns): the weighted paths and replayed steps."""
+        path = self.weighted()
         return ({c: round(path[c]) for c in CATEGORIES if path.get(c)},
                 round(float(np.dot(self.replayed, self.weights))))
+
+    def threads(self, names: dict[int, str]) -> dict[str, int]:
+        """critical_threads_ns: the other threads on the weighted path by name, and the
+        GIL waits by the thread that held the GIL ("<name> (holding the GIL)"), most
+        first."""
+        out: Counter[str] = Counter()
+        for key, ns in self.weighted().items():
+            kind, _, tid = key.partition(":")
+            if kind in ("thread", "gil") and tid.lstrip("-").isdigit() and round(ns):
+                label = thread_label(int(tid), names) if int(tid) >= 0 else "unknown"
+                out[label + (" (holding the GIL)" if kind == "gil" else "")] += round(ns)
+        return dict(out.most_common())
 
 
 def loop_rows(table_cols: dict[str, list], is_op: object) -> list[int]:
@@ -279,17 +332,21 @@ def model_loops(models: StepModels, keys: np.ndarray, table_cols: dict[str, list
     return out
 
 
-def model_columns(models: list[LoopModel]) -> pd.DataFrame:
-    """The loops' fields by table row: critical_path_ns, replayed_run_ns,
-    modeled_instances."""
-    rows, paths, replayed, n = [], [], [], []
+def model_columns(models: list[LoopModel], names: dict[int, str] | None = None
+                  ) -> pd.DataFrame:
+    """The loops' fields by table row: critical_path_ns, critical_threads_ns (threads
+    named from `names`: global tid -> name), replayed_run_ns, modeled_instances."""
+    rows, paths, threads, replayed, n = [], [], [], [], []
     for m in models:
         path, again = m.scaled()
         rows.append(m.row)
         paths.append(path)
+        threads.append(m.threads(names or {}))
         replayed.append(again)
         n.append(len(m.steps))
     return pd.DataFrame({"critical_path_ns": pd.Series(paths, index=rows, dtype=object),
+                         "critical_threads_ns": pd.Series(threads, index=rows,
+                                                          dtype=object),
                          "replayed_run_ns": np.array(replayed, dtype="int64"),
                          "modeled_instances": np.array(n, dtype="int64")},
                         index=pd.Index(rows, dtype="int64"))

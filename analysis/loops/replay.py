@@ -11,7 +11,9 @@ error against the measured step, reported per loop.
 
 `critical_path(g, r)` walks back from the step's end along the edge that set each point,
 and files each stretch under what held it (CATEGORIES): the stretches are contiguous, so
-they sum to the replayed step.
+they sum to the replayed step. Beside them, the other threads' stretches by thread
+("thread:<global tid>") and the GIL waits' by the thread that held the GIL
+("gil:<global tid>", gil.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..documents.entries import CATEGORIES, SAID
 from .graph import (
     CALL,
     EDGES,
@@ -35,17 +38,6 @@ from .graph import (
     THREAD,
     Graph,
 )
-
-CATEGORIES = ("gpu", "copies", "launch", "cpu", "sync", "memory", "module", "other_cuda",
-              "os", "other_thread")
-"""What held the critical path: GPU work (kernels), copies and sets, kernel launch calls
-and their latency, CPU time between calls on the range's thread, waiting for the GPU
-(synchronize calls and their wake-up), memory management, module loads, other CUDA
-calls, OS calls, and another thread of the process (its calls and the time between)."""
-SAID = {"gpu": "GPU work", "copies": "copies", "launch": "launch calls",
-        "cpu": "CPU between calls", "sync": "sync waiting", "memory": "memory management",
-        "module": "module loads", "other_cuda": "other CUDA calls", "os": "OS calls",
-        "other_thread": "another thread"}
 
 
 class CycleError(ValueError):
@@ -202,13 +194,34 @@ def critical_path(g: Graph, r: Replayed) -> Counter[str]:
         p, t = q, tq
     out: Counter[str] = Counter()
     if edges:
-        cat = _categories(g, np.array(edges, dtype=np.int64))
-        for c, ns in enumerate(np.bincount(cat, weights=np.array(spans, dtype=np.float64),
-                                           minlength=len(CATEGORIES)).tolist()):
-            if ns:
-                out[CATEGORIES[c]] += int(round(ns))
+        e = np.array(edges, dtype=np.int64)
+        cat, ns = _categories(g, e), np.array(spans, dtype=np.float64)
+        for c, total in enumerate(np.bincount(cat, weights=ns,
+                                              minlength=len(CATEGORIES)).tolist()):
+            if total:
+                out[CATEGORIES[c]] += int(round(total))
+        out.update(_by_thread(g, e, cat, ns))
     if anchored:
-        out[_anchored(g, p // 2)] += anchored
+        held = _anchored(g, p // 2)
+        out[held] += anchored
+        if held == "other_thread":
+            out[f"thread:{int(g.thread[p // 2])}"] += anchored
+    return out
+
+
+def _by_thread(g: Graph, e: np.ndarray, cat: np.ndarray, ns: np.ndarray) -> Counter[str]:
+    """The other threads' share of the path by thread ("thread:<tid>"), and the GIL
+    waits' by the thread that held the GIL ("gil:<tid>", gil.py)."""
+    out: Counter[str] = Counter()
+    a, b = g.src[e] // 2, g.dst[e] // 2
+    other = cat == CATEGORIES.index("other_thread")
+    who = np.where((g.thread[a] >= 0) & (g.thread[a] != g.tid), g.thread[a], g.thread[b])
+    for t, span in zip(who[other].tolist(), ns[other].tolist(), strict=True):
+        out[f"thread:{t}"] += int(round(span))
+    holder = g.cache.get("gil_holder", {})
+    gil = cat == CATEGORIES.index("gil")
+    for node, span in zip(a[gil].tolist(), ns[gil].tolist(), strict=True):
+        out[f"gil:{holder.get(node, -1)}"] += int(round(span))
     return out
 
 

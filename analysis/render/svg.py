@@ -15,9 +15,11 @@ from html import escape
 from ..documents.types import SystemsDoc
 from .timeline_md import CATEGORY_SAID, loop_entries, shares
 
-PATH_COLORS = {"gpu": "#4c72b0", "copies": "#dd8452", "launch": "#c44e52", "cpu": "#8c8c8c",
+PATH_COLORS = {"gpu": "#4c72b0", "copy_h2d": "#dd8452", "copy_d2h": "#f0b27a",
+               "copy_other": "#a0522d", "launch": "#c44e52", "cpu": "#8c8c8c",
                "sync": "#937860", "memory": "#da8bc3", "module": "#ccb974",
-               "other_cuda": "#64b5cd", "os": "#bcbd22", "other_thread": "#55a868"}
+               "other_cuda": "#64b5cd", "os": "#bcbd22", "gil": "#17becf",
+               "other_thread": "#55a868"}
 """One color per critical-path category (timeline.replay.CATEGORIES)."""
 LABEL_W, BAR_W, BAR_H, GAP, TOP = 280, 460, 18, 8, 34
 LEGEND_COLS, LEGEND_ROW, LABEL_CHARS = 4, 18, 40

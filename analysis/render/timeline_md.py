@@ -3,21 +3,18 @@ held each step (the step model, analysis/timeline/)."""
 
 from __future__ import annotations
 
+from ..documents.entries import SAID
 from ..documents.types import RangeEntry, SystemsDoc, entry_column, entry_pick
 from .text import code, dur, esc, pct, short, table
 
-CATEGORY_SAID = {"gpu": "GPU work", "copies": "copies", "launch": "launch calls",
-                 "cpu": "CPU between calls", "sync": "sync waiting",
-                 "memory": "memory management", "module": "module loads",
-                 "other_cuda": "other CUDA calls", "os": "OS calls",
-                 "other_thread": "another thread"}
-"""What each critical-path category is called on a page (timeline.replay.CATEGORIES)."""
+CATEGORY_SAID = SAID
+"""What each critical-path category is called on a page (loops.replay.CATEGORIES)."""
 SAID_MIN_PCT = 5.0
 """A category is named in a loop's sentence from this share of its wall time."""
 ERROR_PCT = 5.0
 """A replay further than this from the measured wall time is said on the page."""
 MAX_LOOPS = 12
-SENTENCES = 5
+SENTENCES = 4
 """Loops said in a sentence (most wall time first); the table lists MAX_LOOPS."""
 
 
@@ -69,10 +66,21 @@ def sentence(e: RangeEntry) -> str:
     """`step: 0.99 ms an instance as it runs (...); 55% GPU work, 44% CPU between calls on
     the critical path`: the loop as it runs first (as_it_runs), then its critical path."""
     named = [(c, s) for c, s in shares(e) if s >= SAID_MIN_PCT][:4] or shares(e)[:1]
-    said = ", ".join(f"{s:.0f}% {CATEGORY_SAID.get(c, c)}" for c, s in named)
+    said = ", ".join(f"{s:.0f}% {CATEGORY_SAID.get(c, c)}{_whose(e, c)}" for c, s in named)
     runs = as_it_runs(e)
     return f"{code(short(e.name))}: " + (f"{runs}; " if runs else "") + \
         f"{said} on the critical path"
+
+
+def _whose(e: RangeEntry, category: str) -> str:
+    """The thread that held the most of an other-thread or GIL share: ` (pt_autograd_0 ...)`,
+    ` (held by python3 (thread 698))`."""
+    held = [(k, v) for k, v in (e.critical_threads_ns or {}).items()
+            if k.endswith("(holding the GIL)") == (category == "gil")]
+    if category not in ("other_thread", "gil") or not held:
+        return ""
+    name = max(held, key=lambda kv: kv[1])[0].removesuffix(" (holding the GIL)")
+    return f" ({'held by ' if category == 'gil' else ''}{esc(name)})"
 
 
 def replay_error_pct(e: RangeEntry) -> float:

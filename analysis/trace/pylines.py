@@ -234,3 +234,28 @@ def _site_table(sites: list[tuple[int, tuple]]) -> pd.DataFrame:
     rows = {n: s for n, s in sites if n >= 0}
     return pd.DataFrame([rows[n] for n in sorted(rows)], index=sorted(rows),
                         columns=["file", "line", "function", "call", "code"])
+
+
+LOADER_FILES = re.compile(r"/(multiprocessing|torch/utils/data)/|/(selectors|queue)\.py$")
+"""Files of the frames a thread is in while it waits for a DataLoader's next batch."""
+WAIT_GAP_NS = 3_000_000
+"""Samples of a wait further apart than this start a new wait (a sample every ms or so)."""
+
+
+def wait_windows(py: PySamples, tids: set[int], files: re.Pattern = LOADER_FILES
+                 ) -> tuple[tuple[int, int], ...]:
+    """The spans the threads `tids` were sampled in frames of `files` (by default: waiting
+    for a DataLoader's next batch), each from its first such sample to its last plus one
+    sampling interval: consecutive samples WAIT_GAP_NS apart at most are one wait."""
+    s = py.samples
+    if not len(s) or not tids:
+        return ()
+    s = s[s["global_tid"].isin(list(tids)).to_numpy()].sort_values("time_ns", kind="stable")
+    step = float(np.median(np.diff(s["time_ns"].to_numpy()))) if len(s) > 1 else 0.0
+    hit = np.array([any(files.search(f[0]) for f in py.stacks[k])
+                    for k in s["stack"].tolist()], dtype=bool)
+    t = s["time_ns"].to_numpy()[hit]
+    if not len(t):
+        return ()
+    waits = np.split(t, np.flatnonzero(np.diff(t) > WAIT_GAP_NS) + 1)
+    return tuple((int(x[0]), int(x[-1] + step)) for x in waits)

@@ -14,6 +14,7 @@ from . import (
     compute_rules,  # noqa: E402, F401, I001
     host_rules,  # noqa: E402, F401, I001
     rank_rules,  # noqa: E402, F401, I001
+    run_rules,  # noqa: E402, F401, I001
     step_rules,  # noqa: E402, F401, I001
     systems_rules,  # noqa: E402, F401, I001
 )

@@ -254,7 +254,8 @@ def sort_key(f: Finding) -> tuple:
 
 def run(source: str, ctx: Context) -> list[Finding]:
     """Every registered rule of `source`, in registration order, then sorted."""
-    found = [f for r in REGISTRY.values() if r.source == source for f in r.fn(r, ctx)]
+    found = superseded([f for r in REGISTRY.values() if r.source == source
+                        for f in r.fn(r, ctx)])
     if source == "systems" and ctx.library_paths:     # a library's range is not the user's
         found = [f for f in found if not f.range or steady_path(f.range)
                  not in ctx.library_paths]
@@ -270,6 +271,18 @@ def run(source: str, ctx: Context) -> list[Finding]:
     if source == "systems":
         locate(found, ctx.systems, ctx.entries)
     return sorted(found, key=sort_key)
+
+
+SUPERSEDES = {"input_wait": ("host_bound", "launch_bound"),
+              "gil_contention": ("host_bound", "launch_bound")}
+"""A cause that explains a symptom on the same range: the symptom's finding is left out
+(a loop waiting for its DataLoader, or for the GIL, is host-bound because of it)."""
+
+
+def superseded(found: list[Finding]) -> list[Finding]:
+    """The findings less those a more specific cause on the same range explains."""
+    gone = {(s, f.range) for f in found for s in SUPERSEDES.get(f.rule, ())}
+    return [f for f in found if (f.rule, f.range) not in gone]
 
 
 def _priced(f: Finding, r: Rule, ctx: Context) -> None:

@@ -1,0 +1,127 @@
+"""Rules read on the loop as it runs: what holds its critical path (loops/model.py) names
+the cause. A Python thread holding the GIL while the loop's thread waits for it,
+host-to-device copies in line with the kernels on the compute stream, and a loop that
+waits for its DataLoader's workers (named by the user's `for` line in the samples). Each reports its
+cause once, on the outermost loop where it holds, and leaves the saving to the replay
+(loops/changes.py: `no_gil`, `prefetch`); its own estimate, the path's share, is used
+only where no model prices it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...common.settings import COPY_PATH_MIN_PCT, GIL_MIN_PCT, INPUT_WAIT_MIN_PCT
+from ...documents.types import Finding, RangeEntry
+from .host_rules import found_loops, nested_evidence
+from .registry import Context, Rule, rule
+
+
+def run_ns(e: RangeEntry) -> int:
+    """The loop's time as it runs (all its runs)."""
+    return int(e.run_per_instance_ns * e.run_instances) or e.wall_ns
+
+
+def path_pct(e: RangeEntry, what: str) -> float:
+    """The share of the loop's run time its critical path spends in `what`."""
+    return 100.0 * e.critical_path_ns.get(what, 0) / max(run_ns(e), 1)
+
+
+def _per_run_instance(e: RangeEntry, ns: float) -> float:
+    return ns / max(e.run_instances or e.wall_instances, 1)
+
+
+@rule("gil_contention", "systems", "warning",
+      "another Python thread of the process holds the GIL while the loop's thread waits "
+      "for it (pthread_cond_timedwait while the other thread runs the interpreter, from "
+      "CPU samples) for at least `gil_pct` of the loop's critical path as it runs",
+      {"gil_pct": GIL_MIN_PCT}, saving="the GIL waits on the critical path",
+      change="no_gil")
+def gil_contention(r: Rule, ctx: Context) -> list[Finding]:
+    out = []
+    for path, inner in found_loops(ctx, lambda e: path_pct(e, "gil") >= GIL_MIN_PCT).items():
+        e = ctx.entries[path]
+        ns = e.critical_path_ns.get("gil", 0)
+        holders = [(k.removesuffix(" (holding the GIL)"), v)
+                   for k, v in e.critical_threads_ns.items() if k.endswith("(holding the GIL)")]
+        who = ", ".join(f"{name} {100.0 * v / max(ns, 1):.0f}%" for name, v in holders[:3])
+        out.append(r.finding(
+            range=path, iterations=e.run_instances or e.wall_instances,
+            saving_per_instance_ns=_per_run_instance(e, ns),
+            message=f"{path} waits for the GIL {path_pct(e, 'gil'):.0f}% of its time as it "
+            f"runs ({_per_run_instance(e, ns) / 1e6:,.2f} ms an instance): its thread waits "
+            "in pthread_cond_timedwait while another Python thread of the process runs the "
+            f"interpreter ({who or 'a thread of the process'}).",
+            evidence={"gil_ns": ns, "run_ns": run_ns(e), "holders": dict(holders),
+                      **nested_evidence(inner)},
+            suggestion="move the other thread's pure-Python work into a process "
+            "(multiprocessing, a DataLoader worker) or do it between steps; in a thread, "
+            "let it sleep or work in native code that releases the GIL"))
+    return out
+
+
+@rule("copy_on_compute_stream", "systems", "warning",
+      "host-to-device copies in line with the kernels on the compute stream (a blocking "
+      "`.to('cuda')`) hold at least `copy_pct` of a loop's critical path as it runs",
+      {"copy_pct": COPY_PATH_MIN_PCT}, saving="the copies on the critical path",
+      change="prefetch")
+def copy_on_compute_stream(r: Rule, ctx: Context) -> list[Finding]:
+    out = []
+    for path, inner in found_loops(
+            ctx, lambda e: path_pct(e, "copy_h2d") >= COPY_PATH_MIN_PCT).items():
+        e = ctx.entries[path]
+        ns = e.critical_path_ns.get("copy_h2d", 0)
+        out.append(r.finding(
+            range=path, iterations=e.run_instances or e.wall_instances,
+            saving_per_instance_ns=_per_run_instance(e, ns),
+            message=f"{path} spends {path_pct(e, 'copy_h2d'):.0f}% of its time as it runs "
+            f"({_per_run_instance(e, ns) / 1e6:,.2f} ms an instance) in host-to-device "
+            "copies on its critical path: each copy waits for the kernels before it on the "
+            "stream, and the kernels after it wait for the copy, while the copy engine "
+            "could work beside them.",
+            evidence={"copy_h2d_ns": ns, "run_ns": run_ns(e), **nested_evidence(inner)},
+            suggestion="prefetch the next batch on a side stream: from pinned memory, "
+            "`with torch.cuda.stream(side): nxt = batch.to('cuda', non_blocking=True)`, "
+            "then `torch.cuda.current_stream().wait_stream(side)` before using it "
+            "(DataLoader(pin_memory=True) pins the batches)"))
+    return out
+
+
+LOADER_CALLS = re.compile(r"^(multiprocessing\.|selectors\.|queue\.|threading\.|"
+                          r"torch\.utils\.data\.)")
+"""The library calls a loop's thread waits in for the DataLoader's next batch (its worker
+queue: a pipe read, a select, a queue get)."""
+
+
+def loader_lines(e: RangeEntry) -> list:
+    """The range's sampled lines that wait for the next batch (LOADER_CALLS)."""
+    return [ln for ln in e.lines if LOADER_CALLS.match(ln.call or "")]
+
+
+@rule("input_wait", "systems", "warning",
+      "the loop's thread waits for the DataLoader's next batch (its Python samples in the "
+      "worker queue's reads under the user's `for` line) in at least `wait_pct` of its "
+      "samples", {"wait_pct": INPUT_WAIT_MIN_PCT},
+      saving="the waits' share of the loop's time", change="input_ahead")
+def input_wait(r: Rule, ctx: Context) -> list[Finding]:
+    out = []
+    waiting = lambda e: sum(ln.pct for ln in loader_lines(e)) >= INPUT_WAIT_MIN_PCT  # noqa: E731
+    for path, inner in found_loops(ctx, waiting).items():
+        e = ctx.entries[path]
+        lines = loader_lines(e)
+        pct = sum(ln.pct for ln in lines)
+        top = lines[0]
+        ns = run_ns(e) * pct / 100
+        out.append(r.finding(
+            range=path, iterations=e.run_instances or e.wall_instances,
+            saving_per_instance_ns=_per_run_instance(e, ns),
+            message=f"{path} waits for its input: {pct:.0f}% of its Python samples on "
+            f"{top.file}:{top.line} in {top.function} (`{top.code or top.call}`), in the "
+            f"DataLoader's worker queue ({top.call}): the workers do not keep up with the "
+            "step.",
+            evidence={"wait_pct": pct, "run_ns": run_ns(e), "file": top.file,
+                      "line": top.line, "call": top.call, **nested_evidence(inner)},
+            suggestion="more DataLoader workers (num_workers), a cheaper __getitem__ "
+            "(tokenize or decode once, ahead of training), persistent_workers=True and a "
+            "larger prefetch_factor"))
+    return out

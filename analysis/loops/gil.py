@@ -1,0 +1,78 @@
+"""Waits for the GIL, and the other threads that hold a step, named.
+
+CPython hands the GIL from thread to thread: a thread that wants it waits in
+`pthread_cond_timedwait` (take_gil, the switch interval at a time) while the holder runs
+the interpreter. Nsight Systems' Python sampling samples the main thread only, so the
+holder is seen in the CPU samples (`--sample=process-tree`): a sample of another thread of
+the process whose leaf frame is in the interpreter (python3.x, libpython3.x). An OS wait
+of GIL_WAITS on the step's range thread during which (give or take SAMPLE_SLACK_NS) such
+a sample falls is a GIL wait:
+its node is filed under "gil" on the critical path (replay.CATEGORIES), and the thread
+that ran the interpreter most during it is its holder. Without CPU samples the waits stay
+OS calls.
+
+Other threads on a critical path are named by what the export calls them (ThreadNames:
+PyTorch's autograd thread is `pt_autograd_0`), else by their thread id.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from ..load.nsys_sqlite import PID_MASK
+from .graph import OS, Graph
+
+GIL_WAITS = ("pthread_cond_timedwait", "pthread_cond_clockwait")
+"""The OS calls CPython's take_gil waits in."""
+INTERPRETER = re.compile(r"^(lib)?python\d")
+"""A CPU sample's leaf module that is the Python interpreter."""
+SAMPLE_SLACK_NS = 2_000_000
+"""How far before or after a wait an interpreter sample of another thread still counts:
+a sample every millisecond or so (nsys's CPU sampling) misses many a short handoff."""
+
+
+def interpreter_samples(samples: pd.DataFrame) -> pd.DataFrame:
+    """The CPU samples (load/nsys_samples.py) that ran the interpreter, by time:
+    global_tid, time_ns."""
+    if samples is None or not len(samples):
+        return pd.DataFrame({"global_tid": pd.Series(dtype="int64"),
+                             "time_ns": pd.Series(dtype="int64")})
+    mine = samples[samples["module"].astype(str).str.match(INTERPRETER.pattern).to_numpy()]
+    return mine[["global_tid", "time_ns"]].astype("int64").sort_values(
+        "time_ns", kind="stable").reset_index(drop=True)
+
+
+def mark_gil(g: Graph, running: pd.DataFrame) -> None:
+    """File the range thread's GIL waits under "gil" (see the module doc); each one's
+    holder in g.cache["gil_holder"] (node -> global tid)."""
+    if not len(running) or not len(g.osrt):
+        return
+    os0 = int(np.flatnonzero(g.kind == OS)[0]) if (g.kind == OS).any() else len(g.label)
+    names = g.osrt["name"].astype(str).to_numpy()
+    waits = np.flatnonzero(np.isin(names, GIL_WAITS)) + os0
+    waits = waits[g.thread[waits] == g.tid]
+    if not len(waits):
+        return
+    pid = g.tid & int(PID_MASK)
+    tids = running["global_tid"].to_numpy()
+    times = running["time_ns"].to_numpy()
+    other = ((tids & int(PID_MASK)) == pid) & (tids != g.tid)
+    tids, times = tids[other], times[other]
+    a = np.searchsorted(times, g.start[waits] - SAMPLE_SLACK_NS, side="left")
+    b = np.searchsorted(times, g.end[waits] + SAMPLE_SLACK_NS, side="right")
+    holders = g.cache.setdefault("gil_holder", {})
+    for node, i, j in zip(waits.tolist(), a.tolist(), b.tolist(), strict=True):
+        if j > i:
+            g.label[node] = "gil"
+            holders[node] = Counter(tids[i:j].tolist()).most_common(1)[0][0]
+
+
+def thread_label(tid: int, names: dict[int, str]) -> str:
+    """A thread as a page names it: its name in the export, else its thread id."""
+    name = names.get(int(tid))
+    return f"{name} (thread {int(tid) & 0xFFFFFF})" if name else \
+        f"thread {int(tid) & 0xFFFFFF}"

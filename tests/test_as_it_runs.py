@@ -1,0 +1,85 @@
+"""The loop as it runs, on programs captured for it on the H200 (tests/data/tools:
+twins/copy_engine.py, twins/gil_thread.py, loader_train.py; capture_engines_h200.sh):
+copies on the compute stream, a Python thread holding the GIL, and a training script with
+no range whose DataLoader holds the step, each against its fix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.common.names import DETECTED
+from tests.conftest import DATA
+from tests.shared_docs import analyzed
+
+
+def _loops(name: str) -> dict:
+    return {e.name: e for e in analyzed(name).ranges if e.critical_path_ns}
+
+
+def _share(e, what: str) -> float:
+    return e.critical_path_ns.get(what, 0) / (e.run_per_instance_ns * e.run_instances)
+
+
+def test_copies_on_the_compute_stream_hold_the_step_their_prefetch_does_not() -> None:
+    """copy_engine: the blocking copy holds 44% of the planted step as it runs, on the
+    host-to-device engine; prefetched on a side stream it is off the path."""
+    loops = _loops("twins/copy_engine/trace")
+    assert 0.35 < _share(loops["planted/step"], "copy_h2d") < 0.55
+    assert _share(loops["fixed/step"], "copy_h2d") < 0.05
+    first = analyzed("twins/copy_engine/trace").findings
+    rule = [f for f in first if f.rule == "copy_on_compute_stream"]
+    ranges = {f.range for f in rule}
+    assert {"planted", "control"} <= ranges and not any(r.startswith("fixed") for r in ranges)
+
+
+def test_a_python_thread_holding_the_gil_is_named_and_priced() -> None:
+    """gil_thread: the loop's thread waits for the GIL 94% of its time as it runs, held by
+    the background thread (named from the CPU samples); the fixed loop does not wait."""
+    doc = analyzed("twins/gil_thread_sampled/trace")
+    loops = {e.name: e for e in doc.ranges if e.critical_path_ns}
+    assert _share(loops["planted/step"], "gil") > 0.85
+    assert _share(loops["fixed/step"], "gil") < 0.03      # nsys's own sampler thread
+    holders = [k for k in loops["planted/step"].critical_threads_ns if "holding the GIL" in k]
+    assert holders and holders[0].startswith("python3 (thread ")
+    assert doc.findings[0].rule == "gil_contention"
+    assert not [f for f in doc.findings if f.rule == "host_bound"
+                and f.range in ("planted", "control")]           # the GIL explains it
+
+
+def test_the_autograd_thread_is_named_on_the_critical_path() -> None:
+    threads = _loops("battery/item_sync_planted/trace")["step/log"].critical_threads_ns
+    assert next(iter(threads)).startswith("pt_autograd_0 (thread ")
+
+
+@pytest.fixture(scope="module")
+def loader() -> dict:
+    return {s: analyzed(f"loader/{s}/trace") for s in ("planted", "fixed")}
+
+
+def test_a_script_without_ranges_is_modeled_on_its_detected_steps(loader) -> None:
+    """Each detected step is an instance of the loop `detected step` on the launching
+    thread: its cost as it runs is the script's own timing of its steady steps."""
+    for side, doc in loader.items():
+        e = next(x for x in doc.ranges if x.name == DETECTED)
+        truth = json.loads((DATA / "loader" / side / "truth.json").read_text())["step_ns"]
+        assert e.modeled_instances >= 16 and e.critical_path_ns
+        assert abs(e.run_per_instance_ns - truth) <= 0.05 * truth, (side, truth)
+        assert doc.steps[0].source == "detected"
+        assert any("detected steps are the loop" in n for n in doc.notes)
+
+
+def test_the_input_pipeline_holding_the_step_is_named_by_the_users_line(loader) -> None:
+    """The planted script (2 workers) waits for its batches: the first finding names the
+    `for` line over the loader and prices the wait within 15% of what 8 workers saved;
+    the fixed twin has no such finding."""
+    planted, fixed = loader["planted"], loader["fixed"]
+    first = planted.findings[0]
+    assert first.rule == "input_wait" and first.range == DETECTED
+    assert "loader_train.py:73" in first.message and "enumerate(loader)" in first.message
+    run = {s: next(x for x in d.ranges if x.name == DETECTED).run_per_instance_ns
+           for s, d in loader.items()}
+    realized = run["planted"] - run["fixed"]
+    assert 0.85 <= first.saving_per_instance_ns / realized <= 1.15
+    assert not [f for f in fixed.findings if f.rule == "input_wait"]
