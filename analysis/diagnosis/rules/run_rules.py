@@ -10,6 +10,7 @@ only where no model prices it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ...common.settings import COPY_PATH_MIN_PCT, GIL_MIN_PCT, INPUT_WAIT_MIN_PCT
 from ...documents.types import Finding, RangeEntry
@@ -31,6 +32,31 @@ def _per_run_instance(e: RangeEntry, ns: float) -> float:
     return ns / max(e.run_instances or e.wall_instances, 1)
 
 
+def held_by(r: Rule, ctx: Context, category: str, min_pct: float,
+            said: Callable[[RangeEntry, float], str], suggestion: str,
+            extra: Callable[[RangeEntry], dict] = lambda e: {}) -> list[Finding]:
+    """One finding per outermost loop whose critical path spends `min_pct` of its run time
+    or more in `category`: its share per run instance the rule's own estimate, `said(e,
+    ns an instance)` the message."""
+    out = []
+    for path, inner in found_loops(ctx, lambda e: path_pct(e, category) >= min_pct).items():
+        e = ctx.entries[path]
+        ns = e.critical_path_ns.get(category, 0)
+        out.append(r.finding(
+            range=path, iterations=e.run_instances or e.wall_instances,
+            saving_per_instance_ns=_per_run_instance(e, ns),
+            message=said(e, _per_run_instance(e, ns)),
+            evidence={f"{category}_ns": ns, "run_ns": run_ns(e), **extra(e),
+                      **nested_evidence(inner)}, suggestion=suggestion))
+    return out
+
+
+def _holders(e: RangeEntry) -> dict[str, int]:
+    """The threads that held the GIL while the loop waited, by name."""
+    return {k.removesuffix(" (holding the GIL)"): v for k, v in e.critical_threads_ns.items()
+            if k.endswith("(holding the GIL)")}
+
+
 @rule("gil_contention", "systems", "warning",
       "another Python thread of the process holds the GIL while the loop's thread waits "
       "for it (pthread_cond_timedwait while the other thread runs the interpreter, from "
@@ -38,26 +64,19 @@ def _per_run_instance(e: RangeEntry, ns: float) -> float:
       {"gil_pct": GIL_MIN_PCT}, saving="the GIL waits on the critical path",
       change="no_gil")
 def gil_contention(r: Rule, ctx: Context) -> list[Finding]:
-    out = []
-    for path, inner in found_loops(ctx, lambda e: path_pct(e, "gil") >= GIL_MIN_PCT).items():
-        e = ctx.entries[path]
-        ns = e.critical_path_ns.get("gil", 0)
-        holders = [(k.removesuffix(" (holding the GIL)"), v)
-                   for k, v in e.critical_threads_ns.items() if k.endswith("(holding the GIL)")]
-        who = ", ".join(f"{name} {100.0 * v / max(ns, 1):.0f}%" for name, v in holders[:3])
-        out.append(r.finding(
-            range=path, iterations=e.run_instances or e.wall_instances,
-            saving_per_instance_ns=_per_run_instance(e, ns),
-            message=f"{path} waits for the GIL {path_pct(e, 'gil'):.0f}% of its time as it "
-            f"runs ({_per_run_instance(e, ns) / 1e6:,.2f} ms an instance): its thread waits "
-            "in pthread_cond_timedwait while another Python thread of the process runs the "
-            f"interpreter ({who or 'a thread of the process'}).",
-            evidence={"gil_ns": ns, "run_ns": run_ns(e), "holders": dict(holders),
-                      **nested_evidence(inner)},
-            suggestion="move the other thread's pure-Python work into a process "
-            "(multiprocessing, a DataLoader worker) or do it between steps; in a thread, "
-            "let it sleep or work in native code that releases the GIL"))
-    return out
+    def said(e: RangeEntry, ns: float) -> str:
+        gil = max(e.critical_path_ns.get("gil", 0), 1)
+        who = ", ".join(f"{name} {100.0 * v / gil:.0f}%"
+                        for name, v in list(_holders(e).items())[:3])
+        return (f"{e.name} waits for the GIL {path_pct(e, 'gil'):.0f}% of its time as it "
+                f"runs ({ns / 1e6:,.2f} ms an instance): its thread waits in "
+                "pthread_cond_timedwait while another Python thread of the process runs "
+                f"the interpreter ({who or 'a thread of the process'}).")
+    return held_by(r, ctx, "gil", GIL_MIN_PCT, said,
+                   "move the other thread's pure-Python work into a process "
+                   "(multiprocessing, a DataLoader worker) or do it between steps; in a "
+                   "thread, let it sleep or work in native code that releases the GIL",
+                   lambda e: {"holders": _holders(e)})
 
 
 @rule("copy_on_compute_stream", "systems", "warning",
@@ -66,25 +85,17 @@ def gil_contention(r: Rule, ctx: Context) -> list[Finding]:
       {"copy_pct": COPY_PATH_MIN_PCT}, saving="the copies on the critical path",
       change="prefetch")
 def copy_on_compute_stream(r: Rule, ctx: Context) -> list[Finding]:
-    out = []
-    for path, inner in found_loops(
-            ctx, lambda e: path_pct(e, "copy_h2d") >= COPY_PATH_MIN_PCT).items():
-        e = ctx.entries[path]
-        ns = e.critical_path_ns.get("copy_h2d", 0)
-        out.append(r.finding(
-            range=path, iterations=e.run_instances or e.wall_instances,
-            saving_per_instance_ns=_per_run_instance(e, ns),
-            message=f"{path} spends {path_pct(e, 'copy_h2d'):.0f}% of its time as it runs "
-            f"({_per_run_instance(e, ns) / 1e6:,.2f} ms an instance) in host-to-device "
-            "copies on its critical path: each copy waits for the kernels before it on the "
-            "stream, and the kernels after it wait for the copy, while the copy engine "
-            "could work beside them.",
-            evidence={"copy_h2d_ns": ns, "run_ns": run_ns(e), **nested_evidence(inner)},
-            suggestion="prefetch the next batch on a side stream: from pinned memory, "
-            "`with torch.cuda.stream(side): nxt = batch.to('cuda', non_blocking=True)`, "
-            "then `torch.cuda.current_stream().wait_stream(side)` before using it "
-            "(DataLoader(pin_memory=True) pins the batches)"))
-    return out
+    def said(e: RangeEntry, ns: float) -> str:
+        return (f"{e.name} spends {path_pct(e, 'copy_h2d'):.0f}% of its time as it runs "
+                f"({ns / 1e6:,.2f} ms an instance) in host-to-device copies on its critical "
+                "path: each copy waits for the kernels before it on the stream, and the "
+                "kernels after it wait for the copy, while the copy engine could work "
+                "beside them.")
+    return held_by(r, ctx, "copy_h2d", COPY_PATH_MIN_PCT, said,
+                   "prefetch the next batch on a side stream: from pinned memory, `with "
+                   "torch.cuda.stream(side): nxt = batch.to('cuda', non_blocking=True)`, then "
+                   "`torch.cuda.current_stream().wait_stream(side)` before using it "
+                   "(DataLoader(pin_memory=True) pins the batches)")
 
 
 LOADER_CALLS = re.compile(r"^(multiprocessing\.|selectors\.|queue\.|threading\.|"
