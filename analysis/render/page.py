@@ -132,7 +132,8 @@ def where_time_went(doc: SystemsDoc) -> list[str]:
 
 def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
             warnings: list[str] | None = None) -> list[str]:
-    """The first screen: fastest variant, speedup, % of roofline, top findings."""
+    """The first screen: where the time went, fastest variant, speedup, % of roofline,
+    each loop as it runs and what held it, top findings."""
     rows = [r for r in systems.variants if not r.missing]
     lines = ["## Verdict", ""] + [f"**Warning:** {esc(w)}" for w in warnings or []]
     if warnings:
@@ -154,6 +155,8 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
             parts.append(f"{pct(bw)} of the measured copy bandwidth" if best.pct_of_copy_bw
                          else f"{pct(bw)} of peak memory bandwidth")
         lines.append(", ".join(parts) + ".")
+    held = loops_lines(systems)
+    lines += ([""] + held[:-1]) if held else []
     found = ordered(systems.findings + (compute.findings if compute else []))
     top = [f for f in top_findings(found)[0]
            if f.severity != "info"][:TOP_FINDINGS]
@@ -174,8 +177,8 @@ def loops_lines(doc: SystemsDoc) -> list[str]:
     loops = loop_entries(doc)[:PAGE_LOOPS]
     if not loops:
         return []
-    return ["What held each loop's steps (the replayed step model; all of them in "
-            "systems.md):", *[f"- {sentence(e)}." for e in loops], ""]
+    return ["Each loop as it runs, and what held its steps (the replayed step model; all "
+            "of them in systems.md):", *[f"- {sentence(e)}." for e in loops], ""]
 
 
 def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
@@ -185,7 +188,7 @@ def render_page(systems: SystemsDoc, compute: ComputeDoc | None,
     compute, warnings = joinable(systems, compute)
     lines = [f"# {esc(workload)}", ""]
     lines += run_header(run)
-    lines += verdict(systems, compute, warnings) + loops_lines(systems)
+    lines += verdict(systems, compute, warnings)
     lines += runs_line(systems, compute)
     lines += variants_section(systems)
     for kind, title in (("time", "time per iteration"), ("timeline", "one iteration"),
