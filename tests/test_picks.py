@@ -239,7 +239,8 @@ def test_compute_findings_get_the_wall_saving_the_step_model_replays(tmp_path: P
     """With the Systems report of the same program beside it, each Compute finding of a
     modeled loop is replayed there with its kernels as fast as it says they can be: the
     training step's kernels shorten its wall time; the decode loop, held by its host
-    (cuDNN builds a plan every token), gains nothing from faster kernels."""
+    (cuDNN builds a plan every token), gains next to nothing from faster kernels (a few µs
+    where its run's last kernel ends it)."""
     from analysis.commands import reports
 
     out = tmp_path / "decode_train"
@@ -250,6 +251,6 @@ def test_compute_findings_get_the_wall_saving_the_step_model_replays(tmp_path: P
     train = [f for f in priced if f.range == "train_step"]
     decode = [f for f in priced if f.range == "decode"]
     assert train and all(f.evidence["wall_saving_ns"] > 0 for f in train)
-    assert decode and all(f.evidence["wall_saving_ns"] == 0 for f in decode)
+    assert decode and all(f.evidence["wall_saving_ns"] < 10_000 for f in decode)   # of 2.9 s
     assert all(0 <= f.evidence["kernel_speed_factor"] < 1 for f in priced)
     assert "off its critical path" in decode[0].message

@@ -88,6 +88,8 @@ def _offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
         seen = gap[binds & (kind == k)]
         floor[kind == k] = np.minimum(gap[kind == k], int(np.median(seen)) if len(seen) else 0)
     floor[kind == EVENT] = 0
+    floor[kind == STEP] = 0          # "no earlier than": a call still running at the end
+                                     # bounds the end only where nothing later does
     woke = (kind == RELEASE) | (kind == THREAD)
     woken = np.full(2 * g.n, np.iinfo(np.int64).max, dtype=np.int64)
     woken[dst[woke]] = gap[woke]                # the last such edge into a point counts

@@ -34,12 +34,14 @@ def _per_run_instance(e: RangeEntry, ns: float) -> float:
 
 def held_by(r: Rule, ctx: Context, category: str, min_pct: float,
             said: Callable[[RangeEntry, float], str], suggestion: str,
-            extra: Callable[[RangeEntry], dict] = lambda e: {}) -> list[Finding]:
+            extra: Callable[[RangeEntry], dict] = lambda e: {},
+            also: Callable[[RangeEntry], bool] = lambda e: True) -> list[Finding]:
     """One finding per outermost loop whose critical path spends `min_pct` of its run time
-    or more in `category`: its share per run instance the rule's own estimate, `said(e,
-    ns an instance)` the message."""
+    or more in `category` (and `also` holds): its share per run instance the rule's own
+    estimate, `said(e, ns an instance)` the message."""
     out = []
-    for path, inner in found_loops(ctx, lambda e: path_pct(e, category) >= min_pct).items():
+    for path, inner in found_loops(ctx, lambda e: path_pct(e, category) >= min_pct
+                                   and also(e)).items():
         e = ctx.entries[path]
         ns = e.critical_path_ns.get(category, 0)
         out.append(r.finding(
@@ -81,7 +83,8 @@ def gil_contention(r: Rule, ctx: Context) -> list[Finding]:
 
 @rule("copy_on_compute_stream", "systems", "warning",
       "host-to-device copies in line with the kernels on the compute stream (a blocking "
-      "`.to('cuda')`) hold at least `copy_pct` of a loop's critical path as it runs",
+      "`.to('cuda')`: the loop's thread waits for its copies) hold at least `copy_pct` of "
+      "a loop's critical path as it runs",
       {"copy_pct": COPY_PATH_MIN_PCT}, saving="the copies on the critical path",
       change="prefetch")
 def copy_on_compute_stream(r: Rule, ctx: Context) -> list[Finding]:
@@ -95,7 +98,8 @@ def copy_on_compute_stream(r: Rule, ctx: Context) -> list[Finding]:
                    "prefetch the next batch on a side stream: from pinned memory, `with "
                    "torch.cuda.stream(side): nxt = batch.to('cuda', non_blocking=True)`, then "
                    "`torch.cuda.current_stream().wait_stream(side)` before using it "
-                   "(DataLoader(pin_memory=True) pins the batches)")
+                   "(DataLoader(pin_memory=True) pins the batches)",
+                   also=lambda e: e.host_sync_ns > 0)   # the thread waits for its copies
 
 
 LOADER_CALLS = re.compile(r"^(multiprocessing\.|selectors\.|queue\.|threading\.|"
