@@ -196,14 +196,14 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     if events:
         events = compile_events.place(trace, events)
     extra, threads, thread_kernels = busy.per_key(trace)
-    py = load_py_samples(export.db)
+    py, cpu = load_py_samples(export.db), load_samples(export.db)
     per_range = rng.summarize(trace)
     table = range_table(per_range, trace.kernels,
                         [extra, host.per_key(trace)],
                         (threads, thread_kernels), trace.key_devices, host.copy_table(trace),
-                        host.hot_frames(trace, load_samples(export.db)),
+                        host.hot_frames(trace, cpu),
                         (events or [], trace.warmup), pylines.py_lines(trace, py, cwd))
-    steps = StepModels(trace, export.db)
+    steps = StepModels(trace, export.db, cpu, py)
     cols = {c: table.column(c) for c in ("name", "wall_instances", "warmup", "domain",
                                          "wall_ns")}
     models = model_loops(steps, per_range["key"].to_numpy(), cols, is_op_path)

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from ..documents.types import Finding
-from ..load.nsys_pysamples import PySamples, load_py_samples
 from ..load.nsys_sqlite import PID_MASK
 from ..loops.changes import Change, saving
 from ..loops.graph import Graph
@@ -37,7 +36,6 @@ class Pricer:
     models: StepModels
     loops: set[str]                        # the loop ranges' paths (3+ steady instances)
     cache: dict[tuple, float] = field(default_factory=dict)
-    py: PySamples | None = None            # the export's Python samples, read when needed
 
     def price(self, f: Finding, pid: int | None = None) -> float | None:
         """The whole trace's saving (ns) of removing the finding's cause (its range in
@@ -57,11 +55,10 @@ class Pricer:
     def input_waits(self, path: str, pid: int | None) -> tuple[tuple[int, int], ...]:
         """When the range's threads waited for a DataLoader's next batch (Python samples,
         pylines.wait_windows)."""
-        if self.py is None:
-            self.py = load_py_samples(self.models.db)
         r = self.models.trace.ranges
         mine = np.isin(r["key"].to_numpy(), self.models.keys_of(path, pid))
-        return wait_windows(self.py, set(r["global_tid"].to_numpy()[mine].tolist()))
+        return wait_windows(self.models.py_samples(),
+                            set(r["global_tid"].to_numpy()[mine].tolist()))
 
     def syncs(self, path: str, pid: int | None = None) -> Counter:
         """What the blocking calls of a range's steps are (sync_kinds over its loop's

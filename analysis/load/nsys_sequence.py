@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .export import shared
-from .nsys_sqlite import fetch_ints, os_pid
+from .nsys_sqlite import PID_MASK, fetch_ints, os_pid
 
 SEQUENCE_ROWS = 4_000_000
 """Kernels read at most (the first by start: 160 MB of integers)."""
@@ -78,8 +78,8 @@ def launch_calls(path: Path, device: int, stream: int, starts: np.ndarray) -> pd
     marks = ",".join(str(int(s)) for s in np.unique(starts).tolist())
     raw = fetch_ints(conn, path, "SELECT k.start, r.globalTid, r.start, r.end FROM "
                      "CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON "
-                     "r.correlationId = k.correlationId AND (r.globalTid & -16777216) = "
-                     f"k.globalPid WHERE k.deviceId = {int(device)} AND k.streamId = "
+                     f"r.correlationId = k.correlationId AND (r.globalTid & {int(PID_MASK)}) "
+                     f"= k.globalPid WHERE k.deviceId = {int(device)} AND k.streamId = "
                      f"{int(stream)} AND k.start IN ({marks})", 4)
     if not len(raw):
         return empty

@@ -167,19 +167,29 @@ def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
 def _scoped_edges(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
     """The edges into nodes of the scope (see the module doc); a STEP edge by its
     source."""
-    inside = np.zeros(g.n, dtype=bool)
-    host = np.isin(g.kind, (CALL, OS))
-    for lo, hi in scope:
-        if hi >= g.lo and lo <= g.hi:
-            inside |= host & (g.start >= lo) & (g.start <= hi)
+    inside = np.isin(g.kind, (CALL, OS)) & _within(g.start, _near(scope, g.lo, g.hi))
     if len(g.ops):
         ops0 = len(g.calls)
-        launcher = np.array([g.corr_of.get(int(c), -1) for c in g.ops["corr"].tolist()],
-                            dtype=np.int64)
+        launcher = _launchers(g, ops0 + np.arange(len(g.ops)))
         inside[ops0:ops0 + len(g.ops)] = (launcher >= 0) & inside[np.maximum(launcher, 0)]
     src, dst, kind = _edges(g)
     node = np.where(kind == STEP, src // 2, dst // 2)
     return inside[node]
+
+
+def _near(windows, lo: int, hi: int) -> np.ndarray:
+    """The windows ((start, end) pairs on the clock) that meet [lo, hi], as an (n, 2)
+    array: a range's instances over the whole trace, cut to the few a step can touch."""
+    w = np.asarray(windows, dtype=np.int64).reshape(-1, 2)
+    return w[(w[:, 1] >= lo) & (w[:, 0] <= hi)]
+
+
+def _within(times: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Whether each time lies in one of the windows `w` (_near's array)."""
+    out = np.zeros(len(times), dtype=bool)
+    for a, b in w.tolist():
+        out |= (times >= a) & (times <= b)
+    return out
 
 
 def _no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -229,21 +239,20 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
     there asynchronous."""
     src, dst, kind = _edges(g)
     pts = g.points
+    w = _near(change.windows, int(pts.min()), int(pts.max()))
     mine = g.thread[dst // 2] == g.tid
     held = mine & (np.isin(kind, (PROGRAM, THREAD)) | ((kind == OWN) & (g.kind[dst // 2] == OS)))
-    cut = _overlap(pts[src], pts[dst], change.windows)
+    cut = _overlap(pts[src], pts[dst], w)
     off[held] = np.maximum(off[held] - cut[held], 0)
     keep &= ~((kind == THREAD) & mine & (cut > 0))     # nor waits for another thread there
     copies = _on_thread(g, _calls(g, r"Memcpy|Memset"))
-    copies = copies[np.array([any(lo <= g.start[i] <= hi for lo, hi in change.windows)
-                              for i in copies.tolist()], dtype=bool)] if len(copies) else copies
-    _free(g, off, keep, copies)
+    _free(g, off, keep, copies[_within(g.start[copies], w)])
 
 
-def _overlap(lo: np.ndarray, hi: np.ndarray, windows) -> np.ndarray:
-    """How much of each span [lo, hi] lies inside the windows (ns)."""
+def _overlap(lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """How much of each span [lo, hi] lies inside the windows `w` (_near's array), ns."""
     out = np.zeros(len(lo), dtype=np.int64)
-    for a, b in windows:
+    for a, b in w.tolist():
         out += np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0, None)
     return out
 
@@ -268,10 +277,15 @@ def _copy_ops(g: Graph, pageable: bool) -> np.ndarray:
     return ops0 + np.flatnonzero(is_copy)
 
 
+def _launchers(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
+    """Each operation's launching call node (-1 where no call of the step launched it)."""
+    corr = g.ops["corr"].to_numpy()[op_nodes - len(g.calls)]
+    return np.array([g.corr_of.get(int(c), -1) for c in corr.tolist()], dtype=np.int64)
+
+
 def _launcher(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
-    ops0 = len(g.calls)
-    corr = g.ops["corr"].to_numpy()[op_nodes - ops0]
-    calls = np.array([g.corr_of.get(int(c), -1) for c in corr.tolist()], dtype=np.int64)
+    """The calls of the step that launched the operations."""
+    calls = _launchers(g, op_nodes)
     return calls[calls >= 0]
 
 
@@ -357,14 +371,7 @@ def _prefetch(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> No
     if not len(calls):
         return
     _free(g, off, keep, _then_syncs(g, calls))
-    mine = np.isin(_launcher_of_ops(g, h2d), calls)
-    _gone(g, off, h2d[mine])
-
-
-def _launcher_of_ops(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
-    """Each operation's launching call (-1 where none of the step's)."""
-    corr = g.ops["corr"].to_numpy()[op_nodes - len(g.calls)]
-    return np.array([g.corr_of.get(int(c), -1) for c in corr.tolist()], dtype=np.int64)
+    _gone(g, off, h2d[np.isin(_launchers(g, h2d), calls)])
 
 
 def _no_gil(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:

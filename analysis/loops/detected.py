@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..common.names import DETECTED, is_library, is_op_path
 from ..load.nsys_sequence import DETECT_ROWS, kernel_sequence, launch_calls
-from ..load.nsys_sqlite import NsysExport
+from ..load.nsys_sqlite import NsysExport, os_pid
 from .find import MARKER, busiest_lane, from_kernels
 
 
@@ -37,7 +37,7 @@ def unmarked_pids(export: NsysExport, seq: pd.DataFrame) -> list[int]:
                          for d, n in zip(r["domain"].tolist(), r["name"].tolist(),
                                          strict=True)], dtype=bool)
         tids = r["global_tid"].to_numpy()[mine]
-        own = {int(t) >> 24 & 0xFFFFFF for t in tids[pd.notna(tids)].tolist()}
+        own = set(os_pid(tids[pd.notna(tids)].astype("int64")).tolist())
     return sorted(int(p) for p in seq["pid"].unique().tolist() if int(p) not in own)
 
 

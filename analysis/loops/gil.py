@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..load.nsys_sqlite import PID_MASK
-from .graph import OS, Graph
+from .graph import Graph
 
 GIL_WAITS = ("pthread_cond_timedwait", "pthread_cond_clockwait")
 """The OS calls CPython's take_gil waits in."""
@@ -51,9 +51,8 @@ def mark_gil(g: Graph, running: pd.DataFrame) -> None:
     holder in g.cache["gil_holder"] (node -> global tid)."""
     if not len(running) or not len(g.osrt):
         return
-    os0 = int(np.flatnonzero(g.kind == OS)[0]) if (g.kind == OS).any() else len(g.label)
     names = g.osrt["name"].astype(str).to_numpy()
-    waits = np.flatnonzero(np.isin(names, GIL_WAITS)) + os0
+    waits = np.flatnonzero(np.isin(names, GIL_WAITS)) + len(g.calls) + len(g.ops)
     waits = waits[g.thread[waits] == g.tid]
     if not len(waits):
         return

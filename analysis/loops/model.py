@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..common.names import is_library
 from ..common.settings import LOOP_MIN_INSTANCES
+from ..load.nsys_pysamples import PySamples, load_py_samples
 from ..load.nsys_samples import load_samples
 from ..load.nsys_sqlite import PID_MASK
 from ..load.nsys_steps import read_steps
@@ -65,17 +66,21 @@ class StepModels:
     for at once read in one pass) and kept: the loops' critical paths and every
     finding's what-if read the same graphs."""
 
-    def __init__(self, trace, db: Path) -> None:
+    def __init__(self, trace, db: Path, cpu_samples: pd.DataFrame | None = None,
+                 py: PySamples | None = None) -> None:
+        """`cpu_samples`, `py`: the export's CPU and Python samples where the caller has
+        read them already (else read here when first needed)."""
         self.trace, self.db = trace, Path(db)
         self.built: dict[int, list[Graph]] = {}
-        self.tails: dict[int, list[bool]] = {}      # per built graph: a tail step
         self.skipped: dict[int, int] = {}
         self._runs: dict[int, Runs] = {}
         self._run_ctx: tuple | None = None
         self._first: set[int] | None = None
         self._paths: pd.Index | None = None
+        self._cpu, self._py = cpu_samples, py
         self._running: pd.DataFrame | None = None
-        self._stratum: dict[tuple[int, int], float] = {}   # (key, row) -> its stratum's ns
+        self._stratum: dict[tuple[int, int], float] = {}   # (key, row) -> its stratum's
+                                                            # ns (none: a tail step)
         self.rows: dict[int, list[int]] = {}                # per built graph: its range row
 
     @property
@@ -107,9 +112,6 @@ class StepModels:
         rows = np.flatnonzero(self.trace.ranges["key"].to_numpy() == key)
         return np.array([i for i in rows.tolist() if i not in self._first], dtype=np.int64)
 
-    def steady_count(self, key: int) -> int:
-        return len(self.steady(key))
-
     def runs(self, key: int) -> Runs:
         """The key's runs and its steps as they run (loops/runs.py), made once."""
         if key not in self._runs:
@@ -129,9 +131,9 @@ class StepModels:
                 float(np.median(runs.step_ns)) if len(rows) else 0.0)
 
     def sample(self, key: int, within: np.ndarray | None = None) -> np.ndarray:
-        """The steady instances modeled: those whose steps lie nearest the median step
-        (SAMPLE_INSTANCES), then the tail steps not among them (the TAIL_KEEP longest);
-        those inside `within` (rows of an enclosing loop's sample) where any are."""
+        """The steady instances modeled: one of each stratum of the steps by length
+        (_strata), then the tail steps (the TAIL_KEEP longest); those inside `within` (rows
+        of an enclosing loop's sample) where any are."""
         at = self.steady(key)
         if within is not None and len(within):
             inside = self._inside(at, within)
@@ -159,9 +161,11 @@ class StepModels:
     def weights(self, key: int) -> np.ndarray:
         """Per built graph of the key, how much of the runs' time it stands for (see the
         module doc): its replayed step times this is the loop's replayed run time."""
-        gs, tail = self.graphs(key), np.array(self.tails.get(key, []), dtype=bool)
+        gs = self.graphs(key)
         if not gs:
             return np.zeros(0)
+        tail = np.array([(key, r) not in self._stratum for r in self.rows[key]], dtype=bool)
+        share = np.array([self._stratum.get((key, r), 0.0) for r in self.rows[key]])
         ns = np.array([g.hi - g.lo for g in gs], dtype=np.float64)
         total = float(self.runs(key).spans.sum())
         step, _, median = self.steps_of(key)
@@ -170,9 +174,7 @@ class StepModels:
         if tail.any() and slow > ns[tail].sum() > 0:      # past TAIL_KEEP: the kept stand
             w[tail] = min(slow, total) / ns[tail].sum()    # for every slow step
         rest = ~tail
-        share = np.array([self._stratum.get((key, r), 0.0) for r in self.rows.get(key, [])]
-                         or np.zeros(len(gs)))
-        share = np.where(share > 0, share, ns) / np.maximum(ns, 1.0)
+        share = np.where(tail, ns, share) / np.maximum(ns, 1.0)
         if rest.any() and (share * ns)[rest].sum() > 0:
             w[rest] = share[rest] * max(total - (w * ns)[tail].sum(), 0.0) / \
                 (share * ns)[rest].sum()
@@ -225,7 +227,7 @@ class StepModels:
                                                                              strict=True)],
                           [k for k, _ in windows], MODEL_CALLS)
         for k in keys:
-            self.built[k], self.tails[k], self.skipped[k], self.rows[k] = [], [], 0, []
+            self.built[k], self.skipped[k], self.rows[k] = [], 0, []
         for (k, i), h, step in zip(windows, hi, read, strict=False):
             if step is None:            # past the loop's budget of calls
                 continue
@@ -238,13 +240,19 @@ class StepModels:
                 continue
             self.built[k].append(g)
             self.rows[k].append(int(i))
-            self.tails[k].append(bool(h - lo[i] >= TAIL_FACTOR * steps[k][2] > 0))
 
     def running(self) -> pd.DataFrame:
         """The export's CPU samples in the Python interpreter (gil.py), read once."""
         if self._running is None:
-            self._running = interpreter_samples(load_samples(self.db))
+            self._running = interpreter_samples(
+                self._cpu if self._cpu is not None else load_samples(self.db))
         return self._running
+
+    def py_samples(self) -> PySamples:
+        """The export's Python samples, read once."""
+        if self._py is None:
+            self._py = load_py_samples(self.db)
+        return self._py
 
     def graphs(self, key: int) -> list[Graph]:
         self.prefetch([key])

@@ -236,24 +236,28 @@ def _site_table(sites: list[tuple[int, tuple]]) -> pd.DataFrame:
                         columns=["file", "line", "function", "call", "code"])
 
 
-LOADER_FILES = re.compile(r"/(multiprocessing|torch/utils/data)/|/(selectors|queue)\.py$")
-"""Files of the frames a thread is in while it waits for a DataLoader's next batch."""
+LOADER_CALLS = re.compile(r"^(multiprocessing\.|selectors\.|queue\.|threading\.|"
+                          r"torch\.utils\.data\.)")
+"""The library calls below the user's line (site) a thread waits in for a DataLoader's
+next batch (its worker queue: a pipe read, a select, a queue get)."""
 WAIT_GAP_NS = 3_000_000
 """Samples of a wait further apart than this start a new wait (a sample every ms or so)."""
 
 
-def wait_windows(py: PySamples, tids: set[int], files: re.Pattern = LOADER_FILES
+def wait_windows(py: PySamples, tids: set[int], calls: re.Pattern = LOADER_CALLS
                  ) -> tuple[tuple[int, int], ...]:
-    """The spans the threads `tids` were sampled in frames of `files` (by default: waiting
-    for a DataLoader's next batch), each from its first such sample to its last plus one
-    sampling interval: consecutive samples WAIT_GAP_NS apart at most are one wait."""
+    """The spans the threads `tids` were sampled with a library call matching `calls`
+    below the user's line (by default: waiting for a DataLoader's next batch, as the
+    input_wait rule reads the lines), each from its first such sample to its last plus
+    one sampling interval: consecutive samples WAIT_GAP_NS apart at most are one wait."""
     s = py.samples
     if not len(s) or not tids:
         return ()
     s = s[s["global_tid"].isin(list(tids)).to_numpy()].sort_values("time_ns", kind="stable")
     step = float(np.median(np.diff(s["time_ns"].to_numpy()))) if len(s) > 1 else 0.0
-    hit = np.array([any(files.search(f[0]) for f in py.stacks[k])
-                    for k in s["stack"].tolist()], dtype=bool)
+    waiting = [bool((at := site(stack)) and calls.match(at[1])) for stack in py.stacks]
+    hit = np.array(waiting, dtype=bool)[s["stack"].to_numpy()] if waiting else \
+        np.zeros(len(s), dtype=bool)
     t = s["time_ns"].to_numpy()[hit]
     if not len(t):
         return ()

@@ -9,11 +9,11 @@ only where no model prices it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from ...common.settings import COPY_PATH_MIN_PCT, GIL_MIN_PCT, INPUT_WAIT_MIN_PCT
 from ...documents.types import Finding, RangeEntry
+from ...trace.pylines import LOADER_CALLS
 from .host_rules import found_loops, nested_evidence
 from .registry import Context, Rule, rule
 
@@ -100,12 +100,6 @@ def copy_on_compute_stream(r: Rule, ctx: Context) -> list[Finding]:
                    "`torch.cuda.current_stream().wait_stream(side)` before using it "
                    "(DataLoader(pin_memory=True) pins the batches)",
                    also=lambda e: e.host_sync_ns > 0)   # the thread waits for its copies
-
-
-LOADER_CALLS = re.compile(r"^(multiprocessing\.|selectors\.|queue\.|threading\.|"
-                          r"torch\.utils\.data\.)")
-"""The library calls a loop's thread waits in for the DataLoader's next batch (its worker
-queue: a pipe read, a select, a queue get)."""
 
 
 def loader_lines(e: RangeEntry) -> list:
