@@ -1,0 +1,164 @@
+"""A generated battery program: loops drawn from a seed, each with one to three causes of
+the catalogue (causes.py) and the fix of each, run in one process, the truth measured
+around every variant by its synchronize.
+
+    python program.py --seed 11 [--loops 24] [--steps 16] [--device cuda] [--out truth.json]
+    python program.py --seed 11 --plan         # the drawn loops, as JSON, nothing run
+
+Each loop `gNN` is drawn from the seed: a base step (`gpu`: a chain of GEMMs sized
+1-4k, the GPU holds the step; `host`: small kernels launched one by one, the host holds
+it), one to three causes (or one negative control, one loop in eight), each with a size
+and a layout: its code in a range nested in the step (`step/<cause>`), in a range beside
+the step in the same iteration (`<cause>`), or in no range of its own. A loop runs as
+variants: `all` (every cause planted), and `fix_<cause>` for each cause (that cause's fix,
+the others planted). Variant `v` of loop `gNN` is the range `gNN_v` around its steps,
+each step the range `step`, after three warm-up steps outside any range.
+
+Truth (--out): per loop, its draw and each variant's cost per step as it runs: (time after
+the synchronize that follows the last step - time before the first step) / steps. The
+realized saving of fixing cause c is cost(all) - cost(fix_c), in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import nvtx
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from causes import BY_NAME, CATALOGUE, Cause, State, gil_stop  # noqa: E402
+
+LAYOUTS = ("nested", "beside", "none")
+CONTROL_EVERY = 8
+
+
+def draw(seed: int, loops: int) -> list[dict]:
+    """The loops of a seed: base, causes with size and layout (JSON-able)."""
+    out = []
+    real = [c.name for c in CATALOGUE if not c.control]
+    controls = [c.name for c in CATALOGUE if c.control]
+    for i in range(loops):
+        rng = random.Random(seed * 1_000 + i)
+        control = rng.randrange(CONTROL_EVERY) == 0
+        names = [rng.choice(controls)] if control else \
+            rng.sample(real, rng.choice((1, 1, 2, 2, 3)))
+        out.append({"loop": f"g{i:02d}", "base": rng.choice(("gpu", "host")),
+                    "base_size": round(rng.random(), 3),
+                    "causes": [{"name": n, "size": round(rng.random(), 3),
+                                "layout": rng.choice(LAYOUTS)} for n in names]})
+    return out
+
+
+def base_setup(kind: str, size: float, dev: str) -> State:
+    """The step's own work: GEMMs (gpu) or small kernels one by one (host)."""
+    if kind == "gpu":
+        n = int(1024 + 3072 * size) // 64 * 64
+        return {"w": [torch.randn(n, n, device=dev) / n ** 0.5 for _ in range(3)],
+                "x": torch.randn(n, n, device=dev)}
+    return {"v": torch.randn(4096, device=dev), "k": int(16 + 32 * size)}
+
+
+def base_step(kind: str, s: State) -> None:
+    if kind == "gpu":
+        y = s["x"]
+        for w in s["w"]:
+            y = torch.relu(y @ w)
+        s["y"] = y
+    else:
+        v = s["v"]
+        for _ in range(s["k"]):
+            v = v * 0.5 + 1.0
+        s["y"] = v
+
+
+def one(c: Cause, state: State, fixed: bool, i: int, name: str | None) -> None:
+    """Run a cause (planted or fixed) in step i, in range `name` when given."""
+    if name:
+        nvtx.push_range(name)
+    (c.fixed if fixed else c.planted)(state, i)
+    if name:
+        nvtx.pop_range()
+
+
+def step(spec: dict, base: State, states: list[State], fix: str | None, i: int) -> None:
+    """One iteration: causes beside the step, then the step (base work, nested causes and
+    causes without a range)."""
+    causes = [(BY_NAME[c["name"]], c["layout"], st) for c, st in
+              zip(spec["causes"], states, strict=True)]
+    for c, layout, st in causes:
+        if layout == "beside":
+            one(c, st, c.name == fix, i, c.name)
+    nvtx.push_range("step")
+    base_step(spec["base"], base)
+    for c, layout, st in causes:
+        if layout != "beside":
+            one(c, st, c.name == fix, i, c.name if layout == "nested" else None)
+    nvtx.pop_range()
+
+
+def variant(spec: dict, base: State, states: list[State], fix: str | None, steps: int,
+            sync: bool) -> float:
+    """Warm-up, then `steps` steps in range gNN_<variant>; cost per step (ns)."""
+    for i in range(3):
+        step(spec, base, states, fix, i)
+    if sync:
+        torch.cuda.synchronize()
+    nvtx.push_range(f"{spec['loop']}_{'fix_' + fix if fix else 'all'}")
+    t0 = time.perf_counter_ns()
+    for i in range(steps):
+        step(spec, base, states, fix, i)
+    if sync:
+        torch.cuda.synchronize()
+    t1 = time.perf_counter_ns()
+    nvtx.pop_range()
+    for st in states:
+        gil_stop(st)
+    return (t1 - t0) / steps
+
+
+def run(spec: dict, steps: int, dev: str) -> dict:
+    """Every variant of one loop: the spec with `cost_ns` per variant."""
+    base = base_setup(spec["base"], spec["base_size"], dev)
+    states = [BY_NAME[c["name"]].setup(random.Random(c["size"]), c["size"], dev)
+              for c in spec["causes"]]
+    cost = {"all": variant(spec, base, states, None, steps, dev == "cuda")}
+    for c in spec["causes"]:
+        cost["fix_" + c["name"]] = variant(spec, base, states, c["name"], steps,
+                                           dev == "cuda")
+    return {**spec, "cost_ns": cost}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--loops", type=int, default=24)
+    p.add_argument("--steps", type=int, default=16)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--out", type=Path)
+    p.add_argument("--plan", action="store_true", help="print the drawn loops, run nothing")
+    a = p.parse_args()
+    specs = draw(a.seed, a.loops)
+    if a.plan:
+        print(json.dumps(specs, indent=1))
+        return
+    done = []
+    for spec in specs:
+        done.append(run(spec, a.steps, a.device))
+        said = ", ".join(f"{k} {v / 1e6:.3f}" for k, v in done[-1]["cost_ns"].items())
+        print(f"{spec['loop']} {spec['base']} "
+              f"{'+'.join(c['name'] + ':' + c['layout'] for c in spec['causes'])}: {said} ms",
+              flush=True)
+    truth = {"seed": a.seed, "steps": a.steps, "device": a.device,
+             "torch": torch.__version__, "loops": done}
+    if a.out:
+        a.out.write_text(json.dumps(truth, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
