@@ -1,0 +1,101 @@
+"""How well the findings price the generated battery: each cause of each loop against
+what fixing it saved in the same process (program.py's truth).
+
+    python score.py CAPTURE_DIR [-o TABLE.md] [--report DIR]
+
+CAPTURE_DIR holds trace.sqlite and truth.json; the systems report is made into --report
+(default CAPTURE_DIR/report) unless its systems.json is there. Per cause of loop gNN:
+realized = cost(all) - cost(fix_<cause>) per step; priced = the largest saving per step
+of the findings on the loop's ranges (gNN_all/...) whose rule names that cause
+(causes.py), 0 where none. A cause is within ±15% when |priced - realized| is at most 15%
+of the realized or 5% of the loop's cost, within ±50% likewise. A negative control
+passes when no finding on its loop saves more than 5% of the loop's cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from causes import BY_NAME  # noqa: E402
+
+
+def findings(report: Path) -> list[dict]:
+    return json.loads((report / "systems.json").read_text()).get("findings", [])
+
+
+def score(truth: dict, found: list[dict]) -> list[dict]:
+    """One row per cause of each loop."""
+    rows = []
+    steps = truth["steps"]
+    for spec in truth["loops"]:
+        cost = spec["cost_ns"]
+        loop = f"{spec['loop']}_all"
+        mine = [f for f in found if (f.get("range") or "").split("/")[0] == loop]
+        for c in spec["causes"]:
+            cause = BY_NAME[c["name"]]
+            realized = cost["all"] - cost["fix_" + c["name"]]
+            if cause.control:
+                fits = mine
+            else:
+                fits = [f for f in mine if f["rule"] in cause.rules]
+            priced = max((f.get("saving_ns", 0.0) / steps for f in fits), default=0.0)
+            err = abs(priced - realized)
+            slack = 0.05 * cost["all"]
+            rows.append({
+                "loop": spec["loop"], "base": spec["base"], "cause": c["name"],
+                "layout": c["layout"], "control": cause.control,
+                "loop_ms": cost["all"] / 1e6, "realized_ms": realized / 1e6,
+                "priced_ms": priced / 1e6,
+                "rules": sorted({f["rule"] for f in fits}),
+                "within15": (priced <= slack) if cause.control else
+                err <= max(0.15 * abs(realized), slack),
+                "within50": (priced <= slack) if cause.control else
+                err <= max(0.5 * abs(realized), slack)})
+    return rows
+
+
+def table(rows: list[dict], title: str) -> str:
+    real = [r for r in rows if not r["control"]]
+    ctl = [r for r in rows if r["control"]]
+    n15 = sum(r["within15"] for r in real)
+    n50 = sum(r["within50"] for r in real)
+    head = [f"# {title}", "",
+            f"Causes within ±15% (or 5% of the loop): {n15} of {len(real)}; within ±50%: "
+            f"{n50} of {len(real)}; negative controls with no finding over 5% of the loop: "
+            f"{sum(r['within15'] for r in ctl)} of {len(ctl)}.", "",
+            "| loop | base | cause | layout | loop ms/step | realized ms | priced ms | rules "
+            "| ±15% | ±50% |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    body = [f"| {r['loop']} | {r['base']} | {r['cause']}{' (control)' if r['control'] else ''}"
+            f" | {r['layout']} | {r['loop_ms']:.3f} | {r['realized_ms']:.3f} | "
+            f"{r['priced_ms']:.3f} | {', '.join(r['rules']) or '–'} | "
+            f"{'yes' if r['within15'] else 'no'} | {'yes' if r['within50'] else 'no'} |"
+            for r in rows]
+    return "\n".join(head + body) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("capture", type=Path)
+    p.add_argument("-o", "--output", type=Path)
+    p.add_argument("--report", type=Path)
+    a = p.parse_args()
+    report = a.report or a.capture / "report"
+    if not (report / "systems.json").exists():
+        subprocess.run([sys.executable, "-m", "analysis", "systems",
+                        str(a.capture / "trace.sqlite"), "-o", str(report), "--quiet"],
+                       check=True)
+    truth = json.loads((a.capture / "truth.json").read_text())
+    rows = score(truth, findings(report))
+    text = table(rows, f"Generated battery, seed {truth['seed']} ({truth['torch']})")
+    if a.output:
+        a.output.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
