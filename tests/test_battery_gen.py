@@ -1,0 +1,69 @@
+"""The generated battery: its catalogue, its draws and its scoring (CPU only)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parent / "data" / "tools" / "battery_gen"
+
+
+def _load(name: str):
+    sys.path.insert(0, str(TOOLS))
+    spec = importlib.util.spec_from_file_location(f"battery_gen_{name}", TOOLS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def program():
+    pytest.importorskip("torch")
+    pytest.importorskip("nvtx")
+    return _load("program")
+
+
+@pytest.fixture(scope="module")
+def score():
+    pytest.importorskip("torch")
+    return _load("score")
+
+
+def test_catalogue_has_twenty_causes_and_controls(program):
+    causes = [c for c in program.CATALOGUE if not c.control]
+    assert len(causes) >= 20
+    assert all(c.rules for c in causes)
+    assert any(c.control and not c.rules for c in program.CATALOGUE)
+    assert len({c.name for c in program.CATALOGUE}) == len(program.CATALOGUE)
+
+
+def test_draws_vary_and_repeat(program):
+    a, b = program.draw(11, 40), program.draw(11, 40)
+    assert a == b and a != program.draw(12, 40)
+    assert all(1 <= len(x["causes"]) <= 3 for x in a)
+    assert {c["layout"] for x in a for c in x["causes"]} == set(program.LAYOUTS)
+    assert {x["base"] for x in a} == {"gpu", "host"}
+    for x in a:
+        names = [c["name"] for c in x["causes"]]
+        assert len(set(names)) == len(names)
+
+
+def test_score_matches_rules_and_limits(score):
+    truth = {"steps": 10, "loops": [
+        {"loop": "g00", "base": "gpu", "cost_ns": {"all": 2e6, "fix_item": 1e6},
+         "causes": [{"name": "item", "layout": "nested", "size": 0.5}]},
+        {"loop": "g01", "base": "host", "cost_ns": {"all": 2e6, "fix_item": 1e6},
+         "causes": [{"name": "item", "layout": "none", "size": 0.5}]},
+        {"loop": "g02", "base": "host", "cost_ns": {"all": 1e6, "fix_contiguous": 1e6},
+         "causes": [{"name": "contiguous", "layout": "none", "size": 0.5}]}]}
+    found = [{"rule": "sync_in_loop", "range": "g00_all/step", "saving_ns": 1.1e7},
+             {"rule": "host_bound", "range": "g01_all/step", "saving_ns": 1e7},
+             {"rule": "host_bound", "range": "g02_all/step", "saving_ns": 1e6}]
+    rows = score.score(truth, found)
+    assert [r["within15"] for r in rows] == [True, False, False]
+    assert rows[1]["priced_ms"] == 0.0            # host_bound does not name `.item()`
+    assert rows[2]["priced_ms"] == pytest.approx(0.1)
+    assert "1 of 2" in score.table(rows, "t")
