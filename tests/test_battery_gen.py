@@ -57,7 +57,7 @@ def test_score_matches_rules_and_limits(score):
          "causes": [{"name": "item", "layout": "nested", "size": 0.5}]},
         {"loop": "g01", "base": "host", "cost_ns": {"all": 2e6, "fix_item": 1e6},
          "causes": [{"name": "item", "layout": "none", "size": 0.5}]},
-        {"loop": "g02", "base": "host", "cost_ns": {"all": 1e6, "fix_contiguous": 1e6},
+        {"loop": "g02", "base": "gpu", "cost_ns": {"all": 1e6, "fix_contiguous": 1e6},
          "causes": [{"name": "contiguous", "layout": "none", "size": 0.5}]}]}
     found = [{"rule": "sync_in_loop", "range": "g00_all/step", "saving_ns": 1.1e7},
              {"rule": "host_bound", "range": "g01_all/step", "saving_ns": 1e7},
@@ -67,3 +67,17 @@ def test_score_matches_rules_and_limits(score):
     assert rows[1]["priced_ms"] == 0.0            # host_bound does not name `.item()`
     assert rows[2]["priced_ms"] == pytest.approx(0.1)
     assert "1 of 2" in score.table(rows, "t")
+
+
+def test_no_strata_when_every_kept_step_is_a_tail_step():
+    """A loop whose steady steps are all 3x its median or longer (seen on the generated
+    battery, seed 11) is modeled by its tail steps alone, not an error."""
+    import numpy as np
+
+    from analysis.loops.model import StepModels
+
+    class Bare:
+        _stratum: dict = {}
+
+    out = StepModels._strata(Bare(), 0, np.zeros(0, np.int64), np.zeros(0), 1.0)
+    assert out.dtype == np.int64 and len(out) == 0

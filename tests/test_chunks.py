@@ -24,7 +24,8 @@ from analysis.trace import build as model
 from analysis.trace import runners
 
 DATA = Path(__file__).parent / "data"
-EXPORTS = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*.sqlite.xz"))
+EXPORTS = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*.sqlite.xz")
+                 if "battery_gen" not in p.parts)   # scored by battery_gen/score.py
 
 
 def _trace(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None,

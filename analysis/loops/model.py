@@ -151,6 +151,8 @@ class StepModels:
         (every step where there are no more), nearest the median step first; each picked
         row's stratum's time kept for its weight."""
         order = np.argsort(ns, kind="stable")
+        if not len(order):                 # every step kept is a tail step
+            return np.zeros(0, dtype=np.int64)
         strata = [s for s in np.array_split(order, min(SAMPLE_INSTANCES, len(order))) if len(s)]
         picked = np.array([s[len(s) // 2] for s in strata], dtype=np.int64)
         for s, p in zip(strata, picked.tolist(), strict=True):
