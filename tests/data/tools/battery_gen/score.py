@@ -24,7 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from causes import BY_NAME  # noqa: E402
 
-
 BASE_RULES = ("launch_bound", "host_bound")
 """What a `host` base step is by construction (small kernels launched one by one): a
 control's loop is judged on the findings other than these."""
