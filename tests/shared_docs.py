@@ -17,6 +17,17 @@ DATA = Path(__file__).parent / "data"
 ROOT: dict = {}
 """path: the run's folder; own: whether this process made it (and removes it)."""
 _MEMO: dict[str, Path] = {}
+SCORED_APART = "battery_gen"
+"""Committed captures the whole-capture tests leave out: the generated battery's
+1.2M-event exports (35 s each to analyze here) are scored by battery_gen/score.py."""
+
+
+def committed_exports(reference: bool = True) -> list[str]:
+    """The committed exports as `folder/trace` names (their .sqlite.xz unpacked by the
+    tests), the reference folders' among them with `reference`."""
+    names = (p.relative_to(DATA) for p in DATA.rglob("*.sqlite.xz"))
+    return sorted(str(n).removesuffix(".sqlite.xz") for n in names
+                  if SCORED_APART not in n.parts and (reference or "reference" not in n.parts))
 
 
 def _built(name: str) -> Path:

@@ -22,10 +22,10 @@ from analysis.load.nsys_chunks import _member, plan
 from analysis.load.rows import int_rows
 from analysis.trace import build as model
 from analysis.trace import runners
+from tests.shared_docs import committed_exports
 
 DATA = Path(__file__).parent / "data"
-EXPORTS = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*.sqlite.xz")
-                 if "battery_gen" not in p.parts)   # scored by battery_gen/score.py
+EXPORTS = [name + ".sqlite" for name in committed_exports()]
 
 
 def _trace(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None,

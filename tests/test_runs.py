@@ -17,7 +17,7 @@ from analysis.common.names import steady_path
 from analysis.loops.runs import TAIL_FACTOR, gpu_ends, key_context, key_runs, run_fields
 from analysis.render.text import dur
 from tests.conftest import DATA
-from tests.shared_docs import analyzed, analyzed_trace
+from tests.shared_docs import analyzed, analyzed_trace, committed_exports
 
 MAIN, OTHER = 1 << 24 | 1, 1 << 24 | 2
 
@@ -92,8 +92,7 @@ def test_threads_run_apart() -> None:
 
 # --- every loop of every committed capture, against the export ------------------------
 
-CAPTURES = sorted(str(p.relative_to(DATA).with_suffix("")).removesuffix(".sqlite")
-                  for p in DATA.rglob("*.sqlite.xz") if "reference" not in p.parts and "battery_gen" not in p.parts)
+CAPTURES = committed_exports(reference=False)
 
 
 def _op_ends(db) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from analysis.loops.graph import EDGES, build
 from analysis.loops.replay import CATEGORIES, critical_path, offsets, replay
 from analysis.loops.runs import TAIL_KEEP
 from tests.conftest import DATA
-from tests.shared_docs import analyzed
+from tests.shared_docs import analyzed, committed_exports
 
 MAIN, AUTOGRAD = 1 << 24 | 1, 1 << 24 | 2
 
@@ -129,9 +129,7 @@ def test_a_removed_sync_replays_shorter() -> None:
     assert replay(g, off, keep).wall(g) == 160 - (102 - 6 - 2)
 
 
-CAPTURES = sorted(str(p.relative_to(DATA).with_suffix("")) for p in DATA.rglob("*.sqlite.xz")
-                  if "reference" not in p.parts and "battery_gen" not in p.parts)
-CAPTURES = [c.removesuffix(".sqlite") for c in CAPTURES]
+CAPTURES = committed_exports(reference=False)
 WITH_LOOPS = {"battery/item_sync_planted/trace", "battery/input_starved_planted/trace",
               "train_step/trace", "emit_nvtx_200/trace", "twins/item_autograd/trace",
               "twins/sync_timing/trace", "twins/foreach_adam/trace"}

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..common.frames import row_codes
 from ..common.names import WARMUP_TAG, apart_prefix, named_warmup
 from ..common.settings import WARMUP_EXTRA, WARMUP_FACTOR, WARMUP_MIN_INSTANCES, WARMUP_WALL_FACTOR
 from .compile_events import place_on
@@ -34,9 +35,8 @@ def set_apart(r: pd.DataFrame, rows: set[int], part: str) -> pd.Series:
     in its process, and to the ranges nested in that instance; outer rows first, and a
     row already inside a part is left as it is."""
     path = r["path"].to_numpy(dtype=object).copy()
-    code = pd.factorize(path)[0] * (int(r["pid"].max()) + 1 if len(r) else 1) \
-        + r["pid"].to_numpy(dtype="int64")       # (pid, path) numbered: no string groupby
-    one = pd.factorize(code)[0]
+    one = row_codes(np.stack([r["pid"].to_numpy(dtype="int64"),
+                              pd.factorize(path)[0].astype("int64")], axis=1))
     repeats = np.bincount(one)[one] if len(one) else one
     tid, dom = r["global_tid"].to_numpy(), r["domain"].fillna("").to_numpy()
     lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()

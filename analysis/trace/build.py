@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from ..common.frames import row_codes
 from ..common.names import COMPILE_TAG, WARMUP_TAG
 from ..common.settings import GAP_NS
 from ..load.nsys_chunks import NEG, POS
@@ -62,11 +63,11 @@ def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
     path = _first_seen(out["path"].tolist())
     dom = _first_seen([d if isinstance(d, str) else "" for d in out["domain"].tolist()])
     pid = out["pid"].to_numpy(dtype="int64")
-    out["key"] = _first_seen_rows(np.stack([pid, dom, path], axis=1))
+    out["key"] = row_codes(np.stack([pid, dom, path], axis=1))
     first = np.unique(out["key"].to_numpy(), return_index=True)[1]
     keys = out.iloc[first].set_index("key")[["pid", "domain", "path"]]
     keys["first_ns"] = out.groupby("key")["start_ns"].min()
-    keys["pathid"] = _first_seen_rows(np.stack([pid[first], path[first]], axis=1))
+    keys["pathid"] = row_codes(np.stack([pid[first], path[first]], axis=1))
     return out, keys
 
 
@@ -96,24 +97,6 @@ def _first_seen(values: list) -> np.ndarray:
     """Each value's number, in order of first appearance."""
     codes: dict = {}
     return np.array([codes.setdefault(v, len(codes)) for v in values], dtype="int64")
-
-
-def _first_seen_rows(rows: np.ndarray) -> np.ndarray:
-    """Each row's number (of an int64 matrix), in order of first appearance: the columns'
-    codes folded into one int64 when they fit (a hash pass), else a sort of the rows."""
-    if not len(rows):
-        return np.zeros(0, dtype="int64")
-    codes = [pd.factorize(rows[:, j])[0] for j in range(rows.shape[1])]
-    sizes = [int(c.max()) + 1 for c in codes]
-    if np.prod([float(n) for n in sizes]) < 2.0**62:
-        one = np.zeros(len(rows), dtype="int64")
-        for c, n in zip(codes, sizes, strict=True):
-            one = one * n + c
-        return pd.factorize(one)[0].astype("int64")
-    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    rank = np.empty(len(first), dtype="int64")
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
-    return rank[inverse.reshape(-1)]
 
 
 def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool = False,
