@@ -97,7 +97,11 @@ def main() -> None:
                        check=True)
     truth = json.loads((a.capture / "truth.json").read_text())
     rows = score(truth, findings(report))
-    text = table(rows, f"Generated battery, seed {truth['seed']} ({truth['torch']})")
+    env = a.capture.parent / "env.txt"
+    made = "; ".join(x.strip() for x in env.read_text().splitlines()[:3]) if env.exists() \
+        else f"torch {truth['torch']}"
+    text = table(rows, f"Generated battery, seed {truth['seed']}") \
+        .replace("\n\n", f"\n\nCaptured on: {made}.\n\n", 1)
     if a.output:
         a.output.write_text(text)
     print(text)
