@@ -98,11 +98,11 @@ def test_four_times_the_ranges_costs_about_four_times_not_sixteen() -> None:
 @given(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 2**40), st.integers(0, 4)),
                 max_size=40))
 def test_rows_numbered_in_order_of_first_appearance(rows: list[tuple[int, int, int]]) -> None:
-    from analysis.trace.build import _first_seen_rows
+    from analysis.common.frames import row_codes
 
     seen: dict[tuple[int, int, int], int] = {}
     want = [seen.setdefault(r, len(seen)) for r in rows]
-    got = _first_seen_rows(np.array(rows, dtype="int64").reshape(len(rows), 3))
+    got = row_codes(np.array(rows, dtype="int64").reshape(len(rows), 3))
     assert got.tolist() == want
 
 
