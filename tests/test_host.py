@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.load import nsys_sqlite
+from analysis.load import nsys_host, nsys_sqlite
 from analysis.load.nsys_chunks import plan
 from analysis.load.nsys_host import HOST_PARTS, PART, api_part
 from analysis.trace import runners
@@ -58,7 +58,11 @@ def _reference(path: Path, ranges) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("name", CASES)
 @pytest.mark.parametrize("windows", [1, 5])
-def test_host_split_equals_a_brute_force_reference(name: str, windows: int) -> None:
+@pytest.mark.parametrize("read_rows", [0, nsys_host.READ_ROWS])
+def test_host_split_equals_a_brute_force_reference(name: str, windows: int, read_rows: int,
+                                                   monkeypatch) -> None:
+    """Read span by span (READ_ROWS 0) or, where cheaper, a window at once: the same."""
+    monkeypatch.setattr(nsys_host, "READ_ROWS", read_rows)
     path = DATA / name
     export = nsys_sqlite.load(path, ops=False)
     rows = plan(path, 10**9).total_rows

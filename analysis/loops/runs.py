@@ -85,14 +85,18 @@ def _blocks(steady: np.ndarray, count: np.ndarray, pid: np.ndarray) -> np.ndarra
     """Per key: whether it holds a loop of its own (a range under it, same process,
     repeats more often than it)."""
     most: dict[tuple, int] = {}
-    for p, c, d in zip(steady.tolist(), count.tolist(), pid.tolist(), strict=True):
+    many = np.flatnonzero(count > 1)          # a range run once makes no range above a block
+    for p, c, d in zip(steady[many].tolist(), count[many].tolist(), pid[many].tolist(),
+                       strict=True):
         parts = p.split("/")
         for i in range(1, len(parts)):
             at = (d, "/".join(parts[:i]))
             most[at] = max(most.get(at, 0), c)
-    return np.array([most.get((d, p), 0) > c for p, c, d in
-                     zip(steady.tolist(), count.tolist(), pid.tolist(), strict=True)],
-                    dtype=bool)
+    out = np.zeros(len(steady), dtype=bool)
+    if most:
+        out[:] = [most.get((d, p), 0) > c for p, c, d in
+                  zip(steady.tolist(), count.tolist(), pid.tolist(), strict=True)]
+    return out
 
 
 def _breaks(trace: Trace, key: int, ctx: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
