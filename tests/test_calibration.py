@@ -36,6 +36,9 @@ def test_first_finding_names_the_planted_cause(rows, program: str) -> None:
 @pytest.mark.parametrize("program", list(calibration.PROGRAMS))
 def test_predicted_saving_is_what_the_fix_realized(rows, program: str) -> None:
     r = rows[program]
+    if program in calibration.ONE_TIME:       # paid once: named, not priced
+        assert r.realized_ns > 0 and r.predicted_ns == 0 and "once" in r.not_priced, r
+        return
     assert r.realized_ns > 0 and calibration.RATIO[0] <= r.ratio <= calibration.RATIO[1], r
 
 

@@ -253,4 +253,9 @@ def test_compute_findings_get_the_wall_saving_the_step_model_replays(tmp_path: P
     assert train and all(f.evidence["wall_saving_ns"] > 0 for f in train)
     assert decode and all(f.evidence["wall_saving_ns"] < 10_000 for f in decode)   # of 2.9 s
     assert all(0 <= f.evidence["kernel_speed_factor"] < 1 for f in priced)
-    assert "off its critical path" in decode[0].message
+    assert any("off its critical path" in f.message for f in decode)
+    # priced by that wall saving, and ranked by it beside the Systems findings
+    assert all(f.saving_ns == f.evidence["wall_saving_ns"] and f.share_of == "wall time"
+               and not f.not_priced for f in priced)
+    assert doc.findings.index(train[0]) < doc.findings.index(decode[0])
+    assert all(f.not_priced for f in doc.findings if f not in priced)

@@ -47,7 +47,7 @@ def test_recipe_a_rule(monkeypatch) -> None:
     monkeypatch.setitem(vars(settings), "MY_KERNELS", 100)
 
     @rules.rule("my_rule", "systems", "info", "a range launched at least `kernels` kernels",
-                {"kernels": settings.MY_KERNELS})
+                {"kernels": settings.MY_KERNELS}, unpriced="a count of kernels is no change")
     def my_rule(r: Rule, ctx: Context) -> list[Finding]:
         return [r.finding(range=e.name, message=f"{e.name}: {e.kernel_count} kernels",
                           evidence={"kernels": e.kernel_count}, suggestion="fewer")
@@ -56,7 +56,11 @@ def test_recipe_a_rule(monkeypatch) -> None:
     doc = systems.build(_export("gelu"))
     mine = [f for f in doc.findings if f.rule == "my_rule"]
     assert mine and all(f.evidence["kernels"] >= 100 for f in mine)
+    assert all(f.saving_ns == 0 and f.not_priced == "a count of kernels is no change"
+               for f in mine)
     assert any("`my_rule`" in line for line in rules.markdown_table())
+    with pytest.raises(ValueError, match="neither a change"):
+        rules.rule("no_price", "systems", "info", "never")(my_rule)
 
 
 def test_recipe_a_document_field(tmp_path: Path) -> None:

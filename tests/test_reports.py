@@ -64,6 +64,18 @@ def test_page_first_screen_has_the_verdict(demo: list[Path]) -> None:
     assert "faster than naive" in gelu and "NVIDIA H200" in gelu
 
 
+def test_a_loop_no_finding_shortens_says_why(demo: list[Path]) -> None:
+    """The training step's backward loops are held by the autograd thread and no finding
+    lies on them: the page says why none applies; a loop with a priced finding says
+    nothing of the kind."""
+    page = " ".join(next(p for p in demo if p.parent.name == "train_step").read_text().split())
+    bwd = page.split("- `train_step/eager/bwd`: ", 1)[1].split("- `", 1)[0]
+    assert "another thread" in bwd and "No finding shortens it: no rule prices the other " \
+        "thread's work" in bwd
+    fwd = page.split("- `train_step/eager/fwd`: ", 1)
+    assert len(fwd) == 1 or "No finding shortens it" not in fwd[1].split("- `", 1)[0]
+
+
 def test_long_names_short_in_tables_whole_in_details(demo: list[Path]) -> None:
     """A C++ kernel name is its label in the table (base name and op) and whole, as it
     is, in a code span of the details."""
@@ -229,10 +241,14 @@ def test_findings_lists_are_short_and_ranked_by_impact(demo: list[Path]) -> None
             shares = [float(m) for m in re.findall(
                 r"([\d.]+)% of the (?:wall time|profiled kernel time|step time)\)", flat)]
             assert all(1.0 <= s <= 100.0 for s in shares), md_file
-            assert len(shares) == len(items) == flat.count("(saves up to "), md_file
+            unpriced = flat.count("(not priced: ")
+            assert len(shares) + unpriced == len(items) == flat.count("(saves up to ") \
+                + unpriced, md_file
+            if unpriced:                  # listed after the priced ones, unranked
+                assert flat.index("(not priced: ") > flat.rfind("(saves up to "), md_file
     gelu = next(p for p in demo if p.parent.name == "gelu").read_text()
-    verdict = gelu.split("## Variants")[0]
-    assert "excess_dram_traffic `gelu/naive`" in verdict          # the fusion lever first
+    verdict = " ".join(gelu.split("## Variants")[0].split())
+    assert "not priced" in verdict and "excess_dram_traffic" in verdict   # said, unranked
 
 
 BUDGET_CAPTURES = ["emit_nvtx_200/trace", "train_step_user/trace", "serve_recompiles/trace",

@@ -186,6 +186,28 @@ def test_every_loop_costs_its_measured_run_span(capture: str) -> None:
         assert all(s.step_ns >= TAIL_FACTOR * e.step_median_ns for s in e.tail_steps)
 
 
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_no_saving_exceeds_the_loop_around_it(capture: str) -> None:
+    """Every finding's saving is at most what the outermost loop around its range costs
+    as it runs, over all its instances, measured from the export here (_truth)."""
+    doc = analyzed(capture)
+    loops = {e.name for e in doc.ranges if e.runs}
+    found = [f for f in doc.findings if f.range and f.saving_ns]
+    if not loops or not found:
+        return
+    trace, ops = analyzed_trace(capture), _op_ends(DATA / f"{capture}.sqlite")
+    for f in found:
+        parts = f.range.split("/")
+        outer = next(("/".join(parts[:i]) for i in range(1, len(parts) + 1)
+                      if "/".join(parts[:i]) in loops), None)
+        if outer is None:
+            continue
+        keys = trace.keys.index[trace.keys["path"] == outer]
+        costs = [_truth(trace, ops, int(k))[1] * int((trace.ranges["key"] == k).sum())
+                 for k in keys]
+        assert f.saving_ns <= 1.01 * max(costs), (f.rule, f.range)
+
+
 # --- a capture of our own: each cause beside its fix, the truth from the synchronizes --
 
 def test_the_loops_cost_what_they_cost_as_they_ran() -> None:

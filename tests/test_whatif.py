@@ -53,7 +53,7 @@ def _saved(rows: StepRows, end: int, change: Change) -> float:
 def test_every_change_is_said() -> None:
     assert set(CHANGES) == {"no_sync", "no_break", "no_memory", "host_ahead", "one_graph",
                             "pinned_async", "readback_on_device", "no_building",
-                            "faster_kernels", "prefetch", "no_gil", "input_ahead",
+                            "faster_kernels", "fused", "prefetch", "no_gil", "input_ahead",
                             "gpu_fed"}
 
 
@@ -188,6 +188,17 @@ def test_faster_kernels_save_at_the_wall_only_where_the_step_waits_for_them() ->
     held = _step([(0, 5, 1, LAUNCH), (200, 205, 2, LAUNCH)],
                  [_kernel(10, 20, 1, "sgemm_128"), _kernel(210, 215, 2)])
     assert _saved(held, 220, fast) == 0
+
+
+def test_a_fused_epilogue_takes_no_time() -> None:
+    """A GEMM (10-110) and its separate ReLU (110-130) the host waits for: fused, the
+    ReLU's 20 go (its work done in the GEMM's epilogue); a pattern naming no kernel saves
+    nothing."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 8, 2, LAUNCH), (9, 132, 3, SYNC)],
+                 [_kernel(10, 110, 1, "nvjet_gemm"), _kernel(110, 130, 2, "triton_relu")],
+                 syncs=[3])
+    assert _saved(rows, 140, Change("fused", kernels=(("^triton_relu$", 0.0),))) == 20
+    assert _saved(rows, 140, Change("fused", kernels=(("(?!)", 0.0),))) == 0
 
 
 def test_gpu_fed_saves_only_what_the_host_waited_for() -> None:

@@ -37,7 +37,7 @@ from ..common.errors import InputError
 from ..common.names import user_path
 from ..common.progress import progress_bar
 from ..common.settings import NCU_INSTANCES, NCU_MAX_RUNS
-from ..diagnosis import compute_wall
+from ..diagnosis import compute_wall, rules
 from ..diagnosis.ranks import rank_of
 from ..documents import tables
 from ..documents.files import load_systems, write_csv, write_systems
@@ -278,10 +278,11 @@ def _wall_savings(doc: ComputeDoc, out: Path) -> None:
         return
     trace = runners.attribute_file(export, with_detected_steps(nsys_sqlite.load(export,
                                                                                 ops=False)))
-    priced = compute_wall.wall_savings(doc, StepModels(trace, export), loops)
+    priced = compute_wall.wall_savings(doc, StepModels(trace, export), loops,
+                                       rules.Context(systems=sysdoc).analyzed_ns())
     doc.notes.append(f"{priced} finding(s) replayed on the Systems step model of the range "
-                     f"that launched their kernels ({export}): their wall-time saving is in "
-                     "their message and evidence (wall_saving_ns)")
+                     f"that launched their kernels ({export}): their saving is that wall "
+                     "time (evidence: wall_saving_ns; the kernels' own, kernel_saving_ns)")
 
 
 def compute_plan(path: Path, trace: Path | None = None, instances: int = NCU_INSTANCES,

@@ -289,6 +289,14 @@ def detected_rows(measured: Measured) -> list:
     return detected_ranks(measured.detected, devices, str(measured.trace.export.path))
 
 
+def _priced_by(pricer: Pricer | None, pid: int | None) -> dict:
+    """The Context's price, syncs and why_not for process `pid` (none without a model)."""
+    if pricer is None:
+        return {}
+    return {name: functools.partial(getattr(pricer, name), pid=pid)
+            for name in ("price", "syncs", "why_not")}
+
+
 def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],
               trace: model.Trace, steps: StepModels | None = None) -> list:
     """The systems rules, once per process (ranges of different processes never meet in
@@ -302,16 +310,11 @@ def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],
     pids = sorted({p for p in entry_column(doc.ranges, "pid") if p is not None})
     if len(pids) <= 1:
         return once(rules.run("systems", rules.Context(
-            meta=meta, events=events, systems=doc, trace=trace,
-            price=functools.partial(pricer.price, pid=None) if pricer else None,
-            syncs=functools.partial(pricer.syncs, pid=None) if pricer else None)))
+            meta=meta, events=events, systems=doc, trace=trace, **_priced_by(pricer, None))))
     found = []
     for pid in pids:
         ctx = rules.Context(meta=meta, events=events, systems=doc, trace=trace, pid=pid,
-                            price=functools.partial(pricer.price, pid=pid) if pricer
-                            else None,
-                            syncs=functools.partial(pricer.syncs, pid=pid) if pricer
-                            else None)
+                            **_priced_by(pricer, pid))
         for f in rules.run("systems", ctx):
             f.message = f"[pid {pid}] {f.message}"
             f.evidence = {**f.evidence, "pid": pid}

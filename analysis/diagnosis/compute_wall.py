@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import re
 
+from ..documents.findings import ordered
 from ..documents.types import ComputeDoc, Finding
+from ..loops.changes import CHANGES
 from ..loops.model import StepModels
 from ..trace.launch_ranges import base_name
 from .pricing import Pricer
 
 
-def wall_savings(doc: ComputeDoc, steps: StepModels, loops: set[str]) -> int:
-    """Add the replayed wall-time saving to each Compute finding of a modeled loop (`loops`:
-    the Systems document's ranges with modeled instances), its graphs built from `steps`
-    only for the loops the findings name; return how many got one."""
+def wall_savings(doc: ComputeDoc, steps: StepModels, loops: set[str],
+                 wall_ns: float = 0.0) -> int:
+    """Price each Compute finding of a modeled loop (`loops`: the Systems document's ranges
+    with modeled instances) by its replayed wall-time saving, its graphs built from `steps`
+    only for the loops the findings name: the saving, as a share of the Systems run's
+    analyzed wall time `wall_ns`, ranks it beside the Systems findings; return how many
+    got one, the findings re-ordered."""
     if not steps.readable or not loops:
         return 0
     pricer = Pricer(steps, loops)
@@ -33,12 +38,18 @@ def wall_savings(doc: ComputeDoc, steps: StepModels, loops: set[str]) -> int:
             continue
         factor, total = wall
         f.evidence = {**f.evidence, "wall_saving_ns": total, "kernel_speed_factor": factor}
+        f.saving_ns, f.saving_per_instance_ns = float(total), total / max(f.iterations, 1)
+        f.not_priced, f.change = "", "faster_kernels"
+        f.saving_model = CHANGES["faster_kernels"]
+        f.share_pct = min(round(100.0 * total / wall_ns, 2), 100.0) if wall_ns else 0.0
+        f.share_of = "wall time"
         f.message += (f" Replayed on the Systems step model of {f.range} with these kernels "
                       f"{100 * (1 - factor):.0f}% faster: {total / 1e3:,.1f} µs of wall time "
                       "over its "
                       "steady steps" + (" (the kernels are off its critical path)."
                                         if total == 0 else "."))
         priced += 1
+    doc.findings = ordered(doc.findings)
     return priced
 
 
@@ -47,9 +58,10 @@ def _replayed(f: Finding, doc: ComputeDoc, pricer: Pricer) -> tuple[float, int] 
     ev = f.evidence if isinstance(f.evidence, dict) else {}
     launches = [doc.kernels[i] for i in ev.get("launches", []) if i < len(doc.kernels)]
     spent = sum(k.duration_ns or 0 for k in launches)
-    if not f.range or not spent or not f.saving_ns:
+    kernel_saving = float(ev.get("kernel_saving_ns") or 0.0)
+    if not f.range or not spent or not kernel_saving:
         return None
-    factor = max(0.0, 1.0 - f.saving_ns / spent)
+    factor = max(0.0, 1.0 - kernel_saving / spent)
     pattern = "^(?:" + "|".join(sorted({re.escape(base_name(k.name)) for k in launches})) + ")$"
     proxy = Finding(rule=f.rule, severity=f.severity, range=f.range, kernel=None,
                     message="", evidence={"pattern": pattern, "speed_factor": factor},

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from ..common.settings import LOOP_MIN_INSTANCES
 from ..documents.types import Finding
 from ..load.nsys_sqlite import PID_MASK
 from ..loops.changes import Change, saving
 from ..loops.graph import Graph
-from ..loops.model import StepModels
+from ..loops.model import MODEL_CALLS, StepModels
 from ..trace.pylines import wait_windows
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
@@ -51,6 +52,16 @@ class Pricer:
             done = [saving(g, change) for g in self.models.graphs(key)]
             self.cache[memo] = float(np.dot(done, self.models.weights(key)))
         return self.cache[memo]
+
+    def why_not(self, f: Finding, pid: int | None = None) -> str:
+        """Why `price(f)` is None, in a sentence a user can act on."""
+        if not f.range:
+            return "it names no range, and the model replays a range's steps"
+        if self.modeled_key(f.range, pid) is None:
+            return (f"no loop around `{f.range}` has modeled steps (a loop is a range run "
+                    f"{LOOP_MIN_INSTANCES} times or more; at most {MODEL_CALLS:,} of its calls are "
+                    "modeled)")
+        return "its change has no effect the model can replay here"
 
     def input_waits(self, path: str, pid: int | None) -> tuple[tuple[int, int], ...]:
         """When the range's threads waited for a DataLoader's next batch (Python samples,
@@ -96,6 +107,11 @@ class Pricer:
         if f.change == "pinned_async":
             return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0),
                           scope=scope)
+        if f.change == "fused":
+            names = ev.get("unfused") or []
+            pattern = "^(?:" + "|".join(re.escape(n) for n in names) + ")$" if names \
+                else "(?!)"
+            return Change("fused", kernels=((pattern, 0.0),), scope=scope)
         if f.change == "faster_kernels":
             fp32, tf32 = ev.get("fp32_peak_flops"), ev.get("tf32_peak_flops")
             factor = fp32 / tf32 if fp32 and tf32 else float(ev.get("speed_factor", 0.5))

@@ -40,6 +40,7 @@ from .entries import (  # noqa: F401  (a range entry and its items, re-exported)
     ThreadLaunches,
 )
 from .findings import (  # noqa: F401  (re-exported)
+    NONE_APPLIES,
     SEVERITY_ORDER,
     Finding,
     Severity,

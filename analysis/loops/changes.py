@@ -24,6 +24,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    module loads, other CUDA calls and CPU time between calls are gone
     faster_kernels the named kernels run at the speed given (their roofline, or the
                    tensor-core rate)
+    fused          the kernels fusion removes take no time (faster_kernels at speed 0:
+                   their work done inside the kernel before them)
     prefetch       the host-to-device copies made a step ahead on a side stream: the
                    calls that launched them and the synchronize calls after them no
                    longer wait, and the copies leave the compute stream (their time on it
@@ -94,6 +96,8 @@ CHANGES = {
                    "loads, plan-building CUDA calls and CPU time between calls gone",
     "faster_kernels": "the step replayed with the named kernels at the speed they can "
                       "reach: what of their time reaches the step's wall",
+    "fused": "the step replayed with the kernels fusion removes taking no time: their "
+             "work done inside the kernel before them (a GEMM's epilogue, one fused kernel)",
     "prefetch": "the step replayed with its host-to-device copies made a step ahead on a "
                 "side stream: no wait for them, the copy engine beside the kernels",
     "no_gil": "the step replayed with no other Python thread holding the GIL: its waits "
@@ -388,7 +392,8 @@ APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
     "no_sync": _no_sync, "no_break": _no_break, "no_memory": _no_memory, "host_ahead": _host_ahead,
     "one_graph": _one_graph, "pinned_async": _pinned_async,
     "readback_on_device": _readback_on_device, "no_building": _no_building,
-    "faster_kernels": _faster_kernels, "prefetch": _prefetch, "no_gil": _no_gil,
+    "faster_kernels": _faster_kernels, "fused": _faster_kernels, "prefetch": _prefetch,
+    "no_gil": _no_gil,
     "input_ahead": _host_ahead,
     "gpu_fed": _gpu_fed}
 

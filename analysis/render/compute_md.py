@@ -70,7 +70,8 @@ def suggestions(doc: ComputeDoc) -> dict[str, str]:
     """Per kernel name, the one suggestion that applies: its bound finding's (the remedy
     in its own layer), else that of the finding that saves most."""
     out: dict[str, str] = {}
-    for f in sorted(doc.findings, key=lambda f: (f.rule not in BOUND_RULES, -f.saving_ns)):
+    for f in sorted(doc.findings, key=lambda f: (f.rule not in BOUND_RULES, -f.saving_ns,
+                                                  -f.evidence.get("kernel_saving_ns", 0.0))):
         if f.kernel:
             out.setdefault(f.kernel, f.suggestion)
     return out

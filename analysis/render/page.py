@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..common.names import library_mask
 from ..documents.types import (
+    NONE_APPLIES,
     ComputeDoc,
     RangeEntry,
     SystemsDoc,
@@ -36,7 +37,7 @@ from .markdown import (
 from .markdown import kernels_section as systems_kernels
 from .steps_md import steps_lines
 from .text import code, html
-from .timeline_md import loop_entries, sentence
+from .timeline_md import loop_entries, sentence, shares
 
 TOP_FINDINGS = 5
 PAGE_KERNEL_RANGES = 4
@@ -164,7 +165,12 @@ def verdict(systems: SystemsDoc, compute: ComputeDoc | None,
         lines += ["", "Top findings, largest saving first:"]
         lines += [f"- {f.rule}" + (f" {code(short(f.range))}" if f.range else "")
                   + f" ({impact(f)}): {esc(short(f.message, 300))}" for f in top]
-    elif rows:
+    unpriced = [f for f in found if f.not_priced and f.severity != "info"]
+    if unpriced:
+        lines += ["", f"{len(unpriced)} finding(s) not priced (the loop model cannot replay "
+                  "their change; each says why under Findings): "
+                  + ", ".join(sorted({f.rule for f in unpriced})) + "."]
+    elif not top and rows:
         lines += ["", "No warning from any rule."]
     return lines + [""]
 
@@ -177,8 +183,20 @@ def loops_lines(doc: SystemsDoc) -> list[str]:
     loops = loop_entries(doc)[:PAGE_LOOPS]
     if not loops:
         return []
+    said = [f"- {sentence(e)}.{_none_applies(doc, e)}" for e in loops]
     return ["Each loop as it runs, and what held its steps (the replayed step model; all "
-            "of them in systems.md):", *[f"- {sentence(e)}." for e in loops], ""]
+            "of them in systems.md):", *said, ""]
+
+
+def _none_applies(doc: SystemsDoc, e: RangeEntry) -> str:
+    """` No finding shortens it: why` where no priced finding lies on the loop's range or
+    inside it, said of the category that holds its critical path most."""
+    held = shares(e)
+    if not held or any(f.saving_ns > 0 and f.range and (
+            f.range == e.name or f.range.startswith(e.name + "/")) for f in doc.findings):
+        return ""
+    category = held[0][0]
+    return f" No finding shortens it: {NONE_APPLIES.get(category, 'no rule names it')}."
 
 
 def render_page(systems: SystemsDoc, compute: ComputeDoc | None,

@@ -18,7 +18,7 @@ from ...common.settings import (
 )
 from ...documents.types import Finding, KernelLaunch
 from ..remedies import layer, remedy
-from .registry import Context, Rule, rule
+from .registry import KERNELS, Context, Rule, rule
 
 BOUND_TEXT = {"memory": "memory throughput is the higher of the two",
               "compute": "SM throughput is the higher of the two",
@@ -88,21 +88,21 @@ def _bound(r: Rule, ctx: Context, bound: str) -> list[Finding]:
 
 @rule("memory_bound", "compute", "info",
       "Nsight Compute's SOL rule: memory throughput ≥ `latency_pct` of peak and above SM "
-      "throughput", {"latency_pct": LATENCY_PCT})
+      "throughput", {"latency_pct": LATENCY_PCT}, unpriced=KERNELS)
 def memory_bound(r: Rule, ctx: Context) -> list[Finding]:
     return _bound(r, ctx, "memory")
 
 
 @rule("compute_bound", "compute", "info",
       "Nsight Compute's SOL rule: SM throughput ≥ `latency_pct` of peak and at least the "
-      "memory throughput", {"latency_pct": LATENCY_PCT})
+      "memory throughput", {"latency_pct": LATENCY_PCT}, unpriced=KERNELS)
 def compute_bound(r: Rule, ctx: Context) -> list[Finding]:
     return _bound(r, ctx, "compute")
 
 
 @rule("latency_bound", "compute", "warning",
       "Nsight Compute's SOL rule: SM and memory throughput both < `latency_pct` of peak",
-      {"latency_pct": LATENCY_PCT})
+      {"latency_pct": LATENCY_PCT}, unpriced=KERNELS)
 def latency_bound(r: Rule, ctx: Context) -> list[Finding]:
     return _bound(r, ctx, "latency")
 
@@ -131,7 +131,7 @@ def limiter(k: KernelLaunch) -> str:
       "under two waves, else the launch limit (registers, shared memory, warps, blocks) "
       "when theoretical < 100%, else scheduling overhead or imbalance; info only when DRAM "
       "throughput ≥ `high_dram_pct`", {"gap_pts": OCCUPANCY_GAP_PTS,
-                                        "high_dram_pct": HIGH_DRAM_PCT})
+                                        "high_dram_pct": HIGH_DRAM_PCT}, unpriced=KERNELS)
 def low_occupancy(r: Rule, ctx: Context) -> list[Finding]:
     hits = [(i, k) for i, k in _launches(ctx)
             if k.theoretical_occupancy_pct is not None and k.achieved_occupancy_pct is not None
@@ -158,7 +158,7 @@ def low_occupancy(r: Rule, ctx: Context) -> list[Finding]:
 
 @rule("wave_quantization", "compute", "warning",
       "fewer than `waves_max` waves and the last wave under half full",
-      {"waves_max": WAVES_MAX})
+      {"waves_max": WAVES_MAX}, unpriced=KERNELS)
 def wave_quantization(r: Rule, ctx: Context) -> list[Finding]:
     hits = [(i, k) for i, k in _launches(ctx)
             if k.waves_per_sm and k.waves_per_sm < WAVES_MAX and 0 < k.waves_per_sm % 1 < 0.5]
@@ -183,7 +183,7 @@ def wave_quantization(r: Rule, ctx: Context) -> list[Finding]:
 
 @rule("excess_dram_traffic", "compute", "warning",
       "DRAM bytes per iteration > `ratio` × the cost model's minimal bytes",
-      {"ratio": EXCESS_DRAM_X})
+      {"ratio": EXCESS_DRAM_X}, unpriced=KERNELS)
 def excess_dram_traffic(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for rg in ctx.compute.ranges if ctx.compute else []:

@@ -32,7 +32,7 @@ from ...common.settings import (
 from ...documents.types import Finding, RangeEntry
 from ..pricing import SYNC_SAID
 from ..roofline import datasheet
-from .registry import Context, Rule, rule
+from .registry import ONCE, Context, Rule, rule
 
 FP32_GEMM = re.compile(r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm", re.I)
 """cuBLAS / CUTLASS fp32 GEMMs on the CUDA cores (FFMA): no tensor cores."""
@@ -394,7 +394,7 @@ def fp32_gemm(r: Rule, ctx: Context) -> list[Finding]:
       "autotuning, CUDA-graph recording, lazy loading: see apart.py); ranked after the "
       "recurring causes, as a cost paid once",
       saving="the set-apart instances' wall time less as many steady instances (the "
-      "range's median)")
+      "range's median)", unpriced=ONCE)
 def first_calls(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for e in ctx.all_entries.values():

@@ -6,13 +6,13 @@ import statistics
 
 from ...common.settings import EXPOSED_PCT, STRAGGLER_PCT
 from ...documents.types import Finding
-from .registry import Context, Rule, rule
+from .registry import RANKS, Context, Rule, rule
 
 
 @rule("straggler", "ranks", "warning",
       "one rank's compute kernel time per step exceeds the median rank's by more than "
       "`pct_of_step` of the step; the wait it causes is the others' NCCL time beyond its",
-      {"pct_of_step": STRAGGLER_PCT})
+      {"pct_of_step": STRAGGLER_PCT}, unpriced=RANKS)
 def straggler(r: Rule, ctx: Context) -> list[Finding]:
     live = [x for x in ctx.ranks if x.steps]
     if len(live) < 2:
@@ -40,7 +40,7 @@ def straggler(r: Rule, ctx: Context) -> list[Finding]:
 
 @rule("comm_not_overlapped", "ranks", "warning",
       "a rank's NCCL kernel time with no compute kernel beside it on its GPU exceeds "
-      "`pct_of_step` of its step", {"pct_of_step": EXPOSED_PCT})
+      "`pct_of_step` of its step", {"pct_of_step": EXPOSED_PCT}, unpriced=RANKS)
 def comm_not_overlapped(r: Rule, ctx: Context) -> list[Finding]:
     return [r.finding(
         range=None, saving_per_instance_ns=x.exposed_comm_ns, iterations=x.steps,

@@ -50,6 +50,8 @@ class Context:
     # whole trace) replayed on the step model with its rule's change; None: not modeled
     syncs: Callable[[str], Any] | None = None   # a range's blocking calls by kind (Counter
     # of pricing.SYNC_SAID's keys), read off its step model
+    why_not: Callable[[Finding], str] | None = None   # why price gave None (no model of
+    # the finding's range, and what to do)
 
     def analyzed_ns(self) -> float:
         """The time savings are weighed against: the wall time of the outermost NVTX
@@ -70,6 +72,21 @@ class Context:
         None: no such range."""
         e = self.all_entries.get(path) if path else None
         return e.time_ns or None if e is not None else None
+
+    def loop_cost(self, path: str | None) -> float | None:
+        """The most a finding on `path` can save: the cost as it runs, over all its
+        instances (run_per_instance_ns x run_instances), of the outermost loop around it
+        (itself included), no more than its own time (wall_of); None: no such range."""
+        own = self.wall_of(path)
+        if not path:
+            return own
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            e = self.all_entries.get("/".join(parts[:i]))
+            if e is not None and e.run_instances:
+                loop = float(e.run_per_instance_ns) * e.run_instances
+                return min(loop, float(own)) if own is not None else loop
+        return own
 
     @cached_property
     def entries(self) -> dict[str, RangeEntry]:
@@ -213,8 +230,9 @@ class Rule:
     doc: str                        # one line: when it fires
     thresholds: dict[str, float]
     fn: Callable[[Rule, Context], list[Finding]]
-    saving_model: str = ""          # one sentence: how its findings' savings are estimated
+    saving_model: str = ""          # one sentence: what its evidence measures
     change: str = ""                # the step model's change that prices them (loops/changes.py)
+    unpriced: str = ""              # without a change: why the model cannot price its cause
 
     def finding(self, **fields: Any) -> Finding:
         """A Finding of this rule (keyword fields; severity defaults to the rule's)."""
@@ -222,6 +240,14 @@ class Rule:
         fields.setdefault("kernel", None)
         return Finding(rule=self.id, **fields)
 
+
+ONCE = ("a cost paid once (compilation, autotuning, first calls), before the steady steps "
+        "the loop model replays")
+RANKS = "ranks are modeled one at a time: one rank's loop cannot wait on another's"
+KERNELS = ("Compute measures kernel time, not the loop's: the speed-up is replayed on the "
+           "Systems step model of the range that launched the kernels when `make profile` "
+           "puts both reports in one folder")
+"""Why the rules without a change of the loop model (Rule.unpriced) cannot be priced."""
 
 REGISTRY: dict[str, Rule] = {}
 SHARE_OF = {"systems": "wall time", "ranks": "step time",
@@ -231,24 +257,29 @@ SHARE_OF = {"systems": "wall time", "ranks": "step time",
 
 def rule(id: str, source: str, severity: Severity, doc: str,
          thresholds: dict[str, float] | None = None, saving: str = "",
-         change: str = "") -> Callable:
+         change: str = "", unpriced: str = "") -> Callable:
     """Register the decorated function as the rule `id` (ids are unique); `saving` says
-    in one sentence how its findings' savings are estimated where the step model cannot
-    price them, `change` which change of the step model prices them (changes.CHANGES)."""
+    in one sentence what its evidence measures, `change` which change of the step model
+    prices its findings (changes.CHANGES), and a rule without one says in `unpriced` why
+    the model cannot express its cause (each rule has one or the other)."""
     def register(fn: Callable[[Rule, Context], list[Finding]]) -> Callable:
         if id in REGISTRY:
             raise ValueError(f"rule {id!r} registered twice")
+        if not (change or unpriced):
+            raise ValueError(f"rule {id!r} has neither a change nor why it has none")
         REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn, saving,
-                            change)
+                            change, unpriced)
         return fn
     return register
 
 
 def sort_key(f: Finding) -> tuple:
-    """Largest impact first, then most severe, range name, launch order."""
-    launch = f.evidence.get("launch") if isinstance(f.evidence, dict) else None
+    """Largest impact first (unpriced Compute findings by their kernels' own saving),
+    then most severe, range name, launch order."""
+    ev = f.evidence if isinstance(f.evidence, dict) else {}
+    launch = ev.get("launch")
     return (f.share_pct < FINDING_MIN_PCT, f.one_time, -f.saving_ns,
-            SEVERITY_ORDER[f.severity], f.range or "",
+            -ev.get("kernel_saving_ns", 0.0), SEVERITY_ORDER[f.severity], f.range or "",
             launch if launch is not None else float("inf"))
 
 
@@ -263,9 +294,10 @@ def run(source: str, ctx: Context) -> list[Finding]:
     for f in found:
         _priced(f, REGISTRY[f.rule], ctx)
         f.saving_ns = float(f.saving_per_instance_ns * f.iterations)
-        wall = ctx.wall_of(f.range)
-        if wall is not None:
-            f.saving_ns = min(f.saving_ns, float(wall))
+        cap = ctx.loop_cost(f.range)
+        if cap is not None and f.saving_ns > cap:
+            f.saving_ns = float(cap)
+            f.saving_per_instance_ns = f.saving_ns / max(f.iterations, 1)
         f.share_pct = min(round(100.0 * f.saving_ns / total, 2), 100.0) if total else 0.0
         f.share_of = SHARE_OF[source]
     if source == "systems":
@@ -287,11 +319,16 @@ def superseded(found: list[Finding]) -> list[Finding]:
 
 def _priced(f: Finding, r: Rule, ctx: Context) -> None:
     """The finding's saving replayed on the step model with its rule's change, where
-    the model has its range; else the rule's own estimate, said as such."""
+    the model has its range; else no saving, and why (Finding.not_priced): no formula
+    stands in for the model."""
     f.change = f.change or r.change or None
     total = ctx.price(f) if f.change and ctx.price is not None else None
     if total is None:
-        f.saving_model = f.saving_model or r.saving_model
+        if r.source == "compute":       # Compute's measure, for the wall replay to scale
+            f.evidence = {**f.evidence, "kernel_saving_ns": float(
+                f.saving_per_instance_ns * f.iterations)}
+        f.not_priced = f.not_priced or _why_not(f, r, ctx)
+        f.saving_per_instance_ns, f.saving_model = 0.0, ""
         return
     f.saving_per_instance_ns = total / max(f.iterations, 1)
     f.saving_model = CHANGE_SAID.get(f.change, f.change)
@@ -303,6 +340,17 @@ def _priced(f: Finding, r: Rule, ctx: Context) -> None:
                       "something else.")
 
 
+def _why_not(f: Finding, r: Rule, ctx: Context) -> str:
+    """Why the model did not price `f`: its rule's cause is no change of it, or its
+    range has no step model (ctx.why_not says which)."""
+    if not f.change:
+        return r.unpriced or "its cause is no change of the loop model"
+    if ctx.price is None:
+        return ("no step model: the export's calls were not readable (a SQLite export "
+                "kept beside the report is)")
+    return ctx.why_not(f) if ctx.why_not is not None else "its range has no step model"
+
+
 def markdown_table() -> list[str]:
     """docs/rules.md's table, generated from the registry: systems, ranks, then compute
     rules, each source in registration order; with how each estimates its saving."""
@@ -310,7 +358,7 @@ def markdown_table() -> list[str]:
            "| --- | --- | --- | --- | --- | --- |"]
     for r in sorted(REGISTRY.values(), key=lambda r: list(SHARE_OF).index(r.source)):
         th = ", ".join(f"`{k}` = {v:g}" for k, v in r.thresholds.items()) or "–"
-        saving = (f"`{r.change}`: {CHANGE_SAID[r.change]} (without a step model: "
-                  f"{r.saving_model or '–'})" if r.change else r.saving_model or "–")
+        saving = (f"`{r.change}`: {CHANGE_SAID[r.change]}" if r.change
+                  else f"not priced: {r.unpriced}")
         out.append(f"| `{r.id}` | {r.source} | {r.severity} | {r.doc} | {th} | {saving} |")
     return out

@@ -19,7 +19,7 @@ from ...common.settings import (
 from ...documents.types import Finding
 from .. import guards
 from .host_rules import explained
-from .registry import Context, Rule, rule
+from .registry import ONCE, Context, Rule, rule
 
 GEMM_KERNEL = re.compile(r"(^nvjet_|gemm|cutlass|cudnn|xmma|sm\d+_.*_tn|cublas)", re.I)
 INDUCTOR_POINTWISE = re.compile(r"^triton_poi_fused")
@@ -71,7 +71,7 @@ def gemm_then_pointwise(pairs: pd.DataFrame) -> dict[str, tuple[str, str]]:
       "the range of a variant whose role is compiled or triton runs more kernels per "
       "iteration than the workload's ideal count (meta.json); without meta.json, a GEMM "
       "library kernel (nvjet, gemm, CUTLASS, cuDNN) directly followed in the same range "
-      "by `triton_poi_fused_*`; never when kernels/iteration = ideal")
+      "by `triton_poi_fused_*`; never when kernels/iteration = ideal", change="fused")
 def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
     meta = ctx.meta
     if meta and meta.ranges:
@@ -84,15 +84,16 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
             per_iter = e.kernel_count / n
             if per_iter > meta.ideal_kernels + 1e-9:
                 names = [k.name for k in e.kernels]
-                kept = sum(sorted((k.avg_ns for k in e.kernels), reverse=True)[
-                    :meta.ideal_kernels])
+                by_time = sorted(e.kernels, key=lambda k: -k.avg_ns)
+                kept = sum(k.avg_ns for k in by_time[:meta.ideal_kernels])
                 out.append(r.finding(
                     range=e.name, kernel=names[0] if names else None, iterations=n,
                     saving_per_instance_ns=max(e.kernel_time_ns / n - kept, 0.0),
                     message=f"{e.name} launched {per_iter:g} kernels per iteration where the "
                     f"workload needs {meta.ideal_kernels}: {', '.join(names)}.",
                     evidence={"kernels_per_iter": per_iter,
-                              "ideal_kernels": meta.ideal_kernels, "kernels": names},
+                              "ideal_kernels": meta.ideal_kernels, "kernels": names,
+                              "unfused": [k.name for k in by_time[meta.ideal_kernels:]]},
                     suggestion=_suggest_fusion(names)))
         return out
     pairs = gemm_then_pointwise(ctx.seq_pairs)
@@ -103,7 +104,7 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
                       saving_per_instance_ns=float(epilogue.get((path, b), 0)),
                       message=f"in {path} the GEMM kernel {a} is followed by the separate "
                       f"pointwise kernel {b}: the epilogue was not fused.",
-                      evidence={"gemm_kernel": a, "epilogue_kernel": b},
+                      evidence={"gemm_kernel": a, "epilogue_kernel": b, "unfused": [b]},
                       suggestion=_suggest_fusion([a]))
             for path in ctx.kernel_leaves if (pair := pairs.get(path)) for a, b in [pair]]
 
@@ -155,7 +156,9 @@ def _breaks(ctx: Context) -> list[dict[str, Any]]:
       "each break from meta.json (`torch._dynamo.explain`) or TORCH_LOGS, on the compiled "
       "range (without meta: the only range that ran Inductor kernels, else those whose "
       "Inductor kernels a host readback splits in most iterations); eager `at::native` "
-      "kernels inside a compiled range")
+      "kernels inside a compiled range",
+      unpriced="the graphs a break splits are compiled code the capture does not hold; "
+      "only a break on a host readback is priced (`no_break`)")
 def graph_break(r: Rule, ctx: Context) -> list[Finding]:
     where, how = compiled_range(ctx)
     places = [where] if where or ctx.meta else broken_ranges(ctx)
@@ -220,7 +223,8 @@ def _placed(ctx: Context, ev: dict[str, Any], where: str | None, how: str, e: An
 
 @rule("recompile", "systems", "warning",
       "each \"Recompiling function\" record in TORCH_LOGS; one logged while no range was "
-      "open (on the trace clock) is warm-up: info, charged to no range")
+      "open (on the trace clock) is warm-up: info, charged to no range",
+      unpriced=ONCE)
 def recompile(r: Rule, ctx: Context) -> list[Finding]:
     where, how = compiled_range(ctx)
     e = ctx.entries.get(where) if where else None
@@ -346,7 +350,8 @@ def gpu_idle_gaps(r: Rule, ctx: Context) -> list[Finding]:
 
 @rule("compile_kernels_in_range", "systems", "warning",
       "kernel counts in a variant's range not a multiple of the iterations and more kernels "
-      "than iterations × ideal (compilation, autotuning or benchmarking ran inside it)")
+      "than iterations × ideal (compilation, autotuning or benchmarking ran inside it)",
+      unpriced=ONCE)
 def compile_kernels_in_range(r: Rule, ctx: Context) -> list[Finding]:
     meta = ctx.meta
     if not meta or not meta.ranges:

@@ -9,8 +9,8 @@ realized = cost(all) - cost(fix_<cause>) per step; priced = the largest saving p
 of the findings on the loop's ranges (gNN_all/...) whose rule names that cause
 (causes.py), 0 where none. A cause is within ±15% when |priced - realized| is at most 15%
 of the realized or 5% of the loop's cost, within ±50% likewise. A negative control
-passes when no finding on its loop saves more than 5% of the loop's cost (on a `host` base step,
-launch_bound and host_bound name the base, not the control).
+passes when no finding on its loop saves more than 5% of the loop's cost (BASE_RULES: the
+findings that name the base step, not the control, are left out).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from causes import BY_NAME  # noqa: E402
 
-BASE_RULES = ("launch_bound", "host_bound")
-"""What a `host` base step is by construction (small kernels launched one by one): a
-control's loop is judged on the findings other than these."""
+BASE_RULES = {"host": ("launch_bound", "host_bound"), "gpu": ("fp32_gemm",)}
+"""What a base step is by construction: `host`, small kernels launched one by one;
+`gpu`, a chain of fp32 GEMMs (TF32 off, PyTorch's default): a control's loop is judged on
+the findings other than these, which name the base, the same in every variant."""
 
 
 def findings(report: Path) -> list[dict]:
@@ -44,9 +45,8 @@ def score(truth: dict, found: list[dict]) -> list[dict]:
         for c in spec["causes"]:
             cause = BY_NAME[c["name"]]
             realized = cost["all"] - cost["fix_" + c["name"]]
-            if cause.control:              # a host base step is launch-bound by design
-                fits = [f for f in mine if not (spec["base"] == "host" and f["rule"]
-                                                in BASE_RULES)]
+            if cause.control:              # the base step's own findings name the base
+                fits = [f for f in mine if f["rule"] not in BASE_RULES[spec["base"]]]
             else:
                 fits = [f for f in mine if f["rule"] in cause.rules]
             priced = max((f.get("saving_ns", 0.0) / steps for f in fits), default=0.0)
