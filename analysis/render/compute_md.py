@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..common.names import kernel_labels
 from ..documents.types import ComputeDoc, KernelLaunch
-from .markdown import esc, findings_section, gbps, num, pct, reflow, short, table, us
+from .findings_md import findings_section
+from .markdown import esc, gbps, num, pct, reflow, short, table, us
 from .text import code, shown_path
 
 NAME_WIDTH = 60

@@ -21,12 +21,11 @@ from ..documents.types import (
 )
 from .compute_md import kernels_section as compute_kernels
 from .evidence import evidence_lines
+from .findings_md import findings_section, impact
 from .markdown import (
     dur,
     environment_section,
     esc,
-    findings_section,
-    impact,
     pct,
     reflow,
     run_header,

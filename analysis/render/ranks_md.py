@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..documents.types import RanksDoc
-from .markdown import INTRO, findings_section, ranks_table, reflow, us
+from .findings_md import findings_section
+from .markdown import INTRO, ranks_table, reflow, us
 
 
 def render_ranks(doc: RanksDoc, folders: dict[int, str]) -> str:
