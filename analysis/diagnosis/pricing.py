@@ -100,8 +100,9 @@ class Pricer:
         finding's range (loops/changes.py)."""
         ev: dict[str, Any] = f.evidence if isinstance(f.evidence, dict) else {}
         scope = self.models.windows(f.range, pid)
-        if f.change == "host_ahead":
-            return Change("host_ahead", windows=scope, scope=scope)
+        if f.change == "host_ahead":           # the slow steps' windows, or the range's
+            given = tuple((int(a), int(b)) for a, b in ev.get("windows") or ())
+            return Change("host_ahead", windows=given or scope, scope=given or scope)
         if f.change == "input_ahead":
             return Change("input_ahead", windows=self.input_waits(f.range, pid), scope=scope)
         if f.change == "pinned_async":

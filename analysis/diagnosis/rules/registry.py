@@ -305,10 +305,11 @@ def run(source: str, ctx: Context) -> list[Finding]:
     return sorted(found, key=sort_key)
 
 
-SUPERSEDES = {"input_wait": ("host_bound", "launch_bound"),
-              "gil_contention": ("host_bound", "launch_bound")}
+SUPERSEDES = {"input_wait": ("host_bound", "launch_bound", "slow_step"),
+              "gil_contention": ("host_bound", "launch_bound", "slow_step")}
 """A cause that explains a symptom on the same range: the symptom's finding is left out
-(a loop waiting for its DataLoader, or for the GIL, is host-bound because of it)."""
+(a loop waiting for its DataLoader, or for the GIL, is host-bound because of it, and its
+steps are slow where the workers or the other thread fall behind)."""
 
 
 def superseded(found: list[Finding]) -> list[Finding]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...common.settings import COPY_PATH_MIN_PCT, GIL_MIN_PCT, INPUT_WAIT_MIN_PCT
+from ...common.settings import COPY_PATH_MIN_PCT, GIL_MIN_PCT, INPUT_WAIT_MIN_PCT, SLOW_TAIL_PCT
 from ...documents.types import Finding, RangeEntry
 from ...trace.pylines import LOADER_CALLS
 from .host_rules import found_loops, nested_evidence
@@ -133,4 +133,37 @@ def input_wait(r: Rule, ctx: Context) -> list[Finding]:
             suggestion="more DataLoader workers (num_workers), a cheaper __getitem__ "
             "(tokenize or decode once, ahead of training), persistent_workers=True and a "
             "larger prefetch_factor"))
+    return out
+
+
+def _slow(e: RangeEntry) -> bool:
+    return bool(e.tail_steps) and e.tail_ns * 100 >= SLOW_TAIL_PCT * max(e.run_per_instance_ns, 1)
+
+
+@rule("slow_step", "systems", "warning",
+      "a loop's steps as they run average `tail_pct` of its cost or more above its median "
+      "step, from steps 3x the median or longer (a periodic checkpoint, evaluation or "
+      "logging step on the loop's thread)", {"tail_pct": SLOW_TAIL_PCT}, change="host_ahead")
+def slow_step(r: Rule, ctx: Context) -> list[Finding]:
+    out = []
+    for path, inner in found_loops(ctx, _slow).items():
+        e = ctx.entries[path]
+        slow = e.tail_steps
+        lines = [s.line for s in slow if s.line]
+        line = max(set(lines), key=lines.count) if lines else ""
+        longest = max(s.step_ns for s in slow)
+        out.append(r.finding(
+            range=path, iterations=e.run_instances or e.wall_instances,
+            saving_per_instance_ns=float(e.tail_ns),
+            message=f"{path}: {len(slow)} of its {e.run_instances} steps took up to "
+            f"{longest / max(e.step_median_ns, 1):,.0f}x its median step "
+            f"({e.step_median_ns / 1e6:,.2f} ms), {e.tail_ns / 1e6:,.2f} ms an instance as "
+            "it runs" + (f"; their samples fell on {line}" if line else "") + ".",
+            evidence={"tail_ns": e.tail_ns, "slow_steps": len(slow),
+                      "median_step_ns": e.step_median_ns, "line": line,
+                      "windows": [[s.start_ns, s.start_ns + s.step_ns] for s in slow],
+                      **nested_evidence(inner)},
+            suggestion="move the periodic work off the loop's thread: an asynchronous "
+            "checkpoint (torch.distributed.checkpoint.async_save, or a copy to pinned "
+            "memory saved by another thread), evaluation in another process or less often"))
     return out
