@@ -82,11 +82,11 @@ PINNED_BPS = 55e9
 it: 55 GB/s, measured on the H200 test machine (tests/data/battery/pageable_copy_fixed:
 20 x 256 MiB in 96.8 ms)."""
 INPUT_WAIT_MIN_PCT = 30.0
+"""input_wait: the loop's thread is found waiting for the DataLoader's next batch in at
+least this % of its Python samples."""
 SLOW_TAIL_PCT = 10.0
 """slow_step: a loop whose slow steps (3x its median step or longer) add this share of its
 cost as it runs, or more (the mean step over the median)."""
-"""input_wait: the loop's thread is found waiting for the DataLoader's next batch in at
-least this % of its Python samples."""
 GIL_MIN_PCT = 10.0
 """gil_contention: waits for the GIL hold at least this % of a loop's critical path as it
 runs."""
