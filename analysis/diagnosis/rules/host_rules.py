@@ -148,9 +148,7 @@ def nested_evidence(inner: list[str]) -> dict[str, Any]:
 @rule("kernel_loads_per_call", "systems", "warning",
       "module or library loads (cuModuleLoad*, cuLibraryLoad*) in at least `instances_pct` "
       "of a loop's iterations: new kernels are built every call",
-      {"instances_pct": LOADS_INSTANCES_PCT}, saving="the iteration's wall time beyond its "
-      "GPU busy time and its launch calls: what building kernels (the loads and the CPU "
-      "work around them, e.g. NVRTC) adds", change="no_building")
+      {"instances_pct": LOADS_INSTANCES_PCT}, change="no_building")
 def kernel_loads_per_call(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for path, inner in kernel_loads(ctx).items():
@@ -181,10 +179,7 @@ def kernel_loads_per_call(r: Rule, ctx: Context) -> list[Finding]:
 @rule("input_starved", "systems", "warning",
       "a loop range without kernels of its own holds at least `share_pct` of its parent's "
       "wall time while the GPU is busy under `busy_pct` of it",
-      {"share_pct": INPUT_SHARE_PCT, "busy_pct": INPUT_BUSY_PCT},
-      saving="the range's wall time less its GPU busy time: with batches prepared ahead "
-      "(workers, prefetch) and copied from pinned memory the loop no longer waits for them",
-      change="host_ahead")
+      {"share_pct": INPUT_SHARE_PCT, "busy_pct": INPUT_BUSY_PCT}, change="host_ahead")
 def input_starved(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for path, parent in starved(ctx).items():
@@ -211,8 +206,7 @@ def input_starved(r: Rule, ctx: Context) -> list[Finding]:
       "a synchronize call (`.item()`, `.cpu()`, `print(tensor)`, torch.cuda.synchronize) "
       "in at least `instances_pct` of a loop's iterations, waiting at least `wait_pct` of "
       "their wall time", {"instances_pct": SYNC_INSTANCES_PCT, "wait_pct": SYNC_MIN_PCT},
-      saving="without the wait the iteration takes the longer of its GPU busy time and its "
-      "host time outside the wait", change="no_sync")
+      change="no_sync")
 def sync_in_loop(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for path, inner in found_loops(ctx, _synced).items():
@@ -278,9 +272,7 @@ SYNC_REMEDY = {
 @rule("pageable_copy", "systems", "warning",
       "host-to-device copies from pageable memory in at least `instances_pct` of a "
       "loop's iterations (each blocks the calling thread)",
-      {"instances_pct": PAGEABLE_INSTANCES_PCT, "pinned_bps": PINNED_BPS},
-      saving="the time the copies blocked the thread less the same bytes at the pinned "
-      "rate (the trace's own pinned copies, else `pinned_bps`)", change="pinned_async")
+      {"instances_pct": PAGEABLE_INSTANCES_PCT, "pinned_bps": PINNED_BPS}, change="pinned_async")
 def pageable_copy(r: Rule, ctx: Context) -> list[Finding]:
     rate = _pinned_rate(ctx)
     out = []
@@ -324,9 +316,7 @@ def _pinned_rate(ctx: Context) -> float:
 @rule("host_bound", "systems", "warning",
       "the GPU idles at least `idle_pct` of a loop's wall time while its thread spends at "
       "least `outside_pct` of it outside CUDA calls (and no other host rule explains it)",
-      {"idle_pct": HOST_IDLE_PCT, "outside_pct": HOST_OUTSIDE_PCT},
-      saving="the CPU and OS time outside CUDA calls, at most the GPU's idle time",
-      change="host_ahead")
+      {"idle_pct": HOST_IDLE_PCT, "outside_pct": HOST_OUTSIDE_PCT}, change="host_ahead")
 def host_bound(r: Rule, ctx: Context) -> list[Finding]:
     def hit(e: RangeEntry) -> bool:
         idle, outside = e.wall_ns - e.busy_ns, e.host_cpu_ns + e.host_os_ns
@@ -358,8 +348,7 @@ def host_bound(r: Rule, ctx: Context) -> list[Finding]:
 @rule("fp32_gemm", "systems", "warning",
       "fp32 GEMMs on the CUDA cores (cuBLAS `sgemm` / `*_f32f32_*_ffma_*` kernels) hold at "
       "least `kernel_pct` of a loop's kernel time", {"kernel_pct": FP32_GEMM_PCT},
-      saving="those GEMMs' time less the same work at the GPU's TF32 tensor-core rate "
-      "(datasheet fp32 / tf32 peaks)", change="faster_kernels")
+      change="faster_kernels")
 def fp32_gemm(r: Rule, ctx: Context) -> list[Finding]:
     gpu = ctx.systems.source.gpus[0].name if ctx.systems and ctx.systems.source.gpus else None
     fp32, tf32 = datasheet(gpu, "float32")[0], datasheet(gpu, "tfloat32")[0]
@@ -392,9 +381,7 @@ def fp32_gemm(r: Rule, ctx: Context) -> list[Finding]:
 @rule("first_calls", "systems", "info",
       "the leading instances of a loop range were set apart as warm-up (compilation, "
       "autotuning, CUDA-graph recording, lazy loading: see apart.py); ranked after the "
-      "recurring causes, as a cost paid once",
-      saving="the set-apart instances' wall time less as many steady instances (the "
-      "range's median)", unpriced=ONCE)
+      "recurring causes, as a cost paid once", unpriced=ONCE)
 def first_calls(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for e in ctx.all_entries.values():

@@ -230,7 +230,6 @@ class Rule:
     doc: str                        # one line: when it fires
     thresholds: dict[str, float]
     fn: Callable[[Rule, Context], list[Finding]]
-    saving_model: str = ""          # one sentence: what its evidence measures
     change: str = ""                # the step model's change that prices them (loops/changes.py)
     unpriced: str = ""              # without a change: why the model cannot price its cause
 
@@ -256,19 +255,19 @@ SHARE_OF = {"systems": "wall time", "ranks": "step time",
 
 
 def rule(id: str, source: str, severity: Severity, doc: str,
-         thresholds: dict[str, float] | None = None, saving: str = "",
-         change: str = "", unpriced: str = "") -> Callable:
-    """Register the decorated function as the rule `id` (ids are unique); `saving` says
-    in one sentence what its evidence measures, `change` which change of the step model
-    prices its findings (changes.CHANGES), and a rule without one says in `unpriced` why
-    the model cannot express its cause (each rule has one or the other)."""
+         thresholds: dict[str, float] | None = None, change: str = "",
+         unpriced: str = "") -> Callable:
+    """Register the decorated function as the rule `id` (ids are unique); `change` says
+    which change of the step model prices its findings (changes.CHANGES), and a rule
+    without one says in `unpriced` why the model cannot express its cause (each rule has
+    one or the other)."""
     def register(fn: Callable[[Rule, Context], list[Finding]]) -> Callable:
         if id in REGISTRY:
             raise ValueError(f"rule {id!r} registered twice")
         if not (change or unpriced):
             raise ValueError(f"rule {id!r} has neither a change nor why it has none")
-        REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn, saving,
-                            change, unpriced)
+        REGISTRY[id] = Rule(id, source, severity, doc, dict(thresholds or {}), fn, change,
+                            unpriced)
         return fn
     return register
 

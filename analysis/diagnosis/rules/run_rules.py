@@ -63,8 +63,7 @@ def _holders(e: RangeEntry) -> dict[str, int]:
       "another Python thread of the process holds the GIL while the loop's thread waits "
       "for it (pthread_cond_timedwait while the other thread runs the interpreter, from "
       "CPU samples) for at least `gil_pct` of the loop's critical path as it runs",
-      {"gil_pct": GIL_MIN_PCT}, saving="the GIL waits on the critical path",
-      change="no_gil")
+      {"gil_pct": GIL_MIN_PCT}, change="no_gil")
 def gil_contention(r: Rule, ctx: Context) -> list[Finding]:
     def said(e: RangeEntry, ns: float) -> str:
         gil = max(e.critical_path_ns.get("gil", 0), 1)
@@ -85,8 +84,7 @@ def gil_contention(r: Rule, ctx: Context) -> list[Finding]:
       "host-to-device copies in line with the kernels on the compute stream (a blocking "
       "`.to('cuda')`: the loop's thread waits for its copies) hold at least `copy_pct` of "
       "a loop's critical path as it runs",
-      {"copy_pct": COPY_PATH_MIN_PCT}, saving="the copies on the critical path",
-      change="prefetch")
+      {"copy_pct": COPY_PATH_MIN_PCT}, change="prefetch")
 def copy_on_compute_stream(r: Rule, ctx: Context) -> list[Finding]:
     def said(e: RangeEntry, ns: float) -> str:
         return (f"{e.name} spends {path_pct(e, 'copy_h2d'):.0f}% of its time as it runs "
@@ -110,8 +108,7 @@ def loader_lines(e: RangeEntry) -> list:
 @rule("input_wait", "systems", "warning",
       "the loop's thread waits for the DataLoader's next batch (its Python samples in the "
       "worker queue's reads under the user's `for` line) in at least `wait_pct` of its "
-      "samples", {"wait_pct": INPUT_WAIT_MIN_PCT},
-      saving="the waits' share of the loop's time", change="input_ahead")
+      "samples", {"wait_pct": INPUT_WAIT_MIN_PCT}, change="input_ahead")
 def input_wait(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     waiting = lambda e: sum(ln.pct for ln in loader_lines(e)) >= INPUT_WAIT_MIN_PCT  # noqa: E731

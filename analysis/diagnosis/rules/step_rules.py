@@ -35,7 +35,7 @@ def _reads_back(e: RangeEntry) -> bool:
       "memory management calls (cudaMalloc, cudaFree, host allocations: the caching "
       "allocator giving memory back and asking again, e.g. torch.cuda.empty_cache()) hold "
       "at least `memory_pct` of a loop's wall time", {"memory_pct": ALLOC_MIN_PCT},
-      saving="the memory calls' time", change="no_memory")
+      change="no_memory")
 def alloc_in_loop(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for path, inner in found_loops(ctx, lambda e: e.wall_ns and e.host_memory_ns * 100
@@ -60,7 +60,7 @@ def alloc_in_loop(r: Rule, ctx: Context) -> list[Finding]:
       "device-to-host copies of at least `min_bytes` per iteration (`.cpu()`, `.numpy()` "
       "of activations) in at least `instances_pct` of a loop's iterations",
       {"min_bytes": READBACK_MIN_BYTES, "instances_pct": READBACK_INSTANCES_PCT},
-      saving="the copies' time", change="readback_on_device")
+      change="readback_on_device")
 def readback_in_loop(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for path, inner in found_loops(ctx, _reads_back).items():
