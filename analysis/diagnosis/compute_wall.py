@@ -11,14 +11,12 @@ steps, goes into the finding's evidence (`wall_saving_ns`) and message.
 
 from __future__ import annotations
 
-import re
-
-from ..documents.findings import ordered
+from ..documents.findings import ordered, share_pct
 from ..documents.types import ComputeDoc, Finding
 from ..loops.changes import CHANGES
 from ..loops.model import StepModels
 from ..trace.launch_ranges import base_name
-from .pricing import Pricer
+from .pricing import Pricer, exact_names
 
 
 def wall_savings(doc: ComputeDoc, steps: StepModels, loops: set[str],
@@ -41,7 +39,7 @@ def wall_savings(doc: ComputeDoc, steps: StepModels, loops: set[str],
         f.saving_ns, f.saving_per_instance_ns = float(total), total / max(f.iterations, 1)
         f.not_priced, f.change = "", "faster_kernels"
         f.saving_model = CHANGES["faster_kernels"]
-        f.share_pct = min(round(100.0 * total / wall_ns, 2), 100.0) if wall_ns else 0.0
+        f.share_pct = share_pct(total, wall_ns)
         f.share_of = "wall time"
         f.message += (f" Replayed on the Systems step model of {f.range} with these kernels "
                       f"{100 * (1 - factor):.0f}% faster: {total / 1e3:,.1f} µs of wall time "
@@ -62,7 +60,7 @@ def _replayed(f: Finding, doc: ComputeDoc, pricer: Pricer) -> tuple[float, int] 
     if not f.range or not spent or not kernel_saving:
         return None
     factor = max(0.0, 1.0 - kernel_saving / spent)
-    pattern = "^(?:" + "|".join(sorted({re.escape(base_name(k.name)) for k in launches})) + ")$"
+    pattern = exact_names({base_name(k.name) for k in launches})
     proxy = Finding(rule=f.rule, severity=f.severity, range=f.range, kernel=None,
                     message="", evidence={"pattern": pattern, "speed_factor": factor},
                     suggestion="", change="faster_kernels")

@@ -109,16 +109,22 @@ class Pricer:
             return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0),
                           scope=scope)
         if f.change == "fused":
-            names = ev.get("unfused") or []
-            pattern = "^(?:" + "|".join(re.escape(n) for n in names) + ")$" if names \
-                else "(?!)"
-            return Change("fused", kernels=((pattern, 0.0),), scope=scope)
+            return Change("fused", kernels=((exact_names(ev.get("unfused") or []), 0.0),),
+                          scope=scope)
         if f.change == "faster_kernels":
             fp32, tf32 = ev.get("fp32_peak_flops"), ev.get("tf32_peak_flops")
             factor = fp32 / tf32 if fp32 and tf32 else float(ev.get("speed_factor", 0.5))
             return Change("faster_kernels", kernels=((ev.get("pattern", FP32_GEMM), factor),),
                           scope=scope)
         return Change(f.change, scope=scope)
+
+
+def exact_names(names: list[str] | set[str]) -> str:
+    """A pattern (Change.kernels) matching these kernel names and no other; none: one
+    that matches nothing."""
+    if not names:
+        return "(?!)"
+    return "^(?:" + "|".join(sorted({re.escape(n) for n in names})) + ")$"
 
 
 def pid_of(global_tid: int) -> int:

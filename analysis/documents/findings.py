@@ -39,13 +39,22 @@ class Finding:
                                  # profiled kernel time (compute), the ranks' step time
 
 
-def ordered(findings: list[Finding]) -> list[Finding]:
+def rank_key(f: Finding) -> tuple:
     """Largest impact first (unpriced Compute findings by their kernels' own saving,
-    evidence kernel_saving_ns), then most severe, then by range name (stable otherwise)."""
-    return sorted(findings, key=lambda f: (
-        f.share_pct < FINDING_MIN_PCT, f.one_time, -f.saving_ns,
-        -(f.evidence.get("kernel_saving_ns", 0.0) if isinstance(f.evidence, dict) else 0.0),
-        SEVERITY_ORDER[f.severity], f.range or ""))
+    evidence kernel_saving_ns), then most severe, then by range name."""
+    ev = f.evidence if isinstance(f.evidence, dict) else {}
+    return (f.share_pct < FINDING_MIN_PCT, f.one_time, -f.saving_ns,
+            -ev.get("kernel_saving_ns", 0.0), SEVERITY_ORDER[f.severity], f.range or "")
+
+
+def ordered(findings: list[Finding]) -> list[Finding]:
+    """The findings by rank_key (stable otherwise)."""
+    return sorted(findings, key=rank_key)
+
+
+def share_pct(saving_ns: float, total_ns: float) -> float:
+    """A saving as % of the analyzed time (Finding.share_pct): at most 100, 0 without one."""
+    return min(round(100.0 * saving_ns / total_ns, 2), 100.0) if total_ns else 0.0
 
 
 def top_findings(findings: list[Finding], most: int = 10,

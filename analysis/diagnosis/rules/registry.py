@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from ...common.names import library_mask, op_paths, steady_path, user_path
-from ...common.settings import FINDING_MIN_PCT, OFF_PATH_PCT
+from ...common.settings import OFF_PATH_PCT
+from ...documents.findings import rank_key, share_pct
 from ...documents.types import (
-    SEVERITY_ORDER,
     ComputeDoc,
     Finding,
     Meta,
@@ -273,13 +273,9 @@ def rule(id: str, source: str, severity: Severity, doc: str,
 
 
 def sort_key(f: Finding) -> tuple:
-    """Largest impact first (unpriced Compute findings by their kernels' own saving),
-    then most severe, range name, launch order."""
-    ev = f.evidence if isinstance(f.evidence, dict) else {}
-    launch = ev.get("launch")
-    return (f.share_pct < FINDING_MIN_PCT, f.one_time, -f.saving_ns,
-            -ev.get("kernel_saving_ns", 0.0), SEVERITY_ORDER[f.severity], f.range or "",
-            launch if launch is not None else float("inf"))
+    """findings.rank_key, then launch order."""
+    launch = f.evidence.get("launch") if isinstance(f.evidence, dict) else None
+    return (*rank_key(f), launch if launch is not None else float("inf"))
 
 
 def run(source: str, ctx: Context) -> list[Finding]:
@@ -297,7 +293,7 @@ def run(source: str, ctx: Context) -> list[Finding]:
         if cap is not None and f.saving_ns > cap:
             f.saving_ns = float(cap)
             f.saving_per_instance_ns = f.saving_ns / max(f.iterations, 1)
-        f.share_pct = min(round(100.0 * f.saving_ns / total, 2), 100.0) if total else 0.0
+        f.share_pct = share_pct(f.saving_ns, total)
         f.share_of = SHARE_OF[source]
     if source == "systems":
         locate(found, ctx.systems, ctx.entries)
