@@ -58,7 +58,7 @@ class Pricer:
         if not f.range:
             return "it names no range, and the model replays a range's steps"
         if self.modeled_key(f.range, pid) is None:
-            return (f"no loop around `{f.range}` has modeled steps (a loop is a range run "
+            return (f"no loop around {f.range} has modeled steps (a loop is a range run "
                     f"{LOOP_MIN_INSTANCES} times or more; at most {MODEL_CALLS:,} of its calls are "
                     "modeled)")
         return "its change has no effect the model can replay here"

@@ -244,9 +244,10 @@ ONCE = ("a cost paid once (compilation, autotuning, first calls), before the ste
         "the loop model replays")
 RANKS = "ranks are modeled one at a time: one rank's loop cannot wait on another's"
 KERNELS = ("Compute measures kernel time, not the loop's: the speed-up is replayed on the "
-           "Systems step model of the range that launched the kernels when `make profile` "
+           "Systems step model of the range that launched the kernels when make profile "
            "puts both reports in one folder")
-"""Why the rules without a change of the loop model (Rule.unpriced) cannot be priced."""
+"""Why the rules without a change of the loop model (Rule.unpriced) cannot be priced. Plain
+text: pages escape it (a finding's not_priced), so no code spans."""
 
 REGISTRY: dict[str, Rule] = {}
 SHARE_OF = {"systems": "wall time", "ranks": "step time",

@@ -158,7 +158,7 @@ def _breaks(ctx: Context) -> list[dict[str, Any]]:
       "Inductor kernels a host readback splits in most iterations); eager `at::native` "
       "kernels inside a compiled range",
       unpriced="the graphs a break splits are compiled code the capture does not hold; "
-      "only a break on a host readback is priced (`no_break`)")
+      "only a break on a host readback is priced (no_break)")
 def graph_break(r: Rule, ctx: Context) -> list[Finding]:
     where, how = compiled_range(ctx)
     places = [where] if where or ctx.meta else broken_ranges(ctx)
