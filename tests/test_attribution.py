@@ -172,3 +172,22 @@ def test_the_step_that_compiled_is_set_apart_not_the_whole_range() -> None:
     by = {e.name: e for e in doc_for("200000").ranges}     # inside the first fwd
     assert set(by) == {"step", "step/fwd", "step/fwd [compile]"}
     assert by["step/fwd [compile]"].warmup and by["step"].instances == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "a/b", "c", "a [warm-up]", "a [warm-up]/b"]),
+                min_size=1, max_size=30),
+       st.lists(st.booleans(), min_size=30, max_size=30))
+def test_path_codes_renumber_only_tagged_rows_as_a_full_numbering_would(plain, tag):
+    """Tagged paths numbered from the plain ones (build._path_codes) equal their numbering
+    from scratch, also where a tag makes a path some other row already had."""
+    model.forget_ranges()
+    ranges = pd.DataFrame({"x": range(len(plain))})
+    before = pd.Series(plain, dtype=object)
+    after = pd.Series([p.replace("a", "a [warm-up]", 1) if t and "[" not in p else p
+                       for p, t in zip(plain, tag, strict=False)], dtype=object)
+    assert model._path_codes(ranges, before, before).tolist() == \
+        model._first_seen(plain).tolist()
+    assert model._path_codes(ranges, before, after).tolist() == \
+        model._first_seen(after.tolist()).tolist()
+    model.forget_ranges()

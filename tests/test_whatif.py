@@ -54,7 +54,7 @@ def test_every_change_is_said() -> None:
     assert set(CHANGES) == {"no_sync", "no_break", "no_memory", "host_ahead", "one_graph",
                             "pinned_async", "readback_on_device", "no_building",
                             "faster_kernels", "fused", "prefetch", "no_gil", "input_ahead",
-                            "gpu_fed"}
+                            "gpu_fed", "no_fill", "one_cat"}
 
 
 def _copy_step() -> StepRows:
@@ -199,6 +199,30 @@ def test_a_fused_epilogue_takes_no_time() -> None:
                  syncs=[3])
     assert _saved(rows, 140, Change("fused", kernels=(("^triton_relu$", 0.0),))) == 20
     assert _saved(rows, 140, Change("fused", kernels=(("(?!)", 0.0),))) == 0
+
+
+def test_no_fill_removes_the_fill_and_its_launch() -> None:
+    """torch.zeros then an op that overwrites it: the fill (10-60) and its launch go; the
+    add launches 1 after the start and runs at the step's launch gap (11-41), the sync
+    returns 2 after it, the step ends 8 later: 51 of 100."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 8, 2, LAUNCH), (9, 92, 3, SYNC)],
+                 [_kernel(10, 60, 1, "vectorized_elementwise_kernel<4, FillFunctor<float>>"),
+                  _kernel(60, 90, 2, "add_kernel")], syncs=[3])
+    assert _saved(rows, 100, Change("no_fill", kernels=(("FillFunctor", 0.0),))) == 49
+    assert _saved(rows, 100, Change("no_fill", kernels=(("(?!)", 0.0),))) == 0
+
+
+def test_one_cat_keeps_the_longest_concatenation_only() -> None:
+    """Three growing cats (5, 10, 20 long) back to back, which the host waits for: the
+    first two, their launches and the host's time before the second go, the longest
+    stays: the step is shorter by the two kernels' 15 (a pattern naming none: 0)."""
+    cat = "CatArrayBatchedCopy_vectorized"
+    rows = _step([(0, 5, 1, LAUNCH), (10, 15, 2, LAUNCH), (20, 25, 3, LAUNCH),
+                  (26, 67, 4, SYNC)],
+                 [_kernel(30, 35, 1, cat), _kernel(35, 45, 2, cat), _kernel(45, 65, 3, cat)],
+                 syncs=[4])
+    assert _saved(rows, 70, Change("one_cat", kernels=((cat, 0.0),))) == 15
+    assert _saved(rows, 70, Change("one_cat", kernels=(("(?!)", 0.0),))) == 0
 
 
 def test_gpu_fed_saves_only_what_the_host_waited_for() -> None:

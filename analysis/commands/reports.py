@@ -27,6 +27,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from ..common.settings import NCU_INSTANCES, NCU_MAX_RUNS
 from ..diagnosis import compute_wall, rules
 from ..diagnosis.ranks import rank_of
 from ..documents import tables
-from ..documents.files import load_systems, write_csv, write_systems
+from ..documents.files import load_systems, write_csv, write_systems, write_tables
 from ..documents.io import (
     load_json_doc,
     load_meta,
@@ -159,9 +160,12 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
                    opts: argparse.Namespace | None = None) -> SystemsDoc:
     """DIR's systems report of one export: the Parquet tables, systems.json, systems.md
     and its plots (CSV tables with `opts.csv`). The whole document is returned."""
-    with report_folder(out, "systems") as stage:
-        doc = systems.judge(measure_systems(trace, meta_path, logs, opts))
-        _systems_files(stage, doc, getattr(opts, "csv", False))
+    with report_folder(out, "systems") as stage, ThreadPoolExecutor(1) as pool:
+        measured = measure_systems(trace, meta_path, logs, opts)
+        stage.mkdir(parents=True, exist_ok=True)     # the tables written while judged:
+        written = pool.submit(write_tables, stage, measured.doc)   # Arrow's writer lets
+        doc = systems.judge(measured)                              # go of the GIL
+        _systems_files(stage, doc, getattr(opts, "csv", False), written.result())
     _said(out, "systems", f"{len(doc.ranges)} ranges")
     return doc
 
@@ -185,11 +189,12 @@ def ranks_report(out: Path, paths: list[Path], opts: argparse.Namespace) -> None
     _said(out, "ranks", f"{len(paths)} ranks")
 
 
-def _systems_files(out: Path, doc: SystemsDoc, csv: bool = False) -> None:
-    """The tables and systems.json (documents.files.write_systems), systems.md and its
-    plots."""
+def _systems_files(out: Path, doc: SystemsDoc, csv: bool = False,
+                   counts: dict[str, int] | None = None) -> None:
+    """The tables (unless `counts` says they are written) and systems.json
+    (documents.files.write_systems), systems.md and its plots."""
     out.mkdir(parents=True, exist_ok=True)
-    write_systems(out, doc, csv)
+    write_systems(out, doc, csv, counts)
     images = {k: name for k, name, draw in (
         ("time", "time_per_iter.png", plots.time_bars_png),
         ("timeline", "timeline.png", plots.timeline_png))

@@ -12,6 +12,7 @@ Pages show the label; documents and tables keep the whole name.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -120,6 +121,13 @@ def op_paths(paths: list[str]) -> np.ndarray:
                      for p in paths], dtype=bool)
 
 
+def matching(pred: Callable[[str], bool], paths: list[str]) -> np.ndarray:
+    """pred of every path as a bool array; is_op_path runs inline (op_paths)."""
+    if pred is is_op_path:
+        return op_paths(paths)
+    return np.fromiter(map(pred, paths), dtype=bool, count=len(paths))
+
+
 def user_path(path: str) -> str:
     """The path cut before its first emit_nvtx op range (`aten::linear, seq = 3, op_id =
     7`, `autograd::engine::evaluate_function: ...`): findings name the user's own range;
@@ -164,6 +172,12 @@ def steady_path(path: str) -> str:
     for tag in APART_TAGS:
         path = path.replace(tag, "")
     return path
+
+
+def tagged_paths(paths: list[str]) -> np.ndarray:
+    """Whether each path is inside a set-apart instance (an APART_TAGS tag anywhere in
+    it), as a bool array (C searches: record_shapes names hold " [" everywhere)."""
+    return np.array([COMPILE_TAG in p or WARMUP_TAG in p for p in paths], dtype=bool)
 
 
 def apart_prefix(path: str) -> str:

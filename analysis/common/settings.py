@@ -87,6 +87,14 @@ least this % of its Python samples."""
 SLOW_TAIL_PCT = 10.0
 """slow_step: a loop whose slow steps (3x its median step or longer) add this share of its
 cost as it runs, or more (the mean step over the median)."""
+FILL_MIN_PCT = 5.0
+"""fill_overwritten: a loop's fill kernels (torch.zeros, torch.full, Tensor.fill_), one a
+step or more, take at least this % of its kernel time."""
+CAT_MIN_PER_STEP = 8
+"""cat_in_loop: a loop launches at least this many concatenation kernels a step, the
+longest CAT_GROWTH times the shortest or more (a tensor grown by torch.cat)."""
+CAT_GROWTH = 2.0
+"""cat_in_loop: the longest concatenation kernel over the shortest, at least."""
 GIL_MIN_PCT = 10.0
 """gil_contention: waits for the GIL hold at least this % of a loop's critical path as it
 runs."""

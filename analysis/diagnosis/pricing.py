@@ -108,9 +108,9 @@ class Pricer:
         if f.change == "pinned_async":
             return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0),
                           scope=scope)
-        if f.change == "fused":
-            return Change("fused", kernels=((exact_names(ev.get("unfused") or []), 0.0),),
-                          scope=scope)
+        if f.change in ("fused", "no_fill", "one_cat"):   # the kernels the change removes
+            names = ev.get("unfused") or ev.get("kernels") or []
+            return Change(f.change, kernels=((exact_names(names), 0.0),), scope=scope)
         if f.change == "faster_kernels":
             fp32, tf32 = ev.get("fp32_peak_flops"), ev.get("tf32_peak_flops")
             factor = fp32 / tf32 if fp32 and tf32 else float(ev.get("speed_factor", 0.5))

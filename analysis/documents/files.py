@@ -65,13 +65,23 @@ def summary(doc: SystemsDoc, counts: dict[str, int]) -> SystemsDoc:
                                tables=counts)
 
 
-def write_systems(folder: Path, doc: SystemsDoc, csv: bool = False) -> SystemsDoc:
-    """Write the Parquet tables, systems.json (the summary) and, with `csv`, the CSV
-    tables of `doc` into `folder`; the summary written."""
-    table = range_table_of(doc)
-    counts = tables.write_range_tables(folder, table)
+def write_tables(folder: Path, doc: SystemsDoc) -> dict[str, int]:
+    """Write the Parquet tables of `doc` (its ranges, and ops) into `folder`: file -> rows.
+    They hold what `measure` made: findings change none of them."""
+    counts = tables.write_range_tables(folder, range_table_of(doc))
     if doc.ops:
         counts[tables.OPS] = tables.write_rows(folder / tables.OPS, doc.ops)
+    return counts
+
+
+def write_systems(folder: Path, doc: SystemsDoc, csv: bool = False,
+                  counts: dict[str, int] | None = None) -> SystemsDoc:
+    """Write the Parquet tables (unless `counts` says they are written: write_tables),
+    systems.json (the summary) and, with `csv`, the CSV tables of `doc` into `folder`;
+    the summary written."""
+    table = range_table_of(doc)
+    if counts is None:
+        counts = write_tables(folder, doc)
     small = summary(doc, counts)
     write_json_atomic(folder / "systems.json", small)
     if csv:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..common.names import APART_TAGS, WARMUP_NAME, apart_prefix
+from ..common.names import APART_TAGS, COMPILE_TAG, WARMUP_NAME, apart_prefix
 from .entries import RangeEntry
 
 ROW = "range_row"
@@ -262,6 +262,13 @@ def _plain(col: list | np.ndarray) -> list:
     return col.tolist() if isinstance(col, np.ndarray) else col
 
 
+def _candidates(names: list[str], compiled_in: dict[str, int]) -> list[int]:
+    """The rows that may get a warm-up label: named in a compile event, or holding a tag
+    or a warm-up word (C searches: a call per name, of 66k, cost 0.07 s more)."""
+    return [i for i, n in enumerate(names)
+            if ("warm" in n.lower() or COMPILE_TAG in n or n in compiled_in)]
+
+
 def warmup_labels(names: list[str], events: list[dict[str, Any]],
                   apart: dict[str, str] | None = None) -> list[str | None]:
     """Why each range is warm-up (None: it is not): it ran compilation or autotuning: a
@@ -275,19 +282,18 @@ def warmup_labels(names: list[str], events: list[dict[str, Any]],
             compiled_in[ev["range"]] = compiled_in.get(ev["range"], 0) + 1
     apart = apart or {}
     any_apart = apart or any(p in k for k in compiled_in for p in APART_TAGS)
-    out: list[str | None] = []
-    for name in names:
+    out: list[str | None] = [None] * len(names)
+    for i in _candidates(names, compiled_in):
+        name = names[i]
         outer = apart_prefix(name) if any_apart else ""
         if name in compiled_in:
-            out.append(f"torch.compile compiled here ({compiled_in[name]} graph break or "
-                       "recompile event(s) in TORCH_LOGS)")
+            out[i] = (f"torch.compile compiled here ({compiled_in[name]} graph break or "
+                      "recompile event(s) in TORCH_LOGS)")
         elif outer in apart:
-            out.append(f"set apart: {apart[outer]}" if outer == name
-                       else f"inside {outer}, set apart: {apart[outer]}")
+            out[i] = (f"set apart: {apart[outer]}" if outer == name
+                      else f"inside {outer}, set apart: {apart[outer]}")
         elif outer:
-            out.append(f"inside {outer}, where torch.compile compiled")
-        elif "warm" in name.lower() and WARMUP_NAME.search(name):
-            out.append("named as warm-up")
-        else:
-            out.append(None)
+            out[i] = f"inside {outer}, where torch.compile compiled"
+        elif WARMUP_NAME.search(name):
+            out[i] = "named as warm-up"
     return out

@@ -98,6 +98,12 @@ CHANGES = {
                       "reach: what of their time reaches the step's wall",
     "fused": "the step replayed with the kernels fusion removes taking no time: their "
              "work done inside the kernel before them (a GEMM's epilogue, one fused kernel)",
+    "no_fill": "the step replayed without its fills of buffers the next operation "
+               "overwrites (torch.empty for torch.zeros): the fill kernels and the calls "
+               "that launched them take no time",
+    "one_cat": "the step replayed with its growing concatenations made as one: of its "
+               "concatenation kernels, all but the longest take no time, and so do the "
+               "calls that launched them and the host's time before each",
     "prefetch": "the step replayed with its host-to-device copies made a step ahead on a "
                 "side stream: no wait for them, the copy engine beside the kernels",
     "no_gil": "the step replayed with no other Python thread holding the GIL: its waits "
@@ -353,17 +359,43 @@ def _no_building(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) ->
     off[(kind == PROGRAM) & (g.thread[dst // 2] == g.tid)] = 0
 
 
+def _named_ops(g: Graph, pattern: str) -> np.ndarray:
+    """Operation nodes whose kernel name matches `pattern` (case ignored)."""
+    if "name" not in g.ops:
+        return np.zeros(0, dtype=np.int64)
+    names = g.ops["name"].astype(str)
+    return len(g.calls) + np.flatnonzero(names.str.contains(pattern, regex=True,
+                                                           flags=re.I).to_numpy())
+
+
 def _faster_kernels(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    ops0 = len(g.calls)
-    names = g.ops["name"].astype(str) if "name" in g.ops else None
-    if names is None:
-        return
     src, dst, kind = _edges(g)
     for pattern, factor in change.kernels:
-        hit = ops0 + np.flatnonzero(names.str.contains(pattern, regex=True,
-                                                       flags=re.I).to_numpy())
-        sel = (kind == OWN) & np.isin(src, 2 * hit)
+        sel = (kind == OWN) & np.isin(src, 2 * _named_ops(g, pattern))
         off[sel] = (off[sel] * factor).astype(np.int64)
+
+
+def _no_fill(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """The named fill kernels and the range thread's calls that launched them gone."""
+    for pattern, _ in change.kernels:
+        fills = _named_ops(g, pattern)
+        _gone(g, off, fills)
+        _gone(g, off, _on_thread(g, _launcher(g, fills)))
+
+
+def _one_cat(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """Of the named concatenation kernels, the longest stays (one copy of everything);
+    the others, their launching calls on the range thread and the CPU time before those
+    calls (the op's dispatch) gone."""
+    for pattern, _ in change.kernels:
+        cats = _named_ops(g, pattern)
+        if len(cats) < 2:
+            continue
+        rest = np.delete(cats, np.argmax(g.end[cats] - g.start[cats]))
+        calls = _on_thread(g, _launcher(g, rest))
+        _gone(g, off, rest)
+        _gone(g, off, calls)
+        _gaps_gone(g, off, calls)
 
 
 def _prefetch(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -393,6 +425,7 @@ APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
     "one_graph": _one_graph, "pinned_async": _pinned_async,
     "readback_on_device": _readback_on_device, "no_building": _no_building,
     "faster_kernels": _faster_kernels, "fused": _faster_kernels, "prefetch": _prefetch,
+    "no_fill": _no_fill, "one_cat": _one_cat,
     "no_gil": _no_gil,
     "input_ahead": _host_ahead,
     "gpu_fed": _gpu_fed}

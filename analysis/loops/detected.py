@@ -20,10 +20,11 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from ..common.names import DETECTED, is_library, is_op_path
+from ..common.names import DETECTED, library_mask, op_paths
 from ..load.nsys_sequence import DETECT_ROWS, kernel_sequence, launch_calls
 from ..load.nsys_sqlite import NsysExport, os_pid
-from .find import MARKER, busiest_lane, from_kernels
+from ..trace.ranges import plain_names
+from .find import busiest_lane, from_kernels, markers
 
 
 def unmarked_pids(export: NsysExport, seq: pd.DataFrame) -> list[int]:
@@ -32,10 +33,8 @@ def unmarked_pids(export: NsysExport, seq: pd.DataFrame) -> list[int]:
     r = export.ranges
     own = set()
     if len(r):
-        mine = np.array([not (is_library(d) or is_op_path(str(n)))
-                         or MARKER.match(str(n)) is not None
-                         for d, n in zip(r["domain"].tolist(), r["name"].tolist(),
-                                         strict=True)], dtype=bool)
+        names = plain_names(r["name"])
+        mine = ~(library_mask(r["domain"]) | op_paths(names)) | markers(names)
         tids = r["global_tid"].to_numpy()[mine]
         own = set(os_pid(tids[pd.notna(tids)].astype("int64")).tolist())
     return sorted(int(p) for p in seq["pid"].unique().tolist() if int(p) not in own)

@@ -28,10 +28,11 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from ..common.names import is_detected, steady_path
+from ..common.names import is_detected, matching, steady_path
 from ..common.settings import STEP_MIN_COUNT, STEP_MIN_NS, WARMUP_WALL_FACTOR
 from ..documents.types import StepSet
 from ..load.nsys_sequence import DETECT_ROWS
+from ..trace.ranges import plain_names
 from ..trace.steps import loop_of, own_ranges, tagged
 from .period import nccl_cadence, period_steps
 from .stats import described
@@ -70,16 +71,23 @@ def _from_ranges(r: pd.DataFrame, is_op: Callable[[str], bool], step: str | None
         if len(rows) >= STEP_MIN_COUNT:
             return _of_rows(rows, "named", step, _warm(r, step))
     own = own_ranges(r, is_op)
-    user = own[~tagged(own["path"]) & ~own["path"].map(is_detected).to_numpy(dtype=bool)]
+    user = own[~tagged(own["path"]) & ~matching(is_detected, own["path"].tolist())]
     pick = loop_of(user)
     if pick is not None:
         return _of_rows(user[user["path"] == pick], "user range", pick, _warm(own, pick))
-    marks = r[r["name"].astype(str).str.match(MARKER.pattern)]
+    marks = r[markers(plain_names(r["name"]))]
     if len(marks) >= STEP_MIN_COUNT:
         s = _of_rows(marks, "profiler marker", "ProfilerStep#N", 0)
         warm = leading_warmup(np.array(s.durations_ns))
         return described(dataclasses.replace(s, warmup=warm), s.durations_ns[warm:])
     return None
+
+
+def markers(names: list[str]) -> np.ndarray:
+    """Whether each range name is a profiler step marker (MARKER; a regex only on names
+    that start like one)."""
+    return np.array([n.startswith("ProfilerStep#") and MARKER.match(n) is not None
+                     for n in names], dtype=bool)
 
 
 def leading_warmup(d: np.ndarray) -> int:

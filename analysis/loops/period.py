@@ -62,7 +62,7 @@ def period_steps(names: np.ndarray, starts: np.ndarray, ends: np.ndarray
     n, tail = len(names), len(names) // 3
     gap = np.r_[0, starts[1:] - np.maximum.accumulate(ends)[:-1]]
     reps = (n - tail) // p
-    phase = int(np.argmax([np.median(gap[tail + f:tail + reps * p:p]) for f in range(p)]))
+    phase = int(np.argmax(np.median(gap[tail:tail + reps * p].reshape(reps, p), axis=0)))
     anchor = tail + phase
     template = names[anchor:anchor + p]
     keep = walk(names, template, anchor)

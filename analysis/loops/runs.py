@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..common.names import steady_path
+from ..common.names import steady_path, tagged_paths
 from ..documents.types import TailStep
 from ..load.nsys_pysamples import PySamples
 from ..trace.pylines import top_line
@@ -70,8 +70,8 @@ def key_context(trace: Trace) -> dict[str, np.ndarray]:
     instance count, parent path and whether it is a block of steps, made once for every
     loop."""
     kind, paths = trace.keys.index.to_numpy(dtype="int64"), trace.keys["path"]
-    tagged = paths.str.contains(" [", regex=False).to_numpy(dtype=bool)
-    steady = paths.to_numpy(dtype=object).copy()     # a tag is " [...]": few paths hold one
+    tagged = tagged_paths(paths.tolist())
+    steady = paths.to_numpy(dtype=object).copy()     # few paths hold a tag
     steady[tagged] = [steady_path(p) for p in steady[tagged]]
     count = trace.ranges["key"].value_counts().reindex(kind, fill_value=0).to_numpy()
     path = paths.to_numpy(dtype=object)

@@ -8,13 +8,14 @@ range names, is compared with the set-apart entries added up (nsys_stats.label).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from ..common.frames import row_codes
 from ..common.names import WARMUP_TAG, apart_prefix, named_warmup
 from ..common.settings import WARMUP_EXTRA, WARMUP_FACTOR, WARMUP_MIN_INSTANCES, WARMUP_WALL_FACTOR
 from .compile_events import place_on
@@ -35,9 +36,7 @@ def set_apart(r: pd.DataFrame, rows: set[int], part: str) -> pd.Series:
     in its process, and to the ranges nested in that instance; outer rows first, and a
     row already inside a part is left as it is."""
     path = r["path"].to_numpy(dtype=object).copy()
-    one = row_codes(np.stack([r["pid"].to_numpy(dtype="int64"),
-                              pd.factorize(path)[0].astype("int64")], axis=1))
-    repeats = np.bincount(one)[one] if len(one) else one
+    repeats = _repeats(path, r["pid"].to_numpy(dtype="int64"), rows)
     tid, dom = r["global_tid"].to_numpy(), r["domain"].fillna("").to_numpy()
     lo, hi = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
     for row in sorted(rows, key=lambda x: len(path[x])):
@@ -52,7 +51,28 @@ def set_apart(r: pd.DataFrame, rows: set[int], part: str) -> pd.Series:
     return pd.Series(path, index=r.index, dtype=object)
 
 
-def warmup_instances(trace: Trace) -> dict[int, str]:
+@dataclass
+class PerInstance:
+    """What warm-up instances are found from: the keyed ranges, and per instance its
+    kernels (range, kernel_count) and host calls (range, module_loads, ...): a Trace has
+    them, and so has a one-window export before its attribution pass (runners)."""
+
+    ranges: pd.DataFrame
+    instance_kernels: pd.DataFrame
+    host: pd.DataFrame
+
+
+def _repeats(path: np.ndarray, pid: np.ndarray, rows: set[int]) -> dict[int, int]:
+    """Row -> instances of its range (path) in its process, for `rows` (few of the
+    ranges: a count over the paths they hold, not a numbering of every path)."""
+    wanted = {(int(pid[row]), path[row]) for row in rows}
+    held = {p for _, p in wanted}
+    counts: Counter = Counter(
+        (d, p) for d, p in zip(pid.tolist(), path.tolist(), strict=True) if p in held)
+    return {row: counts[(int(pid[row]), path[row])] for row in rows}
+
+
+def warmup_instances(trace: Trace | PerInstance) -> dict[int, str]:
     """Instances (rows of trace.ranges) of ranges repeated at least WARMUP_MIN_INSTANCES
     times in their process that launched at least WARMUP_FACTOR times the median
     instance's kernels and WARMUP_EXTRA more: what autotuning leaves (Inductor's
@@ -75,7 +95,7 @@ def warmup_instances(trace: Trace) -> dict[int, str]:
     return {i: why for i, why in out.items() if not named_warmup(paths[i])}
 
 
-def first_calls(trace: Trace) -> dict[int, str]:
+def first_calls(trace: Trace | PerInstance) -> dict[int, str]:
     """The leading instances of a range repeated at least WARMUP_MIN_INSTANCES times in
     its process that each took at least WARMUP_WALL_FACTOR times the median instance's
     wall time and loaded modules (lazy loading, library initialisation, compilation,
@@ -103,15 +123,22 @@ def first_calls(trace: Trace) -> dict[int, str]:
             if not apart_prefix(paths[i])}
 
 
-def with_warmup_apart(run: Callable[[dict[int, str]], Trace]) -> Trace:
-    """`run({})`; when that trace has warm-up instances (warmup_instances), `run` again
-    with them set apart, the reasons kept in Trace.warmup. Only traces with such
-    instances are attributed twice."""
-    trace = run({})
-    apart = warmup_instances(trace)
-    if not apart:
-        return trace
-    trace = run(apart)
+def with_warmup_apart(run: Callable[[dict[int, str]], Trace],
+                      counted: Callable[[], PerInstance | None] = lambda: None) -> Trace:
+    """`run(apart)` with the warm-up instances (warmup_instances) set apart, the reasons
+    kept in Trace.warmup. They are found from `counted()` where it gives the counts
+    before any pass (one attribution pass); otherwise from `run({})`, and `run` again
+    only when that trace has some."""
+    found = counted()
+    if found is not None:
+        apart = warmup_instances(found)
+        trace = run(apart)
+    else:
+        trace = run({})
+        apart = warmup_instances(trace)
+        if not apart:
+            return trace
+        trace = run(apart)
     paths = trace.ranges["path"].to_numpy(dtype=object)
     for row, why in apart.items():
         if paths[row].endswith(WARMUP_TAG):

@@ -49,8 +49,8 @@ def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
     path, first_ns, pathid. With TORCH_LOGS `events`, the instance of a repeated range
     that compiled (and the ranges inside it) get COMPILE_TAG in their path; the rows in
     `apart` (warmup_instances) get WARMUP_TAG."""
-    out = ranges.reset_index(drop=True).assign(path=_of(ranges, "paths", lambda: range_paths(
-        ranges.reset_index(drop=True))))
+    paths = _of(ranges, "paths", lambda: range_paths(ranges.reset_index(drop=True)))
+    out = ranges.reset_index(drop=True).assign(path=paths)
     out["pid"] = os_pid(out["global_tid"].to_numpy(dtype="int64"))
     if events:
         out["path"] = set_apart(out, compiled_rows(out, events, session_start),
@@ -60,8 +60,9 @@ def keyed(ranges: pd.DataFrame, events: list[dict] | None = None,
     # strings numbered in Python (pandas' string handling differs between versions and
     # storages: one H200 install merged every key into one), then (pid, domain, path)
     # and (pid, path) numbered in order of first appearance on those integers
-    path = _first_seen(out["path"].tolist())
-    dom = _first_seen([d if isinstance(d, str) else "" for d in out["domain"].tolist()])
+    path = _path_codes(ranges, paths, out["path"])
+    dom = _of(ranges, "domains", lambda: _first_seen(
+        [d if isinstance(d, str) else "" for d in out["domain"].tolist()]))
     pid = out["pid"].to_numpy(dtype="int64")
     out["key"] = row_codes(np.stack([pid, dom, path], axis=1))
     first = np.unique(out["key"].to_numpy(), return_index=True)[1]
@@ -97,6 +98,29 @@ def _first_seen(values: list) -> np.ndarray:
     """Each value's number, in order of first appearance."""
     codes: dict = {}
     return np.array([codes.setdefault(v, len(codes)) for v in values], dtype="int64")
+
+
+def _path_codes(ranges: pd.DataFrame, plain: pd.Series, tagged: pd.Series) -> np.ndarray:
+    """_first_seen of the `tagged` paths, from that of the `plain` ones (kept per ranges
+    frame: _of): only the rows a tag changed are numbered again, in Python."""
+    codes = _of(ranges, "path_codes", lambda: _first_seen(plain.tolist()))
+    if tagged is plain:
+        return codes
+    new, old = tagged.to_numpy(dtype=object), plain.to_numpy(dtype=object)
+    changed = np.flatnonzero(new != old)
+    if not len(changed):
+        return codes
+    known = _of(ranges, "path_index",
+                lambda: dict(zip(plain.tolist(), codes.tolist(), strict=True)))
+    fresh: dict[str, int] = {}
+    ids = codes.copy()
+    for row, p in zip(changed.tolist(), new[changed].tolist(), strict=True):
+        code = known.get(p)
+        ids[row] = fresh.setdefault(p, len(known) + len(fresh)) if code is None else code
+    unique, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    rank = np.empty(len(unique), dtype="int64")
+    rank[np.argsort(first)] = np.arange(len(unique))
+    return rank[inverse.ravel()]
 
 
 def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool = False,

@@ -278,13 +278,40 @@ def first_ops(ctx: ChunkContext, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.D
                          "rowid": ops["rowid"].to_numpy()[call]})
 
 
-def compute(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int, index: int,
-            aten_pattern: str, calls: pd.DataFrame) -> Partial:
-    """The window's partial aggregates (see the module doc); `calls`: the window's host
-    calls (load/nsys_host.py)."""
-    sorted_ok = bool(ops.attrs.get("sorted_ok", True))
+@dataclass
+class Counted:
+    """What the attribution of a window to the range instances gives before any path is
+    read: the pairs (range, call), and per instance its kernels (range, kernel_count)
+    and host calls (host.instance_calls). Tags (apart.py) change none of them."""
+
+    pairs: pd.DataFrame
+    kernels: pd.DataFrame
+    host: pd.DataFrame
+
+
+def instance_counts(ctx: ChunkContext, ops: pd.DataFrame, calls: pd.DataFrame) -> Counted:
+    """The window's Counted: what the Partial holds of it, and all that warm-up instances
+    are found from (apart.warmup_instances)."""
     ops = ops.reset_index(drop=True)
     pairs = attribute_calls(ops[CALL_COLUMNS], ctx.ranges)
+    return Counted(pairs, _kernel_counts(_kernel_pairs(ctx, ops, pairs)),
+                   host.instance_calls(ctx.ranges, calls, ops))
+
+
+def _kernel_counts(kp: pd.DataFrame) -> pd.DataFrame:
+    return kp.groupby("range").size().rename("kernel_count").reset_index()
+
+
+def compute(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int, index: int,
+            aten_pattern: str, calls: pd.DataFrame, counted: Counted | None = None
+            ) -> Partial:
+    """The window's partial aggregates (see the module doc); `calls`: the window's host
+    calls (load/nsys_host.py); `counted`: the window's instance_counts where already made
+    (for the same ranges, tags aside)."""
+    sorted_ok = bool(ops.attrs.get("sorted_ok", True))
+    ops = ops.reset_index(drop=True)
+    pairs = attribute_calls(ops[CALL_COLUMNS], ctx.ranges) if counted is None \
+        else counted.pairs
     blocks = _blocks(ops, lo, hi)
     kp = _kernel_pairs(ctx, ops, pairs)
     inst, gaps = timeline(ctx, ops, pairs, lo, hi, blocks)
@@ -307,9 +334,9 @@ def compute(ctx: ChunkContext, ops: pd.DataFrame, lo: int, hi: int, index: int,
                             .drop_duplicates().to_numpy().tolist())),
         seq_names=by_name, seq_durations=durations, seq_pairs=seq_pairs, seq_ends=ends,
         op_counts=op_counts(ctx, kp), first_ops=first_ops(ctx, ops, pairs),
-        host=host.instance_calls(ctx.ranges, calls, ops),
+        host=host.instance_calls(ctx.ranges, calls, ops) if counted is None else counted.host,
         copies=host.instance_copies(ops, pairs), copy_names=host.copy_names(ops),
-        instance_kernels=kp.groupby("range").size().rename("kernel_count").reset_index(),
+        instance_kernels=_kernel_counts(kp),
         outside=int((kern & ~inside[~ops["halo"].to_numpy()]).sum()),
         graph_traced=_graph_traced(owned["correlation_id"].to_numpy(), ctx.graph_ids),
         sorted_ok=sorted_ok, rank=_rank(ctx, ops, lo, hi))

@@ -19,15 +19,17 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
+import pandas as pd
+
 from ..common.errors import ToolMissing
 from ..common.settings import CHUNK_ROWS
 from ..load.nsys_chunks import plan, read_window
 from ..load.nsys_host import read_host
 from ..load.nsys_sqlite import NsysExport, versioned
-from .apart import with_warmup_apart
+from .apart import PerInstance, with_warmup_apart
 from .build import ATEN_EAGER, combine, context, forget_ranges
 from .host import pageable_launchers
-from .partial import ChunkContext, Partial, compute
+from .partial import ChunkContext, Partial, compute, instance_counts
 from .types import Trace
 
 Task = tuple  # (layout, context index, window index)
@@ -36,22 +38,30 @@ Progress = Callable[[int, int], object]
 
 _WORKER: dict = {}
 _LAST_READ: dict = {}
-"""The last window read in this process, with its host calls: the attribution's second
-pass over a single-window export (apart.with_warmup_apart) reads nothing again."""
+"""The last window read in this process, with its host calls: the attribution pass over a
+one-window export reads nothing again after its warm-up counts (_counted)."""
 
 
 def window_task(layout, ctx: ChunkContext, index: int) -> Partial:
     """Read and reduce one window of one export (a top-level function: worker processes
     and Dask tasks run it)."""
+    ops, calls = _read(layout, ctx, index)
+    return compute(ctx, ops, layout.bounds[index], layout.bounds[index + 1], index,
+                   ATEN_EAGER, calls, _LAST_READ.get("counted"))
+
+
+def _read(layout, ctx: ChunkContext, index: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The window's operations and host calls, kept for the next read of the same window
+    (the warm-up counts, then the attribution pass; or a second pass): one kept at most."""
     lo, hi = layout.bounds[index], layout.bounds[index + 1]
     key = (str(layout.path), layout.bounds, layout.scan, index, hash(ctx.spans.tobytes()))
-    if _LAST_READ.get("key") != key:          # a second pass (warm-up set apart) reads
-        _LAST_READ.clear()                    # the same window: one window kept at most
+    if _LAST_READ.get("key") != key:
+        _LAST_READ.clear()
         ops = read_window(layout, index)
         calls = read_host(layout.host, lo, hi, ctx.spans, layout.scan,
                           pageable_launchers(ops, lo))
         _LAST_READ.update(key=key, ops=ops, calls=calls)
-    return compute(ctx, _LAST_READ["ops"], lo, hi, index, ATEN_EAGER, _LAST_READ["calls"])
+    return _LAST_READ["ops"], _LAST_READ["calls"]
 
 
 def _init_worker(ctxs: list[ChunkContext]) -> None:
@@ -172,12 +182,36 @@ def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] 
     each one; `events` (TORCH_LOGS) as in `model.context`; `ranks`: the step range's
     measures per process too (ranks.export_ranks)."""
     runner = local_runner(jobs or os.cpu_count() or 1, progress)
+    made: dict = {}
+
+    def ctx_of(apart: dict[int, str]) -> ChunkContext:
+        key = tuple(sorted(apart))
+        if key not in made:
+            made.clear()
+            made[key] = context(export, watch_paths, ranks=ranks, events=events,
+                                apart=apart)
+        return made[key]
     try:
-        return with_warmup_apart(lambda apart: attribute_files(
-            [path], [export], [context(export, watch_paths, ranks=ranks, events=events,
-                                       apart=apart)], runner, chunk_rows)[0])
+        return with_warmup_apart(
+            lambda apart: attribute_files([path], [export], [ctx_of(apart)], runner,
+                                          chunk_rows)[0],
+            lambda: _counted(path, export, ctx_of({}), chunk_rows))
     finally:                       # what the second pass reused is not held after it
         _LAST_READ.clear()
         forget_ranges()
 
 
+def _counted(path: Path, export: NsysExport, ctx: ChunkContext, chunk_rows: int | None
+             ) -> PerInstance | None:
+    """A one-window export's kernels and host calls per range instance, from the read its
+    attribution pass then reuses (_read): warm-up is found before that pass, which runs
+    once. None for more windows, or a window out of start order (found after a pass)."""
+    with _versioned([export]):
+        layout = plan(Path(path), chunk_rows or CHUNK_ROWS)
+        if layout.windows != 1:
+            return None
+        ops, calls = _read(layout, ctx, 0)
+    if not ops.attrs.get("sorted_ok", True):
+        return None
+    counted = _LAST_READ["counted"] = instance_counts(ctx, ops, calls)   # the pass's own
+    return PerInstance(ctx.ranges, counted.kernels, counted.host)

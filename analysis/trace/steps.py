@@ -11,14 +11,13 @@ steps. analysis/diagnosis/ranks.py turns the summed measures into the cross-rank
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from ..common.intervals import clipped_union, covered, union
-from ..common.names import APART_TAGS, is_op_path, library_mask
+from ..common.names import is_op_path, library_mask, matching, tagged_paths
 from ..common.settings import STEP_MIN_COUNT, STEP_MIN_NS
 from ..load.nsys_sequence import NCCL
 
@@ -67,12 +66,12 @@ def user_ranges(r: pd.DataFrame, is_op: Callable[[str], bool]) -> pd.DataFrame:
 
 def own_ranges(r: pd.DataFrame, is_op: Callable[[str], bool]) -> pd.DataFrame:
     """The user's range instances, those set apart as warm-up included."""
-    return r[~library_mask(r["domain"]) & ~r["path"].map(is_op).to_numpy(dtype=bool)]
+    return r[~library_mask(r["domain"]) & ~matching(is_op, r["path"].tolist())]
 
 
 def tagged(paths: pd.Series) -> np.ndarray:
     """Whether each path is set apart as warm-up (a tag anywhere in it)."""
-    return paths.str.contains("|".join(map(re.escape, APART_TAGS))).to_numpy(dtype=bool)
+    return tagged_paths(paths.tolist())
 
 
 def loop_path(r: pd.DataFrame, is_op: Callable[[str], bool]) -> str | None:

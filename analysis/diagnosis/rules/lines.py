@@ -24,6 +24,8 @@ LINE_RULES = {
     "pageable_copy": SYNC_CALLS + r"|copy_",
     "alloc_in_loop": r"empty_cache|memory|alloc|empty",
     "kernel_loads_per_call": r"scaled_dot_product_attention|cudnn|compile|jit",
+    "fill_overwritten": r"zeros|full|fill_|ones",
+    "cat_in_loop": r"\bcat$|concat",
 }
 """Rule id -> the library calls that fit it (its line is the first line whose call
 matches; "" or no match: the range's hottest line)."""

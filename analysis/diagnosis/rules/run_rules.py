@@ -9,10 +9,19 @@ only where no model prices it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from ...common.settings import COPY_PATH_MIN_PCT, GIL_MIN_PCT, INPUT_WAIT_MIN_PCT, SLOW_TAIL_PCT
-from ...documents.types import Finding, RangeEntry
+from ...common.settings import (
+    CAT_GROWTH,
+    CAT_MIN_PER_STEP,
+    COPY_PATH_MIN_PCT,
+    FILL_MIN_PCT,
+    GIL_MIN_PCT,
+    INPUT_WAIT_MIN_PCT,
+    SLOW_TAIL_PCT,
+)
+from ...documents.types import Finding, KernelStat, RangeEntry
 from ...trace.pylines import LOADER_CALLS
 from .host_rules import found_loops, nested_evidence
 from .registry import Context, Rule, rule
@@ -163,4 +172,80 @@ def slow_step(r: Rule, ctx: Context) -> list[Finding]:
             suggestion="move the periodic work off the loop's thread: an asynchronous "
             "checkpoint (torch.distributed.checkpoint.async_save, or a copy to pinned "
             "memory saved by another thread), evaluation in another process or less often"))
+    return out
+
+
+FILL = re.compile(r"FillFunctor|fill_kernel")
+"""The kernels of torch.zeros, torch.full and Tensor.fill_ (one elementwise fill)."""
+CAT = re.compile(r"CatArrayBatchedCopy")
+"""The kernels of torch.cat."""
+
+
+def _named(e: RangeEntry, pattern: re.Pattern) -> list[KernelStat]:
+    return [k for k in e.kernels if pattern.search(k.name)]
+
+
+def _filling(e: RangeEntry) -> bool:
+    fills = _named(e, FILL)
+    return (sum(k.count for k in fills) >= max(e.wall_instances, 1)
+            and 100 * sum(k.total_ns for k in fills) >= FILL_MIN_PCT * max(e.kernel_time_ns, 1))
+
+
+@rule("fill_overwritten", "systems", "warning",
+      "a loop fills buffers every step (torch.zeros, torch.full, Tensor.fill_ kernels) for "
+      "at least `fill_pct` of its kernel time: where the next op overwrites the buffer, "
+      "the fill is work for nothing", {"fill_pct": FILL_MIN_PCT}, change="no_fill")
+def fill_overwritten(r: Rule, ctx: Context) -> list[Finding]:
+    def said(e: RangeEntry, k: KernelStat, n: float) -> str:
+        pct = 100 * sum(x.total_ns for x in _named(e, FILL)) / max(e.kernel_time_ns, 1)
+        return (f"{e.name} fills buffers every step: {n:,.1f} fill kernel(s) an instance "
+                f"({k.name[:80]}), {pct:.0f}% of its kernel time. Where the next operation "
+                "overwrites every element (an `out=` argument, a copy, a matmul), the "
+                "zeros are never read.")
+    return _kernel_finding(r, ctx, FILL, _filling, said,
+        "allocate with torch.empty (or torch.empty_like) where the next operation "
+        "writes every element; keep torch.zeros only for buffers accumulated into")
+
+
+def _growing(e: RangeEntry) -> bool:
+    cats = _named(e, CAT)
+    n = sum(k.count for k in cats)
+    return (n >= CAT_MIN_PER_STEP * max(e.wall_instances, 1)
+            and max((k.max_ns for k in cats), default=0)
+            >= CAT_GROWTH * min((k.min_ns for k in cats), default=0))
+
+
+@rule("cat_in_loop", "systems", "warning",
+      "a loop launches at least `per_step` concatenation kernels a step, growing (the "
+      "longest `growth`x the shortest or more): a tensor grown by torch.cat in a Python "
+      "loop copies everything so far each time",
+      {"per_step": CAT_MIN_PER_STEP, "growth": CAT_GROWTH}, change="one_cat")
+def cat_in_loop(r: Rule, ctx: Context) -> list[Finding]:
+    return _kernel_finding(r, ctx, CAT, _growing, lambda e, k, n: (
+        f"{e.name} grows a tensor by concatenation: {n:,.0f} torch.cat kernels an "
+        f"instance, from {min(x.min_ns for x in _named(e, CAT)) / 1e3:,.1f} to "
+        f"{max(x.max_ns for x in _named(e, CAT)) / 1e3:,.1f} us: each copies everything "
+        "concatenated so far, and each is an op launched from Python."),
+        "collect the pieces in a list and concatenate once after the loop "
+        "(torch.cat(pieces)), or write into a preallocated tensor by slices")
+
+
+def _kernel_finding(r: Rule, ctx: Context, pattern: re.Pattern,
+                    test: Callable[[RangeEntry], bool],
+                    said: Callable[[RangeEntry, KernelStat, float], str],
+                    suggestion: str) -> list[Finding]:
+    """One finding per outermost loop where `test` holds on its kernels matching
+    `pattern`, priced by the rule's change on those kernels (evidence `kernels`)."""
+    out = []
+    for path, inner in found_loops(ctx, test).items():
+        e = ctx.entries[path]
+        named = _named(e, pattern)
+        n = sum(k.count for k in named) / max(e.wall_instances, 1)
+        gpu = sum(k.total_ns for k in named) / max(e.wall_instances, 1)
+        out.append(r.finding(
+            range=path, iterations=e.run_instances or e.wall_instances,
+            saving_per_instance_ns=gpu, message=said(e, named[0], n),
+            evidence={"kernels": [k.name for k in named], "per_instance": n,
+                      "kernel_ns": sum(k.total_ns for k in named), **nested_evidence(inner)},
+            suggestion=suggestion))
     return out
