@@ -341,3 +341,39 @@ def test_the_verdict_never_comes_from_a_librarys_range(capture: str) -> None:
              and not is_library(e.domain)]
     total = sum(e.time_ns for e in users)
     assert f"of {dur(total)}:" in said
+
+
+def test_a_fill_the_next_op_overwrites_is_priced_as_removed() -> None:
+    """`torch.zeros` of 512 MiB that the next op overwrites (fill/step) against its twin
+    with `torch.empty` (nofill/step), in one process: fill_overwritten names the fill (a
+    FillFunctor kernel, from the demangled names) and prices its removal within 15% of
+    what the twin saved; the twin gets no such finding."""
+    doc = analyzed("loops_ab/trace")
+    truth = json.loads((DATA / "loops_ab" / "truth.json").read_text())["per_instance_ns"]
+    saved = float(np.mean(truth["fill/step"]) - np.mean(truth["nofill/step"]))
+    fills = {f.range: f for f in doc.findings if f.rule == "fill_overwritten"}
+    assert set(fills) == {"fill/step"}
+    e = {x.name: x for x in doc.ranges}["fill/step"]
+    assert abs(fills["fill/step"].saving_ns / e.run_instances - saved) <= 0.15 * saved
+
+
+@pytest.mark.parametrize(("longest_ns", "fires"), [(3_000, True), (1_200, False)])
+def test_a_tensor_grown_by_cat_is_found_from_its_growing_kernels(longest_ns: int,
+                                                                  fires: bool) -> None:
+    """Forty concatenation kernels a step that grow (the longest 3x the shortest) are a
+    tensor grown by torch.cat; as many of one size (per-layer cats) are not."""
+    from analysis.diagnosis.rules import run_rules
+    from analysis.diagnosis.rules.registry import REGISTRY, Context
+    from analysis.documents.entries import KernelStat
+
+    doc = analyzed("loops_ab/trace")
+    n = {e.name: e for e in doc.ranges}["nofill/step"].wall_instances
+    cat = KernelStat("CatArrayBatchedCopy_vectorized", 40 * n, 40 * n * 2_000, 2_000.0, 1_000,
+                     longest_ns)
+    entries = [dataclasses.replace(e, kernels=[cat]) if e.name == "nofill/step" else e
+               for e in doc.ranges]
+    ctx = Context(systems=dataclasses.replace(doc, ranges=entries))
+    found = run_rules.cat_in_loop(REGISTRY["cat_in_loop"], ctx)
+    assert [f.range for f in found] == (["nofill/step"] if fires else [])
+    if fires:
+        assert found[0].evidence["kernels"] == [cat.name] and "40 torch.cat" in found[0].message

@@ -225,6 +225,19 @@ def test_one_cat_keeps_the_longest_concatenation_only() -> None:
     assert _saved(rows, 70, Change("one_cat", kernels=(("(?!)", 0.0),))) == 0
 
 
+def test_one_cat_takes_the_dispatch_of_each_cat_it_removes() -> None:
+    """Host-bound cats, each a driver call then its launch (the time between them is the
+    op's dispatch): the first two cats' calls and the host time before them go; the
+    third's dispatch (10 + 4 + 1 + 2), its kernel at its launch gap (6 + 3), the sync and
+    the step's end (2 + 2) remain: 28 of 52."""
+    get, cat = "cuKernelGetName", "CatArrayBatchedCopy"
+    rows = _step([(0, 4, 11, get), (5, 7, 1, LAUNCH), (17, 21, 12, get), (22, 24, 2, LAUNCH),
+                  (34, 38, 13, get), (39, 41, 3, LAUNCH), (42, 50, 4, SYNC)],
+                 [_kernel(10, 11, 1, cat), _kernel(25, 27, 2, cat), _kernel(45, 48, 3, cat)],
+                 syncs=[4])
+    assert _saved(rows, 52, Change("one_cat", kernels=((cat, 0.0),))) == 24
+
+
 def test_gpu_fed_saves_only_what_the_host_waited_for() -> None:
     """The GPU no longer waits for the second launch: the second kernel runs at 20 -> 30,
     but the host's own time still holds the step; only the sync's wait goes (14 of 80)."""

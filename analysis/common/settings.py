@@ -93,7 +93,7 @@ step or more, take at least this % of its kernel time."""
 CAT_MIN_PER_STEP = 8
 """cat_in_loop: a loop launches at least this many concatenation kernels a step, the
 longest CAT_GROWTH times the shortest or more (a tensor grown by torch.cat)."""
-CAT_GROWTH = 2.0
+CAT_GROWTH = 1.5
 """cat_in_loop: the longest concatenation kernel over the shortest, at least."""
 GIL_MIN_PCT = 10.0
 """gil_contention: waits for the GIL hold at least this % of a loop's critical path as it

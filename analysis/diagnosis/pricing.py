@@ -23,6 +23,7 @@ from ..common.settings import LOOP_MIN_INSTANCES
 from ..documents.types import Finding
 from ..load.nsys_sqlite import PID_MASK
 from ..loops.changes import Change, saving
+from ..loops.edits import launchers, named_ops
 from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
 from ..trace.pylines import wait_windows
@@ -78,6 +79,20 @@ class Pricer:
         return sum((sync_kinds(g) for g in self.models.graphs(key)), Counter()) \
             if key is not None else Counter()
 
+    def kernels(self, path: str, pattern: str, pid: int | None = None
+                ) -> tuple[float, float, float]:
+        """Per modeled step of the loop around `path` (its finding's scope: the range's
+        windows): the kernels whose short or demangled name matches `pattern`, how many
+        and their time, and the time of all its kernels (ns)."""
+        key = self.modeled_key(path, pid)
+        graphs = self.models.graphs(key) if key is not None else []
+        if not graphs:
+            return 0.0, 0.0, 0.0
+        w = self.models.weights(key)
+        per = np.array([_kernel_time(g, pattern, self.models.windows(path, pid))
+                        for g in graphs])
+        return tuple(float(x) for x in (per * w[:, None]).sum(0) / max(w.sum(), 1e-12))
+
     def candidates(self, path: str) -> list[str]:
         """The loop ranges enclosing `path` (itself included), outermost first, then
         `path` itself."""
@@ -108,9 +123,11 @@ class Pricer:
         if f.change == "pinned_async":
             return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0),
                           scope=scope)
-        if f.change in ("fused", "no_fill", "one_cat"):   # the kernels the change removes
+        if f.change in ("fused", "one_cat"):       # the kernels the change removes, named
             names = ev.get("unfused") or ev.get("kernels") or []
             return Change(f.change, kernels=((exact_names(names), 0.0),), scope=scope)
+        if f.change == "no_fill":                  # by a pattern of their demangled names
+            return Change(f.change, kernels=((ev.get("pattern") or "(?!)", 0.0),), scope=scope)
         if f.change == "faster_kernels":
             fp32, tf32 = ev.get("fp32_peak_flops"), ev.get("tf32_peak_flops")
             factor = fp32 / tf32 if fp32 and tf32 else float(ev.get("speed_factor", 0.5))
@@ -171,3 +188,19 @@ def sync_kinds(g: Graph) -> Counter:
         else:
             out["other"] += 1
     return out
+
+
+def _kernel_time(g: Graph, pattern: str, windows) -> tuple[int, int, int]:
+    """(kernels matching `pattern`, their ns, every kernel's ns) of one step's graph,
+    those launched in `windows` (the range's instances; all where none)."""
+    ops0 = len(g.calls)
+    kernel = np.flatnonzero(g.ops["kind"].to_numpy() == 0) + ops0
+    if windows:
+        launched = launchers(g, kernel)
+        t = np.where(launched >= 0, g.start[np.maximum(launched, 0)], -1)
+        w = np.array(windows, dtype=np.int64)
+        inside = ((t[:, None] >= w[:, 0]) & (t[:, None] < w[:, 1])).any(1)
+        kernel = kernel[inside]
+    hit = np.intersect1d(kernel, named_ops(g, pattern))
+    ns = g.end - g.start
+    return len(hit), int(ns[hit].sum()), int(ns[kernel].sum())

@@ -90,7 +90,7 @@ def _calls(db: Db, pid: int, lo: int, hi: int) -> pd.DataFrame:
 
 
 OP_COLUMNS = ["kind", "start_ns", "end_ns", "corr", "device", "stream", "bytes", "copy_kind",
-              "pageable", "name_id"]
+              "pageable", "name_id", "demangled_id"]
 
 
 def _op_select(kind: int, cols: set[str]) -> str:
@@ -102,8 +102,9 @@ def _op_select(kind: int, cols: set[str]) -> str:
                 if {"srcKind", "dstKind"} <= cols else "0")
     name = ("ifnull(t.shortName, -1)" if "shortName" in cols else
             "ifnull(t.demangledName, -1)" if "demangledName" in cols else "-1")
+    demangled = "ifnull(t.demangledName, -1)" if "demangledName" in cols else "-1"
     return (f"SELECT t.start, t.end, t.correlationId, t.deviceId, t.streamId, {size}, {copy}, "
-            f"{pageable}, {name} FROM {OP_TABLES[kind]} t")
+            f"{pageable}, {name}, {demangled} FROM {OP_TABLES[kind]} t")
 
 
 def _ops(db: Db, tables: dict[str, set[str]], pid: int, lo: int, hi: int) -> pd.DataFrame:
@@ -111,17 +112,19 @@ def _ops(db: Db, tables: dict[str, set[str]], pid: int, lo: int, hi: int) -> pd.
     for kind, table in enumerate(OP_TABLES):
         if table not in tables:
             continue
-        rows = _rows(db, table, _op_select(kind, tables[table]), lo - LOOKBACK_NS, hi, 9,
+        rows = _rows(db, table, _op_select(kind, tables[table]), lo - LOOKBACK_NS, hi, 10,
                      "t.globalPid = ? AND t.end > ?", (pid, lo))
         parts.append(np.column_stack([np.full(len(rows), kind), rows]))
     raw = np.concatenate(parts) if parts else np.empty((0, len(OP_COLUMNS)), dtype=np.int64)
     raw = raw[np.lexsort((raw[:, 1], raw[:, 2]))] if len(raw) else raw
     frame = pd.DataFrame(raw, columns=OP_COLUMNS)
-    names = _names(db.conn, raw[:, -1][raw[:, 0] == 0])
-    frame["name"] = pd.Series([names.get(i, "") if k == 0 else "" for k, i in
-                               zip(raw[:, 0].tolist(), raw[:, -1].tolist(), strict=True)],
-                              dtype=object)
-    return frame.drop(columns="name_id")
+    kernel = raw[:, 0] == 0
+    names = _names(db.conn, raw[kernel][:, -2:].ravel())
+    for col, at in (("name", -2), ("demangled", -1)):   # kernels' names, "" for the rest
+        frame[col] = pd.Series([names.get(i, "") if k == 0 else "" for k, i in
+                                zip(raw[:, 0].tolist(), raw[:, at].tolist(), strict=True)],
+                               dtype=object)
+    return frame.drop(columns=["name_id", "demangled_id"])
 
 
 def _syncs(db: Db, cols: set[str], pid: int, lo: int, hi: int) -> pd.DataFrame:

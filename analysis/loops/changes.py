@@ -26,6 +26,11 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    tensor-core rate)
     fused          the kernels fusion removes take no time (faster_kernels at speed 0:
                    their work done inside the kernel before them)
+    no_fill        a fill whose buffer the next operation overwrites removed (torch.empty
+                   for torch.zeros): the fill kernels and the calls that launched them gone
+    one_cat        growing concatenations made as one: of the step's concatenation
+                   kernels the longest stays; the others, and the host's dispatch of
+                   each (its calls since the launch before, and the time between) gone
     prefetch       the host-to-device copies made a step ahead on a side stream: the
                    calls that launched them and the synchronize calls after them no
                    longer wait, and the copies leave the compute stream (their time on it
@@ -49,13 +54,24 @@ windows, and the GPU operations those calls launched.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, RELEASE, STEP, THREAD, Graph
+from .edits import (
+    calls_named,
+    dispatch,
+    edges,
+    free,
+    gaps_gone,
+    gone,
+    launcher,
+    launchers,
+    named_ops,
+    on_thread,
+)
+from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, THREAD, Graph
 from .replay import offsets, replay, unchanged
 
 Windows = list[tuple[int, int]]
@@ -116,47 +132,6 @@ CHANGES = {
 }
 
 
-def _edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return g.src, g.dst, g.edge
-
-
-def _calls(g: Graph, pattern: str) -> np.ndarray:
-    """Call nodes whose name matches `pattern`."""
-    return np.flatnonzero(g.calls["name"].str.contains(pattern, regex=True).to_numpy())
-
-
-def _on_thread(g: Graph, nodes: np.ndarray) -> np.ndarray:
-    return nodes[g.thread[nodes] == g.tid]
-
-
-UNBLOCKED_NS = 5_000
-"""What a copy or synchronize call that no longer waits still takes: about an
-asynchronous cudaMemcpyAsync's or an idle cudaStreamSynchronize's return (5 us)."""
-
-
-def _free(g: Graph, off: np.ndarray, keep: np.ndarray, nodes: np.ndarray) -> None:
-    """The calls at `nodes` no longer wait: their release edges dropped, and their own
-    time at most UNBLOCKED_NS (a blocking copy's call held the thread for the copy)."""
-    src, dst, kind = _edges(g)
-    ends = 2 * nodes + 1
-    keep &= ~((kind == RELEASE) & np.isin(dst, ends))
-    own = (kind == OWN) & np.isin(src, 2 * nodes)
-    off[own] = np.minimum(off[own], UNBLOCKED_NS)
-
-
-def _gone(g: Graph, off: np.ndarray, nodes: np.ndarray) -> None:
-    """The nodes take no time (their OWN edges' offsets 0)."""
-    src, dst, kind = _edges(g)
-    off[(kind == OWN) & np.isin(src, 2 * nodes)] = 0
-
-
-def _gaps_gone(g: Graph, off: np.ndarray, before: np.ndarray) -> None:
-    """The CPU time between calls just before the nodes `before` gone (PROGRAM edges into
-    their starts)."""
-    src, dst, kind = _edges(g)
-    off[(kind == PROGRAM) & np.isin(dst, 2 * before)] = 0
-
-
 SYNCS = r"Synchronize|^cu(?:da)?Memcpy(?!.*Async)|^cu(?:da)?Memset(?!.*Async)|^cudaMemcpyAsync"
 MEMORY = r"Malloc|Free|MemAlloc|MemFree|HostAlloc|MemPool|MemCreate|MemMap|MemUnmap|MemRelease"
 MODULES = r"ModuleLoad|LibraryLoad"
@@ -180,9 +155,9 @@ def _scoped_edges(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
     inside = np.isin(g.kind, (CALL, OS)) & _within(g.start, _near(scope, g.lo, g.hi))
     if len(g.ops):
         ops0 = len(g.calls)
-        launcher = _launchers(g, ops0 + np.arange(len(g.ops)))
+        launcher = launchers(g, ops0 + np.arange(len(g.ops)))
         inside[ops0:ops0 + len(g.ops)] = (launcher >= 0) & inside[np.maximum(launcher, 0)]
-    src, dst, kind = _edges(g)
+    src, dst, kind = edges(g)
     node = np.where(kind == STEP, src // 2, dst // 2)
     return inside[node]
 
@@ -205,8 +180,8 @@ def _within(times: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """No wait; and a scalar read back (`.item()`, a count behind `nonzero`) takes its own
     dispatch with it: the CPU time just before its copy."""
-    _free(g, off, keep, _on_thread(g, _calls(g, SYNCS)))
-    src, dst, kind = _edges(g)
+    free(g, off, keep, on_thread(g, calls_named(g, SYNCS)))
+    src, dst, kind = edges(g)
     for copy, _ in _scalar_reads(g):
         off[(kind == PROGRAM) & (dst == 2 * copy)] = 0
 
@@ -219,7 +194,7 @@ def _no_break(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> No
     """A graph that no longer breaks on a value the host reads: no sync, no dispatch of
     the read, and no host work between the two graphs (the resume into the second)."""
     _no_sync(g, change, off, keep)
-    src, dst, kind = _edges(g)
+    src, dst, kind = edges(g)
     for _, sync in _scalar_reads(g):
         off[np.isin(kind, (PROGRAM, STEP)) & (src == 2 * sync + 1)] = 0
 
@@ -230,7 +205,7 @@ def _scalar_reads(g: Graph) -> list[tuple[int, int]]:
         return []
     ops0 = len(g.calls)
     small = (g.ops["copy_kind"].to_numpy() == 2) & (g.ops["bytes"].to_numpy() <= SCALAR_BYTES)
-    copies = set(_launcher(g, ops0 + np.flatnonzero(small)).tolist())
+    copies = set(launcher(g, ops0 + np.flatnonzero(small)).tolist())
     mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
     mine = mine[np.argsort(g.start[mine], kind="stable")].tolist()
     return [(a, b) for a, b in zip(mine[:-1], mine[1:], strict=True)
@@ -238,16 +213,16 @@ def _scalar_reads(g: Graph) -> list[tuple[int, int]]:
 
 
 def _no_memory(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    nodes = _on_thread(g, _calls(g, MEMORY))
-    _free(g, off, keep, nodes)
-    _gone(g, off, nodes)
+    nodes = on_thread(g, calls_named(g, MEMORY))
+    free(g, off, keep, nodes)
+    gone(g, off, nodes)
 
 
 def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """The range thread's time between calls, in OS calls and waiting for other threads
     inside the windows gone (each edge loses what of its span lies in them); its copies
     there asynchronous."""
-    src, dst, kind = _edges(g)
+    src, dst, kind = edges(g)
     pts = g.points
     w = _near(change.windows, int(pts.min()), int(pts.max()))
     mine = g.thread[dst // 2] == g.tid
@@ -255,8 +230,8 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
     cut = _overlap(pts[src], pts[dst], w)
     off[held] = np.maximum(off[held] - cut[held], 0)
     keep &= ~((kind == THREAD) & mine & (cut > 0))     # nor waits for another thread there
-    copies = _on_thread(g, _calls(g, r"Memcpy|Memset"))
-    _free(g, off, keep, copies[_within(g.start[copies], w)])
+    copies = on_thread(g, calls_named(g, r"Memcpy|Memset"))
+    free(g, off, keep, copies[_within(g.start[copies], w)])
 
 
 def _overlap(lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -268,11 +243,11 @@ def _overlap(lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def _one_graph(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    launches = _on_thread(g, np.flatnonzero(np.array([lb == "launch" for lb in g.label])))
+    launches = on_thread(g, np.flatnonzero(np.array([lb == "launch" for lb in g.label])))
     if len(launches) < 2:
         return
     first, last = g.start[launches].min(), g.end[launches].max()
-    src, dst, kind = _edges(g)
+    src, dst, kind = edges(g)
     span = (g.points[dst] > first) & (g.points[dst] <= last) & (g.thread[dst // 2] == g.tid)
     off[span & np.isin(kind, (PROGRAM, OWN)) & (g.kind[dst // 2] == CALL)] = 0
     off[kind == LAUNCH] = 0
@@ -287,25 +262,13 @@ def _copy_ops(g: Graph, pageable: bool) -> np.ndarray:
     return ops0 + np.flatnonzero(is_copy)
 
 
-def _launchers(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
-    """Each operation's launching call node (-1 where no call of the step launched it)."""
-    corr = g.ops["corr"].to_numpy()[op_nodes - len(g.calls)]
-    return np.array([g.corr_of.get(int(c), -1) for c in corr.tolist()], dtype=np.int64)
-
-
-def _launcher(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
-    """The calls of the step that launched the operations."""
-    calls = _launchers(g, op_nodes)
-    return calls[calls >= 0]
-
-
 def _pinned_async(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     ops = _copy_ops(g, pageable=True)
     if not len(ops):
         return
-    _free(g, off, keep, _on_thread(g, _launcher(g, ops)))
+    free(g, off, keep, on_thread(g, launcher(g, ops)))
     if change.pinned_bps and "bytes" in g.ops:
-        src, dst, kind = _edges(g)
+        src, dst, kind = edges(g)
         ops0 = len(g.calls)
         size = g.ops["bytes"].to_numpy()[ops - ops0]
         for node, b in zip(ops.tolist(), size.tolist(), strict=True):
@@ -318,16 +281,16 @@ def _readback_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndar
     d2h = ops0 + np.flatnonzero((g.ops["kind"].to_numpy() == 1)
                                 & (g.ops["copy_kind"].to_numpy() == 2)
                                 if "copy_kind" in g.ops else np.zeros(len(g.ops), dtype=bool))
-    calls = _on_thread(g, _launcher(g, d2h))
+    calls = on_thread(g, launcher(g, d2h))
     if not len(calls):
         return
-    _free(g, off, keep, calls)
-    _gone(g, off, calls)
-    _gone(g, off, d2h)
-    src, dst, kind = _edges(g)
+    free(g, off, keep, calls)
+    gone(g, off, calls)
+    gone(g, off, d2h)
+    src, dst, kind = edges(g)
     after = _then_syncs(g, calls)          # the copy's own wait, then the host work on it
     off[np.isin(kind, (PROGRAM, STEP)) & np.isin(src, 2 * after + 1)] = 0
-    _free(g, off, keep, after)
+    free(g, off, keep, after)
 
 
 def _then_syncs(g: Graph, calls: np.ndarray) -> np.ndarray:
@@ -349,53 +312,44 @@ def _then_syncs(g: Graph, calls: np.ndarray) -> np.ndarray:
 def _no_building(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """In a step that loads modules, the host's work beside its launches and syncs is
     building kernels (runtime compilation, plans, attributes): gone."""
-    if not len(_on_thread(g, _calls(g, MODULES))):
+    if not len(on_thread(g, calls_named(g, MODULES))):
         return
     mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
     building = mine[np.isin(np.array(g.label, dtype=object)[mine],
                             ("module", "other_cuda"))]
-    _gone(g, off, building)
-    src, dst, kind = _edges(g)
+    gone(g, off, building)
+    src, dst, kind = edges(g)
     off[(kind == PROGRAM) & (g.thread[dst // 2] == g.tid)] = 0
 
 
-def _named_ops(g: Graph, pattern: str) -> np.ndarray:
-    """Operation nodes whose kernel name matches `pattern` (case ignored)."""
-    if "name" not in g.ops:
-        return np.zeros(0, dtype=np.int64)
-    names = g.ops["name"].astype(str)
-    return len(g.calls) + np.flatnonzero(names.str.contains(pattern, regex=True,
-                                                           flags=re.I).to_numpy())
-
-
 def _faster_kernels(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    src, dst, kind = _edges(g)
+    src, dst, kind = edges(g)
     for pattern, factor in change.kernels:
-        sel = (kind == OWN) & np.isin(src, 2 * _named_ops(g, pattern))
+        sel = (kind == OWN) & np.isin(src, 2 * named_ops(g, pattern))
         off[sel] = (off[sel] * factor).astype(np.int64)
 
 
 def _no_fill(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """The named fill kernels and the range thread's calls that launched them gone."""
     for pattern, _ in change.kernels:
-        fills = _named_ops(g, pattern)
-        _gone(g, off, fills)
-        _gone(g, off, _on_thread(g, _launcher(g, fills)))
+        fills = named_ops(g, pattern)
+        gone(g, off, fills)
+        gone(g, off, on_thread(g, launcher(g, fills)))
 
 
 def _one_cat(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """Of the named concatenation kernels, the longest stays (one copy of everything);
-    the others, their launching calls on the range thread and the CPU time before those
-    calls (the op's dispatch) gone."""
+    the others, and the range thread's dispatch of each (edits.dispatch: its calls since
+    the launch before, and the CPU time between them) gone."""
     for pattern, _ in change.kernels:
-        cats = _named_ops(g, pattern)
+        cats = named_ops(g, pattern)
         if len(cats) < 2:
             continue
         rest = np.delete(cats, np.argmax(g.end[cats] - g.start[cats]))
-        calls = _on_thread(g, _launcher(g, rest))
-        _gone(g, off, rest)
-        _gone(g, off, calls)
-        _gaps_gone(g, off, calls)
+        calls = dispatch(g, on_thread(g, launcher(g, rest)))
+        gone(g, off, rest)
+        gone(g, off, calls)
+        gaps_gone(g, off, calls)
 
 
 def _prefetch(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -403,15 +357,15 @@ def _prefetch(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> No
     nobody (see CHANGES)."""
     ops0 = len(g.calls)
     h2d = ops0 + np.flatnonzero(np.array(g.label[ops0:ops0 + len(g.ops)]) == "copy_h2d")
-    calls = _on_thread(g, _launcher(g, h2d))
+    calls = on_thread(g, launcher(g, h2d))
     if not len(calls):
         return
-    _free(g, off, keep, _then_syncs(g, calls))
-    _gone(g, off, h2d[np.isin(_launchers(g, h2d), calls)])
+    free(g, off, keep, _then_syncs(g, calls))
+    gone(g, off, h2d[np.isin(launchers(g, h2d), calls)])
 
 
 def _no_gil(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    _gone(g, off, np.flatnonzero(np.array(g.label, dtype=object) == "gil"))
+    gone(g, off, np.flatnonzero(np.array(g.label, dtype=object) == "gil"))
 
 
 def _gpu_fed(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:

@@ -52,6 +52,9 @@ class Context:
     # of pricing.SYNC_SAID's keys), read off its step model
     why_not: Callable[[Finding], str] | None = None   # why price gave None (no model of
     # the finding's range, and what to do)
+    kernels: Callable[[str, str], tuple[float, float, float]] | None = None   # a range's
+    # kernels matching a pattern (short or demangled name) per modeled step: count, ns,
+    # and all its kernels' ns (Pricer.kernels)
 
     def analyzed_ns(self) -> float:
         """The time savings are weighed against: the wall time of the outermost NVTX

@@ -23,7 +23,7 @@ from ...common.settings import (
 )
 from ...documents.types import Finding, KernelStat, RangeEntry
 from ...trace.pylines import LOADER_CALLS
-from .host_rules import found_loops, nested_evidence
+from .host_rules import found_loops, loops, nested_evidence
 from .registry import Context, Rule, rule
 
 
@@ -175,8 +175,9 @@ def slow_step(r: Rule, ctx: Context) -> list[Finding]:
     return out
 
 
-FILL = re.compile(r"FillFunctor|fill_kernel")
-"""The kernels of torch.zeros, torch.full and Tensor.fill_ (one elementwise fill)."""
+FILL = r"FillFunctor|fill_kernel"
+"""The kernels of torch.zeros, torch.full and Tensor.fill_ (their demangled names: the
+short name is every elementwise kernel's)."""
 CAT = re.compile(r"CatArrayBatchedCopy")
 """The kernels of torch.cat."""
 
@@ -185,26 +186,35 @@ def _named(e: RangeEntry, pattern: re.Pattern) -> list[KernelStat]:
     return [k for k in e.kernels if pattern.search(k.name)]
 
 
-def _filling(e: RangeEntry) -> bool:
-    fills = _named(e, FILL)
-    return (sum(k.count for k in fills) >= max(e.wall_instances, 1)
-            and 100 * sum(k.total_ns for k in fills) >= FILL_MIN_PCT * max(e.kernel_time_ns, 1))
-
-
 @rule("fill_overwritten", "systems", "warning",
-      "a loop fills buffers every step (torch.zeros, torch.full, Tensor.fill_ kernels) for "
-      "at least `fill_pct` of its kernel time: where the next op overwrites the buffer, "
-      "the fill is work for nothing", {"fill_pct": FILL_MIN_PCT}, change="no_fill")
+      "a loop fills buffers every step (torch.zeros, torch.full, Tensor.fill_ kernels, "
+      "from their demangled names in its modeled steps) for at least `fill_pct` of its "
+      "kernel time: where the next op overwrites the buffer, the fill is work for nothing",
+      {"fill_pct": FILL_MIN_PCT}, change="no_fill")
 def fill_overwritten(r: Rule, ctx: Context) -> list[Finding]:
-    def said(e: RangeEntry, k: KernelStat, n: float) -> str:
-        pct = 100 * sum(x.total_ns for x in _named(e, FILL)) / max(e.kernel_time_ns, 1)
-        return (f"{e.name} fills buffers every step: {n:,.1f} fill kernel(s) an instance "
-                f"({k.name[:80]}), {pct:.0f}% of its kernel time. Where the next operation "
-                "overwrites every element (an `out=` argument, a copy, a matmul), the "
-                "zeros are never read.")
-    return _kernel_finding(r, ctx, FILL, _filling, said,
-        "allocate with torch.empty (or torch.empty_like) where the next operation "
-        "writes every element; keep torch.zeros only for buffers accumulated into")
+    if ctx.kernels is None:
+        return []
+    stats = {e.name: ctx.kernels(e.name, FILL) for e in loops(ctx)}
+    out = []
+    for path, inner in found_loops(ctx, lambda e: stats[e.name][0] >= 1 and 100
+                                   * stats[e.name][1] >= FILL_MIN_PCT * stats[e.name][2]
+                                   ).items():
+        e = ctx.entries[path]
+        n, ns, total = stats[path]
+        out.append(r.finding(
+            range=path, iterations=e.run_instances or e.wall_instances,
+            saving_per_instance_ns=ns,
+            message=f"{path} fills buffers every step: {n:,.1f} fill kernel(s) a step "
+            f"(FillFunctor: torch.zeros, torch.full or Tensor.fill_), {ns / 1e6:,.3f} ms, "
+            f"{100 * ns / max(total, 1):.0f}% of its kernel time. Where the next operation "
+            "overwrites every element (an `out=` argument, a copy, a matmul), the zeros are "
+            "never read.",
+            evidence={"pattern": FILL, "per_step": n, "fill_ns": ns, "kernel_ns": total,
+                      **nested_evidence(inner)},
+            suggestion="allocate with torch.empty (or torch.empty_like) where the next "
+            "operation writes every element; keep torch.zeros only for buffers accumulated "
+            "into"))
+    return out
 
 
 def _growing(e: RangeEntry) -> bool:

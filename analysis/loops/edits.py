@@ -1,0 +1,95 @@
+"""The primitive edits of a step's graph that the changes (changes.py) are made of: which
+nodes a change touches (calls by name, operations by kernel name, the calls that
+launched operations, the range thread's), and what it does to their edges' offsets
+(gone: no time; free: no wait; gaps_gone: no CPU time before them)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .graph import OWN, PROGRAM, RELEASE, Graph
+
+
+def edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each edge's source point, destination point and kind."""
+    return g.src, g.dst, g.edge
+
+
+def calls_named(g: Graph, pattern: str) -> np.ndarray:
+    """Call nodes whose name matches `pattern`."""
+    return np.flatnonzero(g.calls["name"].str.contains(pattern, regex=True).to_numpy())
+
+
+def on_thread(g: Graph, nodes: np.ndarray) -> np.ndarray:
+    """The nodes on the range's own thread."""
+    return nodes[g.thread[nodes] == g.tid]
+
+
+UNBLOCKED_NS = 5_000
+"""What a copy or synchronize call that no longer waits still takes: about an
+asynchronous cudaMemcpyAsync's or an idle cudaStreamSynchronize's return (5 us)."""
+
+
+def free(g: Graph, off: np.ndarray, keep: np.ndarray, nodes: np.ndarray) -> None:
+    """The calls at `nodes` no longer wait: their release edges dropped, and their own
+    time at most UNBLOCKED_NS (a blocking copy's call held the thread for the copy)."""
+    src, dst, kind = edges(g)
+    ends = 2 * nodes + 1
+    keep &= ~((kind == RELEASE) & np.isin(dst, ends))
+    own = (kind == OWN) & np.isin(src, 2 * nodes)
+    off[own] = np.minimum(off[own], UNBLOCKED_NS)
+
+
+def gone(g: Graph, off: np.ndarray, nodes: np.ndarray) -> None:
+    """The nodes take no time (their OWN edges' offsets 0)."""
+    src, dst, kind = edges(g)
+    off[(kind == OWN) & np.isin(src, 2 * nodes)] = 0
+
+
+def gaps_gone(g: Graph, off: np.ndarray, before: np.ndarray) -> None:
+    """The CPU time between calls just before the nodes `before` gone (PROGRAM edges into
+    their starts)."""
+    src, dst, kind = edges(g)
+    off[(kind == PROGRAM) & np.isin(dst, 2 * before)] = 0
+
+
+def launchers(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
+    """Each operation's launching call node (-1 where no call of the step launched it)."""
+    corr = g.ops["corr"].to_numpy()[op_nodes - len(g.calls)]
+    return np.array([g.corr_of.get(int(c), -1) for c in corr.tolist()], dtype=np.int64)
+
+
+def launcher(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
+    """The calls of the step that launched the operations."""
+    calls = launchers(g, op_nodes)
+    return calls[calls >= 0]
+
+
+def named_ops(g: Graph, pattern: str) -> np.ndarray:
+    """Operation nodes whose kernel name, short or demangled, matches `pattern` (case
+    ignored): `FillFunctor` is in the demangled name only, under the short name all of
+    PyTorch's elementwise kernels share."""
+    hit = np.zeros(len(g.ops), dtype=bool)
+    for col in ("name", "demangled"):
+        if col in g.ops:
+            hit |= g.ops[col].astype(str).str.contains(pattern, regex=True,
+                                                       flags=re.I).to_numpy(dtype=bool)
+    return len(g.calls) + np.flatnonzero(hit)
+
+
+def dispatch(g: Graph, launches: np.ndarray) -> np.ndarray:
+    """The range thread's calls that dispatch each of `launches` (launch call nodes):
+    those after the launch before it on the thread, up to it and itself (an op's driver
+    calls, such as cuKernelGetName, come just before its launch)."""
+    mine = on_thread(g, np.arange(len(g.calls)))
+    mine = mine[np.argsort(g.start[mine], kind="stable")]
+    wanted, out, since = set(launches.tolist()), [], []
+    for node in mine.tolist():
+        since.append(node)
+        if g.label[node] == "launch":
+            if node in wanted:
+                out.extend(since)
+            since = []
+    return np.array(out, dtype=np.int64)
