@@ -153,7 +153,6 @@ def kernel_loads_per_call(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for path, inner in kernel_loads(ctx).items():
         e = ctx.entries[path]
-        rest = max(e.busy_ns, e.host_launch_ns)
         cudnn = any(CUDNN.search(k.name) for k in e.kernels)
         fix = ("cuDNN builds an execution plan for every new shape: disable cuDNN attention "
                "(torch.backends.cuda.enable_cudnn_sdp(False)) or keep shapes static"
@@ -162,7 +161,6 @@ def kernel_loads_per_call(r: Rule, ctx: Context) -> list[Finding]:
                "backend that does not build kernels per shape")
         out.append(r.finding(
             range=path, iterations=e.wall_instances,
-            saving_per_instance_ns=per(e, max(e.wall_ns - rest, 0)),
             message=f"{path} loaded modules in {e.module_load_instances} of its "
             f"{e.wall_instances} iterations ({e.module_loads} loads, "
             f"{e.host_module_ns / 1e6:,.1f} ms in the load calls; "
@@ -187,7 +185,6 @@ def input_starved(r: Rule, ctx: Context) -> list[Finding]:
         share = 100.0 * e.wall_ns / parent.wall_ns
         out.append(r.finding(
             range=path, iterations=e.wall_instances,
-            saving_per_instance_ns=per(e, max(e.wall_ns - e.busy_ns, 0)),
             message=f"{path} launches no kernels yet holds {share:.0f}% of "
             f"{parent.name}'s wall time ({per(e, e.wall_ns) / 1e6:,.1f} ms per iteration), "
             f"the GPU busy {100.0 * e.busy_ns / max(e.wall_ns, 1):.0f}% of it: the loop "
@@ -233,13 +230,11 @@ def readback_of(e: RangeEntry) -> int:
 def _sync_finding(r: Rule, e: RangeEntry, inner: list[str], kinds: dict[str, int]) -> Finding:
     wait = e.host_sync_ns - e.blocking_copy_ns
     calls = e.sync_calls - e.blocking_copy_calls
-    after = max(e.busy_ns, e.wall_ns - wait)
     said = ", ".join(f"{SYNC_SAID[k]} ({n})" for k, n in sorted(
         kinds.items(), key=lambda kv: -kv[1])) or "synchronize calls"
     top = max(kinds, key=kinds.get) if kinds else "item"
     return r.finding(
         range=e.name, iterations=e.wall_instances, change="no_sync",
-        saving_per_instance_ns=per(e, max(e.wall_ns - after, 0)),
         message=f"{e.name} waits for the GPU in {e.sync_instances} of its "
         f"{e.wall_instances} iterations: {per(e, calls):g} synchronize call(s) and "
         f"{per(e, wait) / 1e6:,.2f} ms waiting per iteration, while the GPU was busy "
@@ -283,7 +278,6 @@ def pageable_copy(r: Rule, ctx: Context) -> list[Finding]:
         blocked = max(e.blocking_copy_ns, ns)
         out.append(r.finding(
             range=path, iterations=e.wall_instances,
-            saving_per_instance_ns=per(e, max(blocked - size / rate * 1e9, 0)),
             message=f"{path} copies {per(e, size) / 2**20:,.1f} MiB per iteration from "
             f"pageable host memory to the GPU in {per(e, count):g} copies "
             f"({per(e, ns) / 1e6:,.2f} ms of copy time, the thread blocked "
@@ -333,7 +327,6 @@ def host_bound(r: Rule, ctx: Context) -> list[Finding]:
             "CPU work outside any traced call (Python, data preparation, planning)"
         out.append(r.finding(
             range=path, iterations=e.wall_instances,
-            saving_per_instance_ns=per(e, min(outside, e.wall_ns - e.busy_ns)),
             message=f"{path} is host-bound: the GPU was busy "
             f"{100.0 * e.busy_ns / e.wall_ns:.0f}% of its wall time while its thread spent "
             f"{100.0 * outside / e.wall_ns:.0f}% outside CUDA calls, mostly in {part}."
@@ -352,7 +345,6 @@ def host_bound(r: Rule, ctx: Context) -> list[Finding]:
 def fp32_gemm(r: Rule, ctx: Context) -> list[Finding]:
     gpu = ctx.systems.source.gpus[0].name if ctx.systems and ctx.systems.source.gpus else None
     fp32, tf32 = datasheet(gpu, "float32")[0], datasheet(gpu, "tfloat32")[0]
-    keep = 1.0 - fp32 / tf32 if fp32 and tf32 else 0.5
 
     def gemm_ns(e: RangeEntry) -> int:
         return sum(k.total_ns for k in e.kernels if FP32_GEMM.search(k.name))
@@ -365,7 +357,6 @@ def fp32_gemm(r: Rule, ctx: Context) -> list[Finding]:
         names = sorted({k.name for k in e.kernels if FP32_GEMM.search(k.name)})
         out.append(r.finding(
             range=path, kernel=names[0], iterations=e.wall_instances,
-            saving_per_instance_ns=per(e, ns * keep),
             message=f"{path} spends {per(e, ns) / 1e6:,.2f} ms per iteration "
             f"({100.0 * ns / e.kernel_time_ns:.0f}% of its kernel time) in fp32 GEMMs on "
             "the CUDA cores, without tensor cores.",
@@ -390,9 +381,8 @@ def first_calls(r: Rule, ctx: Context) -> list[Finding]:
         tag = next(t for t in APART_TAGS if e.name.endswith(t))
         steady = ctx.entries.get(e.name.removesuffix(tag))
         median = steady.wall_median_ns if steady else 0.0
-        extra = max(e.wall_ns - median * e.wall_instances, 0.0)
         out.append(r.finding(
-            range=e.name, iterations=1, saving_per_instance_ns=extra, one_time=True,
+            range=e.name, iterations=1, one_time=True,
             message=f"{e.name}: {e.wall_instances} first instance(s) took "
             f"{e.wall_ns / 1e6:,.1f} ms where the steady instances take a median "
             f"{median / 1e6:,.2f} ms ({e.warmup}); they are set apart from the range's "

@@ -26,7 +26,7 @@ def straggler(r: Rule, ctx: Context) -> list[Finding]:
              for x in live if x is not slow}
     wait = statistics.mean(waits.values())
     return [r.finding(
-        range=None, saving_per_instance_ns=wait, iterations=slow.steps,
+        range=None, iterations=slow.steps,
         message=f"rank {slow.rank} is the straggler: {slow.compute_kernel_ns / 1e3:,.1f} µs "
         f"of compute kernels per step against a median of {median / 1e3:,.1f} µs; the other "
         f"ranks wait for it inside their collectives, {wait / 1e3:,.1f} µs per step on "
@@ -43,7 +43,7 @@ def straggler(r: Rule, ctx: Context) -> list[Finding]:
       "`pct_of_step` of its step", {"pct_of_step": EXPOSED_PCT}, unpriced=RANKS)
 def comm_not_overlapped(r: Rule, ctx: Context) -> list[Finding]:
     return [r.finding(
-        range=None, saving_per_instance_ns=x.exposed_comm_ns, iterations=x.steps,
+        range=None, iterations=x.steps,
         message=f"rank {x.rank}: {x.exposed_comm_ns / 1e3:,.1f} µs per step of NCCL kernels "
         f"ran with no compute kernel beside them "
         f"({100.0 * x.exposed_comm_ns / x.step_ns:.1f}% of its step).",

@@ -1,10 +1,11 @@
 """Rules read on the loop as it runs: what holds its critical path (loops/model.py) names
 the cause. A Python thread holding the GIL while the loop's thread waits for it,
-host-to-device copies in line with the kernels on the compute stream, and a loop that
-waits for its DataLoader's workers (named by the user's `for` line in the samples). Each reports its
-cause once, on the outermost loop where it holds, and leaves the saving to the replay
-(loops/changes.py: `no_gil`, `prefetch`); its own estimate, the path's share, is used
-only where no model prices it.
+host-to-device copies in line with the kernels on the compute stream, a loop that waits
+for its DataLoader's workers (named by the user's `for` line in the samples), slow steps
+in its tail, fills of buffers and tensors grown by concatenation. Each reports its cause
+once, on the outermost loop where it holds, and leaves the saving to the replay
+(loops/changes.py: `no_gil`, `prefetch`, `input_ahead`, `host_ahead`, `no_fill`,
+`one_cat`).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def held_by(r: Rule, ctx: Context, category: str, min_pct: float,
             extra: Callable[[RangeEntry], dict] = lambda e: {},
             also: Callable[[RangeEntry], bool] = lambda e: True) -> list[Finding]:
     """One finding per outermost loop whose critical path spends `min_pct` of its run time
-    or more in `category` (and `also` holds): its share per run instance the rule's own
-    estimate, `said(e, ns an instance)` the message."""
+    or more in `category` (and `also` holds), `said(e, its share an instance)` the
+    message."""
     out = []
     for path, inner in found_loops(ctx, lambda e: path_pct(e, category) >= min_pct
                                    and also(e)).items():
@@ -55,7 +56,6 @@ def held_by(r: Rule, ctx: Context, category: str, min_pct: float,
         ns = e.critical_path_ns.get(category, 0)
         out.append(r.finding(
             range=path, iterations=e.run_instances or e.wall_instances,
-            saving_per_instance_ns=_per_run_instance(e, ns),
             message=said(e, _per_run_instance(e, ns)),
             evidence={f"{category}_ns": ns, "run_ns": run_ns(e), **extra(e),
                       **nested_evidence(inner)}, suggestion=suggestion))
@@ -126,10 +126,8 @@ def input_wait(r: Rule, ctx: Context) -> list[Finding]:
         lines = loader_lines(e)
         pct = sum(ln.pct for ln in lines)
         top = lines[0]
-        ns = run_ns(e) * pct / 100
         out.append(r.finding(
             range=path, iterations=e.run_instances or e.wall_instances,
-            saving_per_instance_ns=_per_run_instance(e, ns),
             message=f"{path} waits for its input: {pct:.0f}% of its Python samples on "
             f"{top.file}:{top.line} in {top.function} (`{top.code or top.call}`), in the "
             f"DataLoader's worker queue ({top.call}): the workers do not keep up with the "
@@ -160,7 +158,6 @@ def slow_step(r: Rule, ctx: Context) -> list[Finding]:
         longest = max(s.step_ns for s in slow)
         out.append(r.finding(
             range=path, iterations=e.run_instances or e.wall_instances,
-            saving_per_instance_ns=float(e.tail_ns),
             message=f"{path}: {len(slow)} of its {e.run_instances} steps took up to "
             f"{longest / max(e.step_median_ns, 1):,.0f}x its median step "
             f"({e.step_median_ns / 1e6:,.2f} ms), {e.tail_ns / 1e6:,.2f} ms an instance as "
@@ -203,7 +200,6 @@ def fill_overwritten(r: Rule, ctx: Context) -> list[Finding]:
         n, ns, total = stats[path]
         out.append(r.finding(
             range=path, iterations=e.run_instances or e.wall_instances,
-            saving_per_instance_ns=ns,
             message=f"{path} fills buffers every step: {n:,.1f} fill kernel(s) a step "
             f"(FillFunctor: torch.zeros, torch.full or Tensor.fill_), {ns / 1e6:,.3f} ms, "
             f"{100 * ns / max(total, 1):.0f}% of its kernel time. Where the next operation "
@@ -251,10 +247,9 @@ def _kernel_finding(r: Rule, ctx: Context, pattern: re.Pattern,
         e = ctx.entries[path]
         named = _named(e, pattern)
         n = sum(k.count for k in named) / max(e.wall_instances, 1)
-        gpu = sum(k.total_ns for k in named) / max(e.wall_instances, 1)
         out.append(r.finding(
             range=path, iterations=e.run_instances or e.wall_instances,
-            saving_per_instance_ns=gpu, message=said(e, named[0], n),
+            message=said(e, named[0], n),
             evidence={"kernels": [k.name for k in named], "per_instance": n,
                       "kernel_ns": sum(k.total_ns for k in named), **nested_evidence(inner)},
             suggestion=suggestion))

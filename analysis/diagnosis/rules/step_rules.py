@@ -1,8 +1,8 @@
 """Rules for causes the step model prices: memory management every step, and device-to-
 host readbacks of large tensors. Like the host rules they look at loop ranges, report a
 cause once on the outermost range where it lives, and leave the saving to the replay
-(loops/changes.py: `no_memory`, `readback_on_device`); the rule's own estimate is used
-only where no step model holds the range.
+(loops/changes.py: `no_memory`, `readback_on_device`): where no step model holds the
+range, the finding says why it is not priced.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ def alloc_in_loop(r: Rule, ctx: Context) -> list[Finding]:
         e = ctx.entries[path]
         out.append(r.finding(
             range=path, iterations=e.wall_instances,
-            saving_per_instance_ns=per(e, e.host_memory_ns),
             message=f"{path} spends {100.0 * e.host_memory_ns / e.wall_ns:.0f}% of its wall "
             f"time ({per(e, e.host_memory_ns) / 1e6:,.2f} ms per iteration) in memory "
             "management calls: memory is given back and asked for again every iteration.",
@@ -68,7 +67,7 @@ def readback_in_loop(r: Rule, ctx: Context) -> list[Finding]:
         size = per(e, readback_bytes(e))
         ns = sum(c.total_ns for c in e.copies if DEVICE_TO_HOST in c.name)
         out.append(r.finding(
-            range=path, iterations=e.wall_instances, saving_per_instance_ns=per(e, ns),
+            range=path, iterations=e.wall_instances,
             message=f"{path} reads {size / 2**20:,.1f} MiB back from the GPU per iteration "
             f"({per(e, readback_copies(e)):g} device-to-host copies, "
             f"{per(e, ns) / 1e6:,.2f} ms of copy time): the host waits for each and then "

@@ -85,10 +85,8 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
             if per_iter > meta.ideal_kernels + 1e-9:
                 names = [k.name for k in e.kernels]
                 by_time = sorted(e.kernels, key=lambda k: -k.avg_ns)
-                kept = sum(k.avg_ns for k in by_time[:meta.ideal_kernels])
                 out.append(r.finding(
                     range=e.name, kernel=names[0] if names else None, iterations=n,
-                    saving_per_instance_ns=max(e.kernel_time_ns / n - kept, 0.0),
                     message=f"{e.name} launched {per_iter:g} kernels per iteration where the "
                     f"workload needs {meta.ideal_kernels}: {', '.join(names)}.",
                     evidence={"kernels_per_iter": per_iter,
@@ -99,9 +97,7 @@ def fusion_failure(r: Rule, ctx: Context) -> list[Finding]:
     pairs = gemm_then_pointwise(ctx.seq_pairs)
     if not pairs:
         return []
-    epilogue = ctx.seq_names.groupby(["path", "name"])["total_ns"].sum()
     return [r.finding(range=path, kernel=b,
-                      saving_per_instance_ns=float(epilogue.get((path, b), 0)),
                       message=f"in {path} the GEMM kernel {a} is followed by the separate "
                       f"pointwise kernel {b}: the epilogue was not fused.",
                       evidence={"gemm_kernel": a, "epilogue_kernel": b, "unfused": [b]},
@@ -177,7 +173,7 @@ def _break_finding(r: Rule, ctx: Context, b: dict[str, Any], where: str | None,
     n = iterations(ctx, e) if e else 1
     place, idle, said = _placed(ctx, b, where, how, e, n)
     return r.finding(
-        range=place, iterations=1 if b.get("range") else n, saving_per_instance_ns=idle,
+        range=place, iterations=1 if b.get("range") else n,
         change="no_break" if how == BROKEN_BY_READBACK and not b.get("range") else None,
         message=f"torch.compile broke the graph at {b.get('file')}:{b.get('line')}: "
         f"{b.get('reason') or 'reason not logged'} ({said}).",
@@ -197,9 +193,8 @@ def _eager_in_compiled(r: Rule, ctx: Context, where: str | None) -> list[Finding
     in_range = seq[seq["path"] == where] if where else seq.iloc[:0]
     aten = sorted(set(in_range["name"][in_range["aten"].astype(bool)].astype(str)))
     if aten:
-        eager = in_range["total_ns"][in_range["name"].astype(str).isin(aten)].sum()
         out.append(r.finding(
-            range=where, kernel=aten[0], iterations=n, saving_per_instance_ns=float(eager) / n,
+            range=where, kernel=aten[0], iterations=n,
             message=f"{len(aten)} eager ATen kernel(s) ran inside the compiled range {where}: "
             f"{', '.join(aten)}; part of the function ran outside the compiled graph.",
             evidence={"aten_kernels": aten},
@@ -239,7 +234,7 @@ def recompile(r: Rule, ctx: Context) -> list[Finding]:
             place, idle, said = _placed(ctx, ev, where, how, e, n)
         why, fix = guards.explain(ev.get("reason"))
         out.append(r.finding(
-            range=place, iterations=1 if ev.get("range") else n, saving_per_instance_ns=idle,
+            range=place, iterations=1 if ev.get("range") else n,
             severity="info" if place is None else r.severity,
             message=f"{ev.get('function')} at {ev.get('file')}:{ev.get('line')} was "
             f"recompiled: {why or 'guard failure not logged'} ({said}).",
@@ -312,7 +307,6 @@ def launch_bound(r: Rule, ctx: Context) -> list[Finding]:
             n = iterations(ctx, e)
             out.append(r.finding(
                 range=e.name, evidence=ev, iterations=n,
-                saving_per_instance_ns=max(ev["idle_ns"], e.wall_ns - e.busy_ns) / n,
                 message=f"{e.name} is launch-bound: the GPU idled {ev['idle_pct']:.1f}% of its "
                 f"span in {ev['gaps']} gaps while the median kernel ran {med / 1e3:.1f} µs "
                 f"({ev['host_wait_pct']:.0f}% of the idle time waiting for the host to "
@@ -335,7 +329,7 @@ def gpu_idle_gaps(r: Rule, ctx: Context) -> list[Finding]:
                 and not explained(ctx, e.name)):
             n = iterations(ctx, e)
             out.append(r.finding(
-                range=e.name, evidence=ev, iterations=n, saving_per_instance_ns=ev["idle_ns"] / n,
+                range=e.name, evidence=ev, iterations=n,
                 message=f"the GPU sat idle {ev['idle_pct']:.1f}% of {e.name}'s span in "
                 f"{ev['gaps']} gaps of {GAP_NS / 1e3:g} µs or more (largest "
                 f"{ev['largest_gap_ns'] / 1e3:.1f} µs, {ev['host_wait_pct']:.0f}% host wait).",
@@ -363,7 +357,6 @@ def compile_kernels_in_range(r: Rule, ctx: Context) -> list[Finding]:
         if odd and e.kernel_count > n * ideal:
             out.append(r.finding(
                 range=path, kernel=odd[0].name, iterations=n,
-                saving_per_instance_ns=sum(k.total_ns for k in odd) / n,
                 message=f"{path} holds {e.kernel_count} kernels for {n} iterations; "
                 f"{len(odd)} kernel name(s) ran a number of times that is not a multiple of "
                 "the iterations: compilation, autotuning or benchmarking ran inside the "
