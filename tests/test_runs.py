@@ -377,3 +377,20 @@ def test_a_tensor_grown_by_cat_is_found_from_its_growing_kernels(longest_ns: int
     assert [f.range for f in found] == (["nofill/step"] if fires else [])
     if fires:
         assert found[0].evidence["kernels"] == [cat.name] and "40 torch.cat" in found[0].message
+
+
+@pytest.mark.parametrize(("call", "change"), [("Tensor.tolist", "readback_on_device"),
+                                              ("Tensor.item", "no_sync"),
+                                              ("torch.cuda.synchronize", "no_sync")])
+def test_a_sync_is_removed_as_the_users_call_says(call: str, change: str) -> None:
+    """A loop's syncs priced by the change its Python samples' call names: a readback the
+    host converts (`.tolist()`) kept on the device, a scalar read or a synchronize only
+    stops waiting."""
+    from analysis.diagnosis.rules.host_rules import sync_change
+    from analysis.documents.entries import PyLine
+
+    e = analyzed("loops_ab/trace").ranges[0]
+    hot = PyLine("train.py", 12, "step", "", "x = y * 2", 30, 60.0)
+    line = PyLine("train.py", 14, "step", call, "v = x.f()", 20, 40.0)
+    assert sync_change(dataclasses.replace(e, lines=[hot, line])) == change
+    assert sync_change(dataclasses.replace(e, lines=[])) == "no_sync"

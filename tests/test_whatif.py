@@ -9,6 +9,8 @@ work it launched, whichever is later."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
@@ -166,6 +168,18 @@ def test_readback_on_device_drops_the_copy_its_wait_and_the_host_work_on_it() ->
     assert _saved(rows, 125, Change("readback_on_device")) == 75
 
 
+def test_readback_on_device_drops_the_reads_own_dispatch_too() -> None:
+    """`.tolist()` of a small tensor: the host's work since the launch before it (a
+    driver query at 20-25, and the 15 before that) is the read's own dispatch and goes
+    with the copy: the synchronize only returns (5), the second launch follows it
+    (10-15), its kernel at the launch gap (20-30), the step 5 later: 35 of 125."""
+    rows = _step([(0, 5, 1, LAUNCH), (20, 25, 5, "cudaPointerGetAttributes_v4000"),
+                  (26, 28, 2, ASYNC), (29, 62, 3, SYNC), (100, 105, 4, LAUNCH)],
+                 [_kernel(10, 12, 1), (MEMCPY, 12, 14, 2, 16 << 10, 2, 0, ""),
+                  _kernel(110, 120, 4)], syncs=[3])
+    assert _saved(rows, 125, Change("readback_on_device")) == 90
+
+
 def test_no_building_drops_module_loads_and_the_host_work_beside_them() -> None:
     """A module load and an attribute query every call: gone with the CPU time between
     calls; the second kernel follows the first (20 + 10 = 30), the host ends at 35."""
@@ -236,6 +250,12 @@ def test_one_cat_takes_the_dispatch_of_each_cat_it_removes() -> None:
                  [_kernel(10, 11, 1, cat), _kernel(25, 27, 2, cat), _kernel(45, 48, 3, cat)],
                  syncs=[4])
     assert _saved(rows, 52, Change("one_cat", kernels=((cat, 0.0),))) == 24
+    # a wait between two cats (the GIL handed to another thread, 12-16) is the second
+    # cat's dispatch too: it goes with it, and the saving stays 24
+    waited = dataclasses.replace(rows, osrt=pd.DataFrame({
+        "tid": [MAIN], "start_ns": [12 * U], "end_ns": [16 * U],
+        "name": ["pthread_cond_timedwait"]}))
+    assert _saved(waited, 52, Change("one_cat", kernels=((cat, 0.0),))) == 24
 
 
 def test_gpu_fed_saves_only_what_the_host_waited_for() -> None:

@@ -18,8 +18,9 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    CPU time between them are gone, kernels start back to back
     pinned_async   pageable copies made pinned and asynchronous: the calling thread no
                    longer waits for them, and they run at the pinned rate
-    readback_on_device  a device-to-host readback kept on the device: the copy, its wait
-                   and the host work on the copy after it are gone
+    readback_on_device  a device-to-host readback kept on the device: the copy, its wait,
+                   the read's own dispatch before it (edits.dispatch) and the host work on
+                   the copy after it are gone
     no_building    kernels not built every call: in a step that loads modules, its
                    module loads, other CUDA calls and CPU time between calls are gone
     faster_kernels the named kernels run at the speed given (their roofline, or the
@@ -30,7 +31,7 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    for torch.zeros): the fill kernels and the calls that launched them gone
     one_cat        growing concatenations made as one: of the step's concatenation
                    kernels the longest stays; the others, and the host's dispatch of
-                   each (its calls since the launch before, and the time between) gone
+                   each (its calls and waits since the launch before) gone
     prefetch       the host-to-device copies made a step ahead on a side stream: the
                    calls that launched them and the synchronize calls after them no
                    longer wait, and the copies leave the compute stream (their time on it
@@ -107,7 +108,8 @@ CHANGES = {
     "pinned_async": "the step replayed with its pageable copies pinned and asynchronous: "
                     "the thread no longer waits for them, and they run at the pinned rate",
     "readback_on_device": "the step replayed with its device-to-host readbacks kept on the "
-                          "device: the copy, its wait and the host work on the copy gone",
+                          "device: the copy, its wait, the read's dispatch and the host "
+                          "work on the copy gone",
     "no_building": "the step replayed without building kernels every call: its module "
                    "loads, plan-building CUDA calls and CPU time between calls gone",
     "faster_kernels": "the step replayed with the named kernels at the speed they can "
@@ -118,8 +120,8 @@ CHANGES = {
                "overwrites (torch.empty for torch.zeros): the fill kernels and the calls "
                "that launched them take no time",
     "one_cat": "the step replayed with its growing concatenations made as one: of its "
-               "concatenation kernels, all but the longest take no time, and so do the "
-               "calls that launched them and the host's time before each",
+               "concatenation kernels, all but the longest take no time, and so does the "
+               "host's dispatch of each (its calls and waits since the launch before)",
     "prefetch": "the step replayed with its host-to-device copies made a step ahead on a "
                 "side stream: no wait for them, the copy engine beside the kernels",
     "no_gil": "the step replayed with no other Python thread holding the GIL: its waits "
@@ -285,8 +287,10 @@ def _readback_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndar
     if not len(calls):
         return
     free(g, off, keep, calls)
-    gone(g, off, calls)
     gone(g, off, d2h)
+    asked = dispatch(g, calls)             # the read's own dispatch (`.item()`, `.tolist()`)
+    gone(g, off, asked)
+    gaps_gone(g, off, asked)
     src, dst, kind = edges(g)
     after = _then_syncs(g, calls)          # the copy's own wait, then the host work on it
     off[np.isin(kind, (PROGRAM, STEP)) & np.isin(src, 2 * after + 1)] = 0

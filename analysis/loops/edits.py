@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from .graph import OWN, PROGRAM, RELEASE, Graph
+from .graph import CALL, OS, OWN, PROGRAM, RELEASE, Graph
 
 
 def edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -79,17 +79,19 @@ def named_ops(g: Graph, pattern: str) -> np.ndarray:
     return len(g.calls) + np.flatnonzero(hit)
 
 
-def dispatch(g: Graph, launches: np.ndarray) -> np.ndarray:
-    """The range thread's calls that dispatch each of `launches` (launch call nodes):
-    those after the launch before it on the thread, up to it and itself (an op's driver
-    calls, such as cuKernelGetName, come just before its launch)."""
-    mine = on_thread(g, np.arange(len(g.calls)))
+def dispatch(g: Graph, calls: np.ndarray) -> np.ndarray:
+    """The range thread's nodes that dispatch each of `calls` (call nodes: launches, or a
+    copy back): its calls and OS calls after the launch (or the call of `calls`) before
+    it on the thread, up to it and itself (an op's driver calls, such as
+    cuKernelGetName, and its waits, for the GIL among them, come just before its call)."""
+    mine = np.flatnonzero(((g.kind == CALL) | (g.kind == OS)) & (g.thread == g.tid))
     mine = mine[np.argsort(g.start[mine], kind="stable")]
-    wanted, out, since = set(launches.tolist()), [], []
+    wanted, out, since = set(calls.tolist()), [], []
     for node in mine.tolist():
         since.append(node)
-        if g.label[node] == "launch":
-            if node in wanted:
-                out.extend(since)
+        if node in wanted:
+            out.extend(since)
+            since = []
+        elif g.label[node] == "launch":
             since = []
     return np.array(out, dtype=np.int64)

@@ -32,6 +32,7 @@ from ...common.settings import (
 from ...documents.types import Finding, RangeEntry
 from ..pricing import SYNC_SAID
 from ..roofline import datasheet
+from .lines import SYNC_CALLS, pick
 from .registry import ONCE, Context, Rule, rule
 
 FP32_GEMM = re.compile(r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm", re.I)
@@ -234,7 +235,7 @@ def _sync_finding(r: Rule, e: RangeEntry, inner: list[str], kinds: dict[str, int
         kinds.items(), key=lambda kv: -kv[1])) or "synchronize calls"
     top = max(kinds, key=kinds.get) if kinds else "item"
     return r.finding(
-        range=e.name, iterations=e.wall_instances, change="no_sync",
+        range=e.name, iterations=e.wall_instances, change=sync_change(e),
         message=f"{e.name} waits for the GPU in {e.sync_instances} of its "
         f"{e.wall_instances} iterations: {per(e, calls):g} synchronize call(s) and "
         f"{per(e, wait) / 1e6:,.2f} ms waiting per iteration, while the GPU was busy "
@@ -244,6 +245,19 @@ def _sync_finding(r: Rule, e: RangeEntry, inner: list[str], kinds: dict[str, int
                   "busy_ns": e.busy_ns, "wall_ns": e.wall_ns, "syncs": dict(kinds),
                   **nested_evidence(inner)},
         suggestion=SYNC_REMEDY.get(top, SYNC_REMEDY["item"]))
+
+
+HOST_COPY = re.compile(r"Tensor\.(?:tolist|numpy|cpu)$")
+"""Readbacks the host then works on (a list or array built from the copy)."""
+
+
+def sync_change(e: RangeEntry) -> str:
+    """How the loop model removes the cause of a loop's syncs, from the user's call where
+    its Python samples name one (lines.pick): a readback the host converts
+    (`.tolist()`, `.numpy()`, `.cpu()`) kept on the device (readback_on_device: the copy,
+    its wait and the host's work on it gone); any other sync only stops waiting (no_sync)."""
+    line = pick(e.lines, SYNC_CALLS)
+    return "readback_on_device" if line and HOST_COPY.search(line.call or "") else "no_sync"
 
 
 SYNC_REMEDY = {
