@@ -88,9 +88,8 @@ class Pricer:
         graphs = self.models.graphs(key) if key is not None else []
         if not graphs:
             return 0.0, 0.0, 0.0
-        w = self.models.weights(key)
-        per = np.array([_kernel_time(g, pattern, self.models.windows(path, pid))
-                        for g in graphs])
+        w, scope = self.models.weights(key), self.models.windows(path, pid)
+        per = np.array([_kernel_time(g, pattern, scope) for g in graphs])
         return tuple(float(x) for x in (per * w[:, None]).sum(0) / max(w.sum(), 1e-12))
 
     def candidates(self, path: str) -> list[str]:

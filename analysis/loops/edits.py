@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 from .graph import CALL, OS, OWN, PROGRAM, RELEASE, Graph
 
@@ -70,13 +71,19 @@ def launcher(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
 def named_ops(g: Graph, pattern: str) -> np.ndarray:
     """Operation nodes whose kernel name, short or demangled, matches `pattern` (case
     ignored): `FillFunctor` is in the demangled name only, under the short name all of
-    PyTorch's elementwise kernels share."""
-    hit = np.zeros(len(g.ops), dtype=bool)
-    for col in ("name", "demangled"):
-        if col in g.ops:
-            hit |= g.ops[col].astype(str).str.contains(pattern, regex=True,
-                                                       flags=re.I).to_numpy(dtype=bool)
-    return len(g.calls) + np.flatnonzero(hit)
+    PyTorch's elementwise kernels share. Each distinct name tested once, and the nodes
+    kept with the graph (rules and prices ask again)."""
+    memo = ("named_ops", pattern)
+    if memo not in g.cache:
+        rx = re.compile(pattern, re.I)
+        hit = np.zeros(len(g.ops), dtype=bool)
+        for col in ("name", "demangled"):
+            if col in g.ops:
+                codes, names = pd.factorize(g.ops[col].to_numpy(dtype=object))
+                fits = np.array([rx.search(str(n)) is not None for n in names] + [False])
+                hit |= fits[codes]
+        g.cache[memo] = len(g.calls) + np.flatnonzero(hit)
+    return g.cache[memo]
 
 
 def dispatch(g: Graph, calls: np.ndarray) -> np.ndarray:
