@@ -180,6 +180,15 @@ def test_readback_on_device_drops_the_reads_own_dispatch_too() -> None:
     assert _saved(rows, 125, Change("readback_on_device")) == 90
 
 
+def test_host_work_before_a_steps_first_call_can_go() -> None:
+    """A batch built in Python before the step's first call (0 -> 30): the step starts
+    on its thread at its range's start, so host_ahead over that window takes the 30
+    (it was a fixed start before the first call): 32 of 62."""
+    rows = _step([(30, 35, 1, LAUNCH), (36, 60, 2, SYNC)], [_kernel(40, 55, 1)], syncs=[2])
+    assert _saved(rows, 62, Change("host_ahead", windows=((0, 30 * U),))) == 30
+    assert _saved(rows, 62, Change("host_ahead", windows=((40 * U, 50 * U),))) == 0
+
+
 def test_no_building_drops_module_loads_and_the_host_work_beside_them() -> None:
     """A module load and an attribute query every call: gone with the CPU time between
     calls; the second kernel follows the first (20 + 10 = 30), the host ends at 35."""

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .graph import CALL, OS, OWN, PROGRAM, RELEASE, Graph
+from .graph import CALL, OS, OWN, PROGRAM, RELEASE, Graph, program_order
 
 
 def edges(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -91,8 +91,8 @@ def dispatch(g: Graph, calls: np.ndarray) -> np.ndarray:
     copy back): its calls and OS calls after the launch (or the call of `calls`) before
     it on the thread, up to it and itself (an op's driver calls, such as
     cuKernelGetName, and its waits, for the GIL among them, come just before its call)."""
-    mine = np.flatnonzero(((g.kind == CALL) | (g.kind == OS)) & (g.thread == g.tid))
-    mine = mine[np.argsort(g.start[mine], kind="stable")]
+    mine = program_order(g, np.flatnonzero(((g.kind == CALL) | (g.kind == OS))
+                                           & (g.thread == g.tid)))
     wanted, out, since = set(calls.tolist()), [], []
     for node in mine.tolist():
         since.append(node)

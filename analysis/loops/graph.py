@@ -187,6 +187,12 @@ def _outermost(calls: pd.DataFrame, sel: np.ndarray) -> tuple[pd.DataFrame, dict
     return calls.take(sel[order][keep]).reset_index(drop=True), corr
 
 
+START = "step start"
+"""The OS node (no time) at the step's start on its range's thread, the node before END,
+first in program order on its thread (program_order): the time before the thread's first
+call is program time a change can remove (input built there), not a fixed start."""
+
+
 def nodes(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
     """The step's nodes: the outermost calls that start in [lo, hi), the OS calls outside
     them, the GPU operations running in it and those its calls launched (a step queued
@@ -197,7 +203,10 @@ def nodes(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
     o_tid, o_start, o_end = (rows.osrt[k].to_numpy() for k in ("tid", "start_ns", "end_ns"))
     near = np.flatnonzero((o_end > lo) & (o_start < hi))
     free = _inside((o_tid[near], o_start[near], o_end[near]), (c_tid, c_start, c_end)) < 0
-    osrt = rows.osrt.take(near[free]).reset_index(drop=True)
+    first = int(min([lo, *o_start[near[free]][o_tid[near[free]] == tid].tolist()]))
+    osrt = pd.concat([rows.osrt.take(near[free]), pd.DataFrame(    # the step's start on its
+        {"tid": [tid], "start_ns": [first], "end_ns": [first], "name": [START]})],  # thread
+        ignore_index=True)
     p_start, p_end = rows.ops["start_ns"].to_numpy(), rows.ops["end_ns"].to_numpy()
     launched = np.isin(rows.ops["corr"].to_numpy(), np.fromiter(corr_of, dtype=np.int64,
                                                                count=len(corr_of)))
@@ -210,9 +219,9 @@ def nodes(rows: StepRows, tid: int, lo: int, hi: int) -> Graph:
     def joined(*parts: np.ndarray) -> np.ndarray:      # np.r_ cost 20 us a call, here
         return np.concatenate([np.asarray(x, dtype=np.int64) for x in parts])
 
-    start = joined(c_start, ops["start_ns"].to_numpy(), o_start[near[free]], last)
-    end = joined(c_end, ops["end_ns"].to_numpy(), o_end[near[free]], last)
-    thread = joined(c_tid, np.full(n_o, -1), o_tid[near[free]], [tid])
+    start = joined(c_start, ops["start_ns"].to_numpy(), o_start[near[free]], [first], last)
+    end = joined(c_end, ops["end_ns"].to_numpy(), o_end[near[free]], [first], last)
+    thread = joined(c_tid, np.full(n_o, -1), o_tid[near[free]], [tid, tid])
     copy_kind = ops["copy_kind"].tolist() if "copy_kind" in ops else [0] * n_o
     label = [HOST_PARTS[p] for p in calls["part"].tolist()] + \
         [op_label(k, c) for k, c in zip(ops["kind"].tolist(), copy_kind, strict=True)] + \
@@ -246,14 +255,20 @@ def _own(g: Graph) -> None:
 def _program(g: Graph) -> None:
     """Program order on each thread (calls and OS calls by start), and the step's end
     after the range thread's last node."""
-    cpu = np.flatnonzero((g.kind == CALL) | (g.kind == OS))
-    order = cpu[np.lexsort((g.start[cpu], g.thread[cpu]))]
+    order = program_order(g, np.flatnonzero((g.kind == CALL) | (g.kind == OS)))
     same = g.thread[order[1:]] == g.thread[order[:-1]]
     g.add_many(2 * order[:-1][same] + 1, 2 * order[1:][same], PROGRAM)
     mine = order[g.thread[order] == g.tid]
     if len(mine):                       # a call still running at a run's end: its start
         last = int(mine[-1])
         g.add(2 * last + int(g.end[last] <= g.hi), g.end_point - 1, STEP)
+
+
+def program_order(g: Graph, nodes: np.ndarray) -> np.ndarray:
+    """`nodes` by thread, then start, the step's START node first on a tie."""
+    later = np.ones(len(nodes), dtype=np.int64)
+    later[nodes == g.n - 2] = 0                  # START: the node before END
+    return nodes[np.lexsort((later, g.start[nodes], g.thread[nodes]))]
 
 
 def _backlog(g: Graph) -> None:
@@ -354,9 +369,8 @@ def _thread(g: Graph) -> None:
     for k, nm in enumerate(g.osrt["name"].tolist()):
         if nm in WAITS:
             _released(g, calls, os0 + k, int(g.start[os0 + k]), 2 * (os0 + k) + 1)
-    cpu = np.flatnonzero(((g.kind == CALL) | (g.kind == OS) | (g.kind == END))
-                         & (g.thread == g.tid))
-    cpu = cpu[np.argsort(g.start[cpu], kind="stable")]
+    cpu = program_order(g, np.flatnonzero(((g.kind == CALL) | (g.kind == OS) | (g.kind == END))
+                                          & (g.thread == g.tid)))
     a, b = cpu[:-1], cpu[1:]
     names = g.osrt["name"].to_numpy()
     waited = np.array([g.kind[i] == OS and names[i - os0] in WAITS for i in a.tolist()],
