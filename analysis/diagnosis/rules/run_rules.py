@@ -42,6 +42,21 @@ def _per_run_instance(e: RangeEntry, ns: float) -> float:
     return ns / max(e.run_instances or e.wall_instances, 1)
 
 
+def per_loop(r: Rule, ctx: Context, test: Callable[[RangeEntry], bool],
+             make: Callable[[RangeEntry], dict]) -> list[Finding]:
+    """One finding per outermost loop where `test` holds: `make(e)` gives its message,
+    evidence and suggestion; its range, iterations (the loop's instances as it runs) and
+    the nested loops where `test` holds too (nested_evidence) are every rule's here."""
+    out = []
+    for path, inner in found_loops(ctx, test).items():
+        e = ctx.entries[path]
+        fields = make(e)
+        fields["evidence"] = {**fields["evidence"], **nested_evidence(inner)}
+        out.append(r.finding(range=path, iterations=e.run_instances or e.wall_instances,
+                             **fields))
+    return out
+
+
 def held_by(r: Rule, ctx: Context, category: str, min_pct: float,
             said: Callable[[RangeEntry, float], str], suggestion: str,
             extra: Callable[[RangeEntry], dict] = lambda e: {},
@@ -49,17 +64,11 @@ def held_by(r: Rule, ctx: Context, category: str, min_pct: float,
     """One finding per outermost loop whose critical path spends `min_pct` of its run time
     or more in `category` (and `also` holds), `said(e, its share an instance)` the
     message."""
-    out = []
-    for path, inner in found_loops(ctx, lambda e: path_pct(e, category) >= min_pct
-                                   and also(e)).items():
-        e = ctx.entries[path]
+    def make(e: RangeEntry) -> dict:
         ns = e.critical_path_ns.get(category, 0)
-        out.append(r.finding(
-            range=path, iterations=e.run_instances or e.wall_instances,
-            message=said(e, _per_run_instance(e, ns)),
-            evidence={f"{category}_ns": ns, "run_ns": run_ns(e), **extra(e),
-                      **nested_evidence(inner)}, suggestion=suggestion))
-    return out
+        return {"message": said(e, _per_run_instance(e, ns)), "suggestion": suggestion,
+                "evidence": {f"{category}_ns": ns, "run_ns": run_ns(e), **extra(e)}}
+    return per_loop(r, ctx, lambda e: path_pct(e, category) >= min_pct and also(e), make)
 
 
 def _holders(e: RangeEntry) -> dict[str, int]:
@@ -119,25 +128,22 @@ def loader_lines(e: RangeEntry) -> list:
       "worker queue's reads under the user's `for` line) in at least `wait_pct` of its "
       "samples", {"wait_pct": INPUT_WAIT_MIN_PCT}, change="input_ahead")
 def input_wait(r: Rule, ctx: Context) -> list[Finding]:
-    out = []
-    waiting = lambda e: sum(ln.pct for ln in loader_lines(e)) >= INPUT_WAIT_MIN_PCT  # noqa: E731
-    for path, inner in found_loops(ctx, waiting).items():
-        e = ctx.entries[path]
+    def make(e: RangeEntry) -> dict:
         lines = loader_lines(e)
         pct = sum(ln.pct for ln in lines)
         top = lines[0]
-        out.append(r.finding(
-            range=path, iterations=e.run_instances or e.wall_instances,
-            message=f"{path} waits for its input: {pct:.0f}% of its Python samples on "
+        return {
+            "message": f"{e.name} waits for its input: {pct:.0f}% of its Python samples on "
             f"{top.file}:{top.line} in {top.function} (`{top.code or top.call}`), in the "
             f"DataLoader's worker queue ({top.call}): the workers do not keep up with the "
             "step.",
-            evidence={"wait_pct": pct, "run_ns": run_ns(e), "file": top.file,
-                      "line": top.line, "call": top.call, **nested_evidence(inner)},
-            suggestion="more DataLoader workers (num_workers), a cheaper __getitem__ "
+            "evidence": {"wait_pct": pct, "run_ns": run_ns(e), "file": top.file,
+                         "line": top.line, "call": top.call},
+            "suggestion": "more DataLoader workers (num_workers), a cheaper __getitem__ "
             "(tokenize or decode once, ahead of training), persistent_workers=True and a "
-            "larger prefetch_factor"))
-    return out
+            "larger prefetch_factor"}
+    return per_loop(r, ctx, lambda e: sum(ln.pct for ln in loader_lines(e))
+                    >= INPUT_WAIT_MIN_PCT, make)
 
 
 def _slow(e: RangeEntry) -> bool:
@@ -149,27 +155,23 @@ def _slow(e: RangeEntry) -> bool:
       "step, from steps 3x the median or longer (a periodic checkpoint, evaluation or "
       "logging step on the loop's thread)", {"tail_pct": SLOW_TAIL_PCT}, change="host_ahead")
 def slow_step(r: Rule, ctx: Context) -> list[Finding]:
-    out = []
-    for path, inner in found_loops(ctx, _slow).items():
-        e = ctx.entries[path]
+    def make(e: RangeEntry) -> dict:
         slow = e.tail_steps
         lines = [s.line for s in slow if s.line]
         line = max(set(lines), key=lines.count) if lines else ""
         longest = max(s.step_ns for s in slow)
-        out.append(r.finding(
-            range=path, iterations=e.run_instances or e.wall_instances,
-            message=f"{path}: {len(slow)} of its {e.run_instances} steps took up to "
+        return {
+            "message": f"{e.name}: {len(slow)} of its {e.run_instances} steps took up to "
             f"{longest / max(e.step_median_ns, 1):,.0f}x its median step "
             f"({e.step_median_ns / 1e6:,.2f} ms), {e.tail_ns / 1e6:,.2f} ms an instance as "
             "it runs" + (f"; their samples fell on {line}" if line else "") + ".",
-            evidence={"tail_ns": e.tail_ns, "slow_steps": len(slow),
-                      "median_step_ns": e.step_median_ns, "line": line,
-                      "windows": [[s.start_ns, s.start_ns + s.step_ns] for s in slow],
-                      **nested_evidence(inner)},
-            suggestion="move the periodic work off the loop's thread: an asynchronous "
+            "evidence": {"tail_ns": e.tail_ns, "slow_steps": len(slow),
+                         "median_step_ns": e.step_median_ns, "line": line,
+                         "windows": [[s.start_ns, s.start_ns + s.step_ns] for s in slow]},
+            "suggestion": "move the periodic work off the loop's thread: an asynchronous "
             "checkpoint (torch.distributed.checkpoint.async_save, or a copy to pinned "
-            "memory saved by another thread), evaluation in another process or less often"))
-    return out
+            "memory saved by another thread), evaluation in another process or less often"}
+    return per_loop(r, ctx, _slow, make)
 
 
 FILL = r"FillFunctor|fill_kernel"
@@ -194,25 +196,21 @@ def fill_overwritten(r: Rule, ctx: Context) -> list[Finding]:
     stats = {e.name: ctx.kernels(e.name, FILL) if any(   # a fill's short name is an
         "elementwise" in k.name for k in e.kernels) else (0.0, 0.0, 0.0)   # elementwise one
         for e in loops(ctx)}
-    out = []
-    for path, inner in found_loops(ctx, lambda e: stats[e.name][0] >= 1 and 100
-                                   * stats[e.name][1] >= FILL_MIN_PCT * stats[e.name][2]
-                                   ).items():
-        e = ctx.entries[path]
-        n, ns, total = stats[path]
-        out.append(r.finding(
-            range=path, iterations=e.run_instances or e.wall_instances,
-            message=f"{path} fills buffers every step: {n:,.1f} fill kernel(s) a step "
+
+    def make(e: RangeEntry) -> dict:
+        n, ns, total = stats[e.name]
+        return {
+            "message": f"{e.name} fills buffers every step: {n:,.1f} fill kernel(s) a step "
             f"(FillFunctor: torch.zeros, torch.full or Tensor.fill_), {ns / 1e6:,.3f} ms, "
             f"{100 * ns / max(total, 1):.0f}% of its kernel time. Where the next operation "
             "overwrites every element (an `out=` argument, a copy, a matmul), the zeros are "
             "never read.",
-            evidence={"pattern": FILL, "per_step": n, "fill_ns": ns, "kernel_ns": total,
-                      **nested_evidence(inner)},
-            suggestion="allocate with torch.empty (or torch.empty_like) where the next "
+            "evidence": {"pattern": FILL, "per_step": n, "fill_ns": ns, "kernel_ns": total},
+            "suggestion": "allocate with torch.empty (or torch.empty_like) where the next "
             "operation writes every element; keep torch.zeros only for buffers accumulated "
-            "into"))
-    return out
+            "into"}
+    return per_loop(r, ctx, lambda e: stats[e.name][0] >= 1 and 100 * stats[e.name][1]
+                    >= FILL_MIN_PCT * stats[e.name][2], make)
 
 
 def _growing(e: RangeEntry) -> bool:
@@ -229,30 +227,16 @@ def _growing(e: RangeEntry) -> bool:
       "loop copies everything so far each time",
       {"per_step": CAT_MIN_PER_STEP, "growth": CAT_GROWTH}, change="one_cat")
 def cat_in_loop(r: Rule, ctx: Context) -> list[Finding]:
-    return _kernel_finding(r, ctx, CAT, _growing, lambda e, k, n: (
-        f"{e.name} grows a tensor by concatenation: {n:,.0f} torch.cat kernels an "
-        f"instance, from {min(x.min_ns for x in _named(e, CAT)) / 1e3:,.1f} to "
-        f"{max(x.max_ns for x in _named(e, CAT)) / 1e3:,.1f} us: each copies everything "
-        "concatenated so far, and each is an op launched from Python."),
-        "collect the pieces in a list and concatenate once after the loop "
-        "(torch.cat(pieces)), or write into a preallocated tensor by slices")
-
-
-def _kernel_finding(r: Rule, ctx: Context, pattern: re.Pattern,
-                    test: Callable[[RangeEntry], bool],
-                    said: Callable[[RangeEntry, KernelStat, float], str],
-                    suggestion: str) -> list[Finding]:
-    """One finding per outermost loop where `test` holds on its kernels matching
-    `pattern`, priced by the rule's change on those kernels (evidence `kernels`)."""
-    out = []
-    for path, inner in found_loops(ctx, test).items():
-        e = ctx.entries[path]
-        named = _named(e, pattern)
-        n = sum(k.count for k in named) / max(e.wall_instances, 1)
-        out.append(r.finding(
-            range=path, iterations=e.run_instances or e.wall_instances,
-            message=said(e, named[0], n),
-            evidence={"kernels": [k.name for k in named], "per_instance": n,
-                      "kernel_ns": sum(k.total_ns for k in named), **nested_evidence(inner)},
-            suggestion=suggestion))
-    return out
+    def make(e: RangeEntry) -> dict:
+        cats = _named(e, CAT)
+        n = sum(k.count for k in cats) / max(e.wall_instances, 1)
+        return {
+            "message": f"{e.name} grows a tensor by concatenation: {n:,.0f} torch.cat "
+            f"kernels an instance, from {min(k.min_ns for k in cats) / 1e3:,.1f} to "
+            f"{max(k.max_ns for k in cats) / 1e3:,.1f} us: each copies everything "
+            "concatenated so far, and each is an op launched from Python.",
+            "evidence": {"kernels": [k.name for k in cats], "per_instance": n,
+                         "kernel_ns": sum(k.total_ns for k in cats)},
+            "suggestion": "collect the pieces in a list and concatenate once after the loop "
+            "(torch.cat(pieces)), or write into a preallocated tensor by slices"}
+    return per_loop(r, ctx, _growing, make)
