@@ -15,6 +15,13 @@ DATA = Path(__file__).parent / "data"
 settings.register_profile("parallel", deadline=None)
 settings.load_profile("parallel")
 
+# Text columns as Python strings, as the command line keeps them (__main__.run_and_exit);
+# with pyarrow installed pandas 3 would make Arrow arrays of them, a fifth of the suite's
+# time. test_string_storage.py checks that both storages give the same documents.
+import pandas as pd  # noqa: E402
+
+pd.set_option("mode.string_storage", "python")
+
 # The committed captures are xz-compressed; tests read the plain SQLite files beside them.
 from analysis.documents.io import unpack_xz  # noqa: E402
 
