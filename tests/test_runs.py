@@ -394,3 +394,56 @@ def test_a_sync_is_removed_as_the_users_call_says(call: str, change: str) -> Non
     line = PyLine("train.py", 14, "step", call, "v = x.f()", 20, 40.0)
     assert sync_change(dataclasses.replace(e, lines=[hot, line])) == change
     assert sync_change(dataclasses.replace(e, lines=[])) == "no_sync"
+
+
+def _batch_lines(same_function_op: bool):
+    from analysis.documents.entries import PyLine
+
+    fn = "make" if same_function_op else "step"
+    return [PyLine("train.py", 20, "make", "torch.tensor", "b = torch.tensor(rows)", 45, 45.0),
+            PyLine("train.py", 30, fn, "torch.relu", "y = torch.relu(x @ w)", 35, 35.0),
+            PyLine("train.py", 19, "make", "r.random", "rows = [[r.random() ...]]", 20, 20.0)]
+
+
+@pytest.mark.parametrize("same_function_op", [False, True])
+def test_a_batch_built_in_python_is_named_by_its_lines(same_function_op: bool) -> None:
+    """A loop whose samples fall on `torch.tensor` of a list and on the line of the same
+    function that makes the values is named by those lines (the forward's `torch.relu`
+    is never one, even in that function); a loop without such a call gets no finding."""
+    from analysis.diagnosis.rules import run_rules
+    from analysis.diagnosis.rules.registry import REGISTRY, Context
+
+    doc = analyzed("loops_ab/trace")
+    name = "nofill/step"
+    e = {x.name: x for x in doc.ranges}[name]
+    for lines, fires in ((_batch_lines(same_function_op), True), (_batch_lines(False)[1:], False)):
+        entries = [dataclasses.replace(x, lines=lines) if x.name == name else x
+                   for x in doc.ranges]
+        ctx = Context(systems=dataclasses.replace(doc, ranges=entries))
+        found = run_rules.batch_in_python(REGISTRY["batch_in_python"], ctx)
+        assert [f.range for f in found] == ([name] if fires else [])
+        if fires:
+            ev = found[0].evidence
+            assert [x["line"] for x in ev["build_lines"]] == [20, 19] and ev["build_pct"] == 65
+            assert "train.py:20" in found[0].suggestion
+            assert REGISTRY["batch_in_python"].change == "batch_on_device"
+            assert found[0].iterations == (e.run_instances or e.wall_instances)
+
+
+def test_sampled_line_windows_centre_one_interval_on_each_sample() -> None:
+    """Where the loop's thread ran the named lines, as sampling sees it: one sampling
+    interval centred on each of its samples on them; other lines and threads left out."""
+    from analysis.load.nsys_pysamples import PySamples
+    from analysis.trace.pylines import line_windows
+
+    make = (("/usr/lib/python3/site-packages/torch/_tensor.py", "tensor", 3),
+            ("/home/u/train.py", "make", 20))
+    step = (("/home/u/train.py", "step", 30),)
+    samples = pd.DataFrame({"global_tid": [MAIN, MAIN, MAIN, OTHER, MAIN],
+                            "time_ns": [1_000, 2_000, 3_000, 2_500, 4_000],
+                            "stack": [0, 1, 0, 0, 0]})
+    py = PySamples(samples=samples, stacks=[make, step])
+    assert line_windows(py, {MAIN}, {("make", 20)}) == ((500, 1_500), (2_500, 3_500),
+                                                         (3_500, 4_500))
+    assert line_windows(py, {MAIN}, {("step", 20)}) == ()
+    assert line_windows(py, set(), {("make", 20)}) == ()

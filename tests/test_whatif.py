@@ -56,7 +56,7 @@ def test_every_change_is_said() -> None:
     assert set(CHANGES) == {"no_sync", "no_break", "no_memory", "host_ahead", "one_graph",
                             "pinned_async", "readback_on_device", "no_building",
                             "faster_kernels", "fused", "prefetch", "no_gil", "input_ahead",
-                            "gpu_fed", "no_fill", "one_cat"}
+                            "gpu_fed", "no_fill", "one_cat", "batch_on_device"}
 
 
 def _copy_step() -> StepRows:
@@ -273,3 +273,20 @@ def test_gpu_fed_saves_only_what_the_host_waited_for() -> None:
     rows = _step([(0, 5, 1, LAUNCH), (50, 55, 2, LAUNCH), (56, 72, 3, SYNC)],
                  [_kernel(10, 20, 1), _kernel(60, 70, 2)], syncs=[3])
     assert _saved(rows, 80, Change("gpu_fed")) == 14
+
+
+def test_batch_on_device_frees_a_copy_its_sampled_windows_meet() -> None:
+    """A batch made in Python (5-40) and copied from pageable memory (40-105, waiting for
+    the kernel before it): sampled windows stand anywhere in the lines' time, so a copy
+    they meet is freed (as host_ahead frees one starting in its window) and the CPU time
+    they cover goes; host_ahead over the same window, after the copy's start, frees
+    nothing."""
+    rows = _step([(0, 5, 1, LAUNCH), (40, 105, 2, COPY), (110, 115, 3, LAUNCH)],
+                 [_kernel(10, 100, 1), (MEMCPY, 100, 104, 2, 4 << 10, 1, 1, ""),
+                  _kernel(120, 150, 3)])
+    late = ((50 * U, 70 * U),)
+    freed = _saved(rows, 160, Change("batch_on_device", windows=late))
+    assert freed > 0 and _saved(rows, 160, Change("host_ahead", windows=late)) == 0
+    assert freed == _saved(rows, 160, Change("host_ahead", windows=((40 * U, 41 * U),)))
+    both = _saved(rows, 160, Change("batch_on_device", windows=((20 * U, 60 * U),)))
+    assert both == _saved(rows, 160, Change("host_ahead", windows=((20 * U, 60 * U),)))

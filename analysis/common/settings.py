@@ -84,6 +84,10 @@ it: 55 GB/s, measured on the H200 test machine (tests/data/battery/pageable_copy
 INPUT_WAIT_MIN_PCT = 30.0
 """input_wait: the loop's thread is found waiting for the DataLoader's next batch in at
 least this % of its Python samples."""
+BUILD_MIN_PCT = 10.0
+"""batch_in_python: the lines that build a tensor from Python data (torch.tensor of a list,
+and the lines of the same function before it) hold at least this % of a loop's Python
+samples."""
 SLOW_TAIL_PCT = 10.0
 """slow_step: a loop whose slow steps (3x its median step or longer) add this share of its
 cost as it runs, or more (the mean step over the median)."""

@@ -26,7 +26,7 @@ from ..loops.changes import Change, saving
 from ..loops.edits import launchers, named_ops
 from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
-from ..trace.pylines import wait_windows
+from ..trace.pylines import line_windows, wait_windows
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
 
@@ -64,13 +64,16 @@ class Pricer:
                     "modeled)")
         return "its change has no effect the model can replay here"
 
+    def threads(self, path: str, pid: int | None) -> set[int]:
+        """The threads the range's instances ran on."""
+        r = self.models.trace.ranges
+        mine = np.isin(r["key"].to_numpy(), self.models.keys_of(path, pid))
+        return set(r["global_tid"].to_numpy()[mine].tolist())
+
     def input_waits(self, path: str, pid: int | None) -> tuple[tuple[int, int], ...]:
         """When the range's threads waited for a DataLoader's next batch (Python samples,
         pylines.wait_windows)."""
-        r = self.models.trace.ranges
-        mine = np.isin(r["key"].to_numpy(), self.models.keys_of(path, pid))
-        return wait_windows(self.models.py_samples(),
-                            set(r["global_tid"].to_numpy()[mine].tolist()))
+        return wait_windows(self.models.py_samples(), self.threads(path, pid))
 
     def syncs(self, path: str, pid: int | None = None) -> Counter:
         """What the blocking calls of a range's steps are (sync_kinds over its loop's
@@ -119,6 +122,10 @@ class Pricer:
             return Change("host_ahead", windows=given or scope, scope=given or scope)
         if f.change == "input_ahead":
             return Change("input_ahead", windows=self.input_waits(f.range, pid), scope=scope)
+        if f.change == "batch_on_device":          # where the samples ran the named lines
+            lines = {(x["function"], int(x["line"])) for x in ev.get("build_lines") or ()}
+            return Change(f.change, windows=line_windows(
+                self.models.py_samples(), self.threads(f.range, pid), lines), scope=scope)
         if f.change == "pinned_async":
             return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0),
                           scope=scope)

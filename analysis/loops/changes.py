@@ -41,6 +41,9 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
     input_ahead    the next batch is ready when the loop asks for it: host_ahead over the
                    windows the loop's thread waited for its DataLoader (its Python
                    samples in the worker queue's reads)
+    batch_on_device  a batch built on the GPU, not from Python data: host_ahead over the
+                   sampling intervals of the lines that built it (their CPU time and
+                   blocking copies gone)
     gpu_fed        the GPU never waits for the host: each operation follows the one before
                    it on its stream, not the call that launched it (the most any host-side
                    fix of idle gaps can give)
@@ -128,6 +131,9 @@ CHANGES = {
               "for the GIL take no time",
     "input_ahead": "the step replayed with its next batch ready: the time its thread "
                    "waited for the DataLoader's workers gone",
+    "batch_on_device": "the step replayed with its batch built on the GPU: the CPU time "
+                       "of the lines that built it from Python data (as sampled) gone, "
+                       "its copies asynchronous",
     "gpu_fed": "the step replayed with a GPU that never waits for the host: each operation "
                "right after the one before it on its stream (the most a fix of the idle "
                "gaps can give)",
@@ -233,7 +239,9 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
     off[held] = np.maximum(off[held] - cut[held], 0)
     keep &= ~((kind == THREAD) & mine & (cut > 0))     # nor waits for another thread there
     copies = on_thread(g, calls_named(g, r"Memcpy|Memset"))
-    free(g, off, keep, copies[_within(g.start[copies], w)])
+    met = _overlap(g.start[copies], g.end[copies], w) > 0 if change.name == "batch_on_device" \
+        else _within(g.start[copies], w)       # sampled windows: a copy they meet
+    free(g, off, keep, copies[met])
 
 
 def _overlap(lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -385,7 +393,7 @@ APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
     "faster_kernels": _faster_kernels, "fused": _faster_kernels, "prefetch": _prefetch,
     "no_fill": _no_fill, "one_cat": _one_cat,
     "no_gil": _no_gil,
-    "input_ahead": _host_ahead,
+    "input_ahead": _host_ahead, "batch_on_device": _host_ahead,
     "gpu_fed": _gpu_fed}
 
 

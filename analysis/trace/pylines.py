@@ -25,7 +25,7 @@ import ast
 import builtins
 import linecache
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -250,16 +250,37 @@ def wait_windows(py: PySamples, tids: set[int], calls: re.Pattern = LOADER_CALLS
     below the user's line (by default: waiting for a DataLoader's next batch, as the
     input_wait rule reads the lines), each from its first such sample to its last plus
     one sampling interval: consecutive samples WAIT_GAP_NS apart at most are one wait."""
-    s = py.samples
-    if not len(s) or not tids:
-        return ()
-    s = s[s["global_tid"].isin(list(tids)).to_numpy()].sort_values("time_ns", kind="stable")
-    step = float(np.median(np.diff(s["time_ns"].to_numpy()))) if len(s) > 1 else 0.0
-    waiting = [bool((at := site(stack)) and calls.match(at[1])) for stack in py.stacks]
-    hit = np.array(waiting, dtype=bool)[s["stack"].to_numpy()] if waiting else \
-        np.zeros(len(s), dtype=bool)
-    t = s["time_ns"].to_numpy()[hit]
+    t, step = _sampled(py, tids, lambda stack: bool((at := site(stack)) and
+                                                    calls.match(at[1])))
     if not len(t):
         return ()
     waits = np.split(t, np.flatnonzero(np.diff(t) > WAIT_GAP_NS) + 1)
     return tuple((int(x[0]), int(x[-1] + step)) for x in waits)
+
+
+def line_windows(py: PySamples, tids: set[int], lines: set[tuple[str, int]]
+                 ) -> tuple[tuple[int, int], ...]:
+    """The sampling intervals centred on the samples of the threads `tids` whose user
+    frame is one of `lines` ((function, line number)): where the threads ran those lines,
+    as sampling sees it (each sample stands for one interval, so the windows sum to the
+    time in the lines, over many steps)."""
+    def hit(stack: tuple[Frame, ...]) -> bool:
+        user = user_frame(stack)
+        return user is not None and (stack[user][1], stack[user][2]) in lines
+    t, step = _sampled(py, tids, hit)
+    half = int(step // 2)
+    return tuple((int(x) - half, int(x) + half) for x in t.tolist())
+
+
+def _sampled(py: PySamples, tids: set[int], hit: Callable[[tuple[Frame, ...]], bool]
+             ) -> tuple[np.ndarray, float]:
+    """The times of the samples of the threads `tids` whose stack `hit` holds for, in
+    order, and the threads' sampling interval (the median time between samples)."""
+    s = py.samples
+    if not len(s) or not tids:
+        return np.zeros(0, dtype=np.int64), 0.0
+    s = s[s["global_tid"].isin(list(tids)).to_numpy()].sort_values("time_ns", kind="stable")
+    step = float(np.median(np.diff(s["time_ns"].to_numpy()))) if len(s) > 1 else 0.0
+    hits = np.array([hit(stack) for stack in py.stacks], dtype=bool)
+    chosen = hits[s["stack"].to_numpy()] if len(hits) else np.zeros(len(s), dtype=bool)
+    return s["time_ns"].to_numpy()[chosen], step

@@ -305,10 +305,12 @@ def run(source: str, ctx: Context) -> list[Finding]:
 
 
 SUPERSEDES = {"input_wait": ("host_bound", "launch_bound", "slow_step"),
-              "gil_contention": ("host_bound", "launch_bound", "slow_step")}
+              "gil_contention": ("host_bound", "launch_bound", "slow_step"),
+              "batch_in_python": ("host_bound", "input_starved")}
 """A cause that explains a symptom on the same range: the symptom's finding is left out
 (a loop waiting for its DataLoader, or for the GIL, is host-bound because of it, and its
-steps are slow where the workers or the other thread fall behind)."""
+steps are slow where the workers or the other thread fall behind; a range that builds its
+batch from Python data is the input that starves the loop, named by its lines)."""
 
 
 def superseded(found: list[Finding]) -> list[Finding]:

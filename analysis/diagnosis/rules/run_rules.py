@@ -1,11 +1,12 @@
 """Rules read on the loop as it runs: what holds its critical path (loops/model.py) names
 the cause. A Python thread holding the GIL while the loop's thread waits for it,
 host-to-device copies in line with the kernels on the compute stream, a loop that waits
-for its DataLoader's workers (named by the user's `for` line in the samples), slow steps
-in its tail, fills of buffers and tensors grown by concatenation. Each reports its cause
+for its DataLoader's workers (named by the user's `for` line in the samples), a batch
+built from Python data on its thread, slow steps in its tail, fills of buffers and tensors
+grown by concatenation. Each reports its cause
 once, on the outermost loop where it holds, and leaves the saving to the replay
 (loops/changes.py: `no_gil`, `prefetch`, `input_ahead`, `host_ahead`, `no_fill`,
-`one_cat`).
+`one_cat`, `batch_on_device`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from ...common.settings import (
+    BUILD_MIN_PCT,
     CAT_GROWTH,
     CAT_MIN_PER_STEP,
     COPY_PATH_MIN_PCT,
@@ -22,7 +24,7 @@ from ...common.settings import (
     INPUT_WAIT_MIN_PCT,
     SLOW_TAIL_PCT,
 )
-from ...documents.types import Finding, KernelStat, RangeEntry
+from ...documents.types import Finding, KernelStat, PyLine, RangeEntry
 from ...trace.pylines import LOADER_CALLS
 from .host_rules import found_loops, loops, nested_evidence
 from .registry import Context, Rule, rule
@@ -144,6 +146,48 @@ def input_wait(r: Rule, ctx: Context) -> list[Finding]:
             "larger prefetch_factor"}
     return per_loop(r, ctx, lambda e: sum(ln.pct for ln in loader_lines(e))
                     >= INPUT_WAIT_MIN_PCT, make)
+
+
+BUILD = re.compile(r"^torch\.(?:tensor|as_tensor|from_numpy)$|^Tensor\.new_tensor$")
+"""Calls that make a tensor from Python data (lists, NumPy arrays) on the host."""
+TORCH = re.compile(r"^(?:torch|Tensor|F|nn)\.")
+
+
+def build_lines(e: RangeEntry) -> list[PyLine]:
+    """The range's sampled lines that build a tensor from Python data (BUILD), and the
+    lines of the same functions that call no torch op (the data made value by value
+    before it), most sampled first."""
+    made = [ln for ln in e.lines if BUILD.match(ln.call or "")]
+    where = {(ln.file, ln.function) for ln in made}
+    return [ln for ln in e.lines if ln in made or (
+        (ln.file, ln.function) in where and not TORCH.match(ln.call or ""))]
+
+
+@rule("batch_in_python", "systems", "warning",
+      "the loop's thread builds a tensor from Python data every step (torch.tensor of a "
+      "list, and the lines of the same function that make the values) in at least "
+      "`build_pct` of its Python samples", {"build_pct": BUILD_MIN_PCT},
+      change="batch_on_device")
+def batch_in_python(r: Rule, ctx: Context) -> list[Finding]:
+    def make(e: RangeEntry) -> dict:
+        lines = build_lines(e)
+        pct = sum(ln.pct for ln in lines)
+        top = next(ln for ln in lines if BUILD.match(ln.call or ""))
+        return {
+            "message": f"{e.name} builds a batch from Python data every step: {pct:.0f}% of "
+            f"its Python samples on {', '.join(f'{ln.file}:{ln.line}' for ln in lines[:3])}"
+            f", ending in {top.call} at {top.file}:{top.line} in {top.function}"
+            + (f" (`{top.code}`)" if top.code else "") + ": the values are made one by one "
+            "on the loop's thread and copied from pageable memory.",
+            "evidence": {"build_pct": pct, "run_ns": run_ns(e), "build_lines": [
+                {"file": ln.file, "line": ln.line, "function": ln.function,
+                 "call": ln.call, "pct": ln.pct} for ln in lines]},
+            "suggestion": f"at {top.file}:{top.line}: build the batch on the GPU "
+            "(torch.rand, torch.randint, torch.arange and tensor ops on device=...), or in "
+            "DataLoader workers (num_workers=N, pin_memory=True), not value by value in "
+            "Python"}
+    return per_loop(r, ctx, lambda e: any(BUILD.match(ln.call or "") for ln in e.lines)
+                    and sum(ln.pct for ln in build_lines(e)) >= BUILD_MIN_PCT, make)
 
 
 def _slow(e: RangeEntry) -> bool:

@@ -358,7 +358,7 @@ CATALOGUE: tuple[Cause, ...] = (
     Cause("empty_cache", ("alloc_in_loop",), _cache_setup, _empty_cache, _empty_cache_fixed),
     Cause("zeros_overwrite", ("fill_overwritten",), _zeros_setup, _zeros, _zeros_fixed),
     Cause("cat_growth", ("cat_in_loop",), _cat_setup, _cat, _cat_fixed),
-    Cause("python_batch", ("host_bound", "input_starved"), _batch_setup, _py_batch,
+    Cause("python_batch", ("host_bound", "input_starved", "batch_in_python"), _batch_setup, _py_batch,
           _py_batch_fixed),
     Cause("input_on_thread", ("host_bound", "input_starved"), _prep_setup, _prep,
           _prep_fixed),
