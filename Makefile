@@ -36,7 +36,7 @@ STRAGGLER ?=
 BASE ?=
 NEW ?=
 
-.PHONY: help setup test test-gpu lint demo systems report report-one picks compute profile profile-all diff bench \
+.PHONY: help setup test test-gpu test-battery lint demo systems report report-one picks compute profile profile-all diff bench \
         sweep bench-analysis
 
 help: ## list targets and their variables
@@ -54,12 +54,16 @@ setup: ## create .venv and install the package with test dependencies (CPU torch
 	.venv/bin/pip install -q --upgrade pip
 	.venv/bin/pip install -q "$(TORCH_SPEC)" triton nvtx
 	.venv/bin/pip install -q -e ".[dev,plots]"
+	.venv/bin/python -m compileall -q analysis workflows kernels   # bytecode, as an installed package has it
 
 test: ## CPU test suite on every core (GPU tests skip without CUDA)
 	$(PY) -m pytest -q -n auto
 
 test-gpu: ## GPU tests only (needs CUDA; Nsight tools for some)
 	$(PY) -m pytest -q -m gpu
+
+test-battery: ## the generated battery's captures: every loop replays to its run (slow)
+	$(PY) -m pytest -q -n auto --battery -m battery
 
 lint: ## ruff over the code, and the import layers (import-linter's contracts in pyproject.toml)
 	$(PY) -m ruff check analysis workflows kernels tests nsight_workflows

@@ -84,11 +84,20 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--battery", action="store_true",
+                     help="also run the tests marked battery (the generated battery's "
+                     "captures, a minute each: make test-battery)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    later = pytest.mark.skip(reason="the generated battery: make test-battery")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip)
+        if "battery" in item.keywords and not config.getoption("--battery"):
+            item.add_marker(later)
 
 
 @pytest.fixture(scope="session")

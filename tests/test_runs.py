@@ -447,3 +447,36 @@ def test_sampled_line_windows_centre_one_interval_on_each_sample() -> None:
                                                          (3_500, 4_500))
     assert line_windows(py, {MAIN}, {("step", 20)}) == ()
     assert line_windows(py, set(), {("make", 20)}) == ()
+
+
+@pytest.mark.parametrize(("short", "demangled_share", "fires"),
+                         [("ampere_sgemm_128x64_nn", 0.0, True), ("Kernel2", 0.9, True),
+                          ("Kernel2", 0.05, False)])
+def test_fp32_gemms_are_found_by_short_or_demangled_name(short: str, demangled_share: float,
+                                                         fires: bool) -> None:
+    """cuBLAS's fp32 GEMMs carry their type in the short name; CUTLASS's SIMT sgemm is
+    `Kernel2` there and `cutlass::Kernel2<cutlass_80_simt_sgemm_...>` demangled: the rule
+    asks the modeled steps' demangled names where the short name says nothing."""
+    from analysis.diagnosis.rules import run_rules
+    from analysis.diagnosis.rules.registry import REGISTRY, Context
+    from analysis.documents.entries import KernelStat
+
+    doc = analyzed("loops_ab/trace")
+    name = "nofill/step"
+    e = {x.name: x for x in doc.ranges}[name]
+    n = e.wall_instances
+    gemm = KernelStat(short, n, n * 900_000, 900_000.0, 900_000, 900_000)
+    other = KernelStat("vectorized_elementwise_kernel", n, n * 100_000, 100_000.0, 1, 1)
+    entries = [dataclasses.replace(x, kernels=[gemm, other], kernel_time_ns=n * 1_000_000)
+               if x.name == name else x for x in doc.ranges]
+    asked = []
+
+    def kernels(path: str, pattern: str) -> tuple[float, float, float]:
+        asked.append((path, pattern))
+        return 1.0, demangled_share * 1e6, 1e6
+    ctx = Context(systems=dataclasses.replace(doc, ranges=entries), kernels=kernels)
+    found = [f for f in run_rules.fp32_gemm(REGISTRY["fp32_gemm"], ctx) if f.range == name]
+    assert len(found) == int(fires)
+    assert bool(asked) == (short == "Kernel2")
+    if fires:
+        assert found[0].kernel == short and "fp32 GEMMs" in found[0].message

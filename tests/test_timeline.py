@@ -140,15 +140,33 @@ def test_every_loop_replays_to_its_run_time(capture: str) -> None:
     """Every loop range of every committed capture carries its critical path as it runs,
     summing to its run time (the runs' spans) within 2%, and its replayed run time within
     5% of it."""
+    loops = _replayed_loops(capture)
+    assert loops or capture not in WITH_LOOPS
+
+
+BATTERY = sorted(p.parent.name for p in (DATA / "battery_gen").glob("gen_*/trace.sqlite.xz"))
+
+
+@pytest.mark.battery
+@pytest.mark.parametrize("seed", BATTERY)
+def test_every_battery_loop_replays_to_its_run_time(seed: str) -> None:
+    """The same of every loop of the generated battery's captures (a minute each to
+    analyze on the 2-core machine: `make test-battery`, not the default suite)."""
+    assert len(_replayed_loops(f"battery_gen/{seed}/trace")) >= 40
+
+
+def _replayed_loops(capture: str) -> list:
+    """The capture's modeled loops, each checked: its critical path sums to its run time
+    within 2%, its replay within 5%."""
     doc = analyzed(capture)
     loops = [e for e in doc.ranges if e.modeled_instances]
-    assert loops or capture not in WITH_LOOPS
     for e in loops:
         run = e.run_per_instance_ns * e.run_instances
         assert set(e.critical_path_ns) <= set(CATEGORIES)
         assert abs(sum(e.critical_path_ns.values()) - run) <= 0.02 * run, e.name
         assert abs(e.replayed_run_ns - run) <= 0.05 * run, e.name
         assert e.modeled_instances <= min(e.wall_instances, 16 + TAIL_KEEP)
+    return loops
 
 
 def test_the_item_sync_loop_runs_through_the_backward_thread_and_the_sync() -> None:

@@ -15,7 +15,6 @@ from typing import Any
 from ...common.names import APART_TAGS, apart_prefix
 from ...common.settings import (
     FINDING_MIN_PCT,
-    FP32_GEMM_PCT,
     HOST_IDLE_PCT,
     HOST_OUTSIDE_PCT,
     INPUT_BUSY_PCT,
@@ -31,12 +30,9 @@ from ...common.settings import (
 )
 from ...documents.types import Finding, RangeEntry
 from ..pricing import SYNC_SAID
-from ..roofline import datasheet
 from .lines import SYNC_CALLS, pick
 from .registry import ONCE, Context, Rule, rule
 
-FP32_GEMM = re.compile(r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm", re.I)
-"""cuBLAS / CUTLASS fp32 GEMMs on the CUDA cores (FFMA): no tensor cores."""
 CUDNN = re.compile(r"cudnn|fmha|flash", re.I)
 
 
@@ -349,37 +345,6 @@ def host_bound(r: Rule, ctx: Context) -> list[Finding]:
                       e.host_cpu_ns, "host_os_ns": e.host_os_ns, **nested_evidence(inner)},
             suggestion="move the host work out of the loop or overlap it with the GPU "
             "(prepare ahead, another thread or process); profile it with CPU samples"))
-    return out
-
-
-@rule("fp32_gemm", "systems", "warning",
-      "fp32 GEMMs on the CUDA cores (cuBLAS `sgemm` / `*_f32f32_*_ffma_*` kernels) hold at "
-      "least `kernel_pct` of a loop's kernel time", {"kernel_pct": FP32_GEMM_PCT},
-      change="faster_kernels")
-def fp32_gemm(r: Rule, ctx: Context) -> list[Finding]:
-    gpu = ctx.systems.source.gpus[0].name if ctx.systems and ctx.systems.source.gpus else None
-    fp32, tf32 = datasheet(gpu, "float32")[0], datasheet(gpu, "tfloat32")[0]
-
-    def gemm_ns(e: RangeEntry) -> int:
-        return sum(k.total_ns for k in e.kernels if FP32_GEMM.search(k.name))
-
-    out = []
-    for path, inner in found_loops(ctx, lambda e: e.kernel_time_ns and gemm_ns(e) * 100
-                              >= FP32_GEMM_PCT * e.kernel_time_ns).items():
-        e = ctx.entries[path]
-        ns = gemm_ns(e)
-        names = sorted({k.name for k in e.kernels if FP32_GEMM.search(k.name)})
-        out.append(r.finding(
-            range=path, kernel=names[0], iterations=e.wall_instances,
-            message=f"{path} spends {per(e, ns) / 1e6:,.2f} ms per iteration "
-            f"({100.0 * ns / e.kernel_time_ns:.0f}% of its kernel time) in fp32 GEMMs on "
-            "the CUDA cores, without tensor cores.",
-            evidence={"gemm_ns": ns, "kernels": names[:5], "fp32_peak_flops": fp32,
-                      "tf32_peak_flops": tf32, **nested_evidence(inner)},
-            suggestion="let fp32 matmuls use TF32 tensor cores: "
-            "torch.set_float32_matmul_precision('high') (or "
-            "torch.backends.cuda.matmul.allow_tf32 = True), or run them in bf16 under "
-            "torch.autocast"))
     return out
 
 

@@ -2,11 +2,12 @@
 the cause. A Python thread holding the GIL while the loop's thread waits for it,
 host-to-device copies in line with the kernels on the compute stream, a loop that waits
 for its DataLoader's workers (named by the user's `for` line in the samples), a batch
-built from Python data on its thread, slow steps in its tail, fills of buffers and tensors
-grown by concatenation. Each reports its cause
-once, on the outermost loop where it holds, and leaves the saving to the replay
-(loops/changes.py: `no_gil`, `prefetch`, `input_ahead`, `host_ahead`, `no_fill`,
-`one_cat`, `batch_on_device`).
+built from Python data on its thread, slow steps in its tail, fp32 GEMMs without tensor
+cores, fills of buffers and tensors grown by concatenation (kernels named by their
+demangled names in the modeled steps where the short name says nothing). Each reports its
+cause once, on the outermost loop where it holds, and leaves the saving to the replay
+(loops/changes.py: `no_gil`, `prefetch`, `input_ahead`, `batch_on_device`, `host_ahead`,
+`faster_kernels`, `no_fill`, `one_cat`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from ...common.settings import (
     CAT_MIN_PER_STEP,
     COPY_PATH_MIN_PCT,
     FILL_MIN_PCT,
+    FP32_GEMM_PCT,
     GIL_MIN_PCT,
     INPUT_WAIT_MIN_PCT,
     SLOW_TAIL_PCT,
 )
 from ...documents.types import Finding, KernelStat, PyLine, RangeEntry
 from ...trace.pylines import LOADER_CALLS
-from .host_rules import found_loops, loops, nested_evidence
+from ..roofline import datasheet
+from .host_rules import found_loops, loops, nested_evidence, per
 from .registry import Context, Rule, rule
 
 
@@ -216,6 +219,51 @@ def slow_step(r: Rule, ctx: Context) -> list[Finding]:
             "checkpoint (torch.distributed.checkpoint.async_save, or a copy to pinned "
             "memory saved by another thread), evaluation in another process or less often"}
     return per_loop(r, ctx, _slow, make)
+
+
+FP32_GEMM = re.compile(r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm", re.I)
+"""cuBLAS / CUTLASS fp32 GEMMs on the CUDA cores (FFMA): no tensor cores."""
+
+
+@rule("fp32_gemm", "systems", "warning",
+      "fp32 GEMMs on the CUDA cores (cuBLAS `sgemm` / `*_f32f32_*_ffma_*` kernels, by short "
+      "or demangled name) hold at least `kernel_pct` of a loop's kernel time",
+      {"kernel_pct": FP32_GEMM_PCT}, change="faster_kernels")
+def fp32_gemm(r: Rule, ctx: Context) -> list[Finding]:
+    gpu = ctx.systems.source.gpus[0].name if ctx.systems and ctx.systems.source.gpus else None
+    fp32, tf32 = datasheet(gpu, "float32")[0], datasheet(gpu, "tfloat32")[0]
+    found = {e.name: _gemms(ctx, e) for e in loops(ctx)}
+
+    out = []
+    for path, inner in found_loops(ctx, lambda e: found[e.name][1] and found[e.name][0] * 100
+                              >= FP32_GEMM_PCT * found[e.name][1]).items():
+        e = ctx.entries[path]
+        ns, total, names = found[path]
+        out.append(r.finding(
+            range=path, kernel=names[0], iterations=e.wall_instances,
+            message=f"{path} spends {ns / 1e6:,.2f} ms per iteration ({100.0 * ns / total:.0f}% "
+            "of its kernel time) in fp32 GEMMs on the CUDA cores, without tensor cores.",
+            evidence={"gemm_ns": ns * e.wall_instances, "kernels": names[:5],
+                      "fp32_peak_flops": fp32, "tf32_peak_flops": tf32,
+                      **nested_evidence(inner)},
+            suggestion="let fp32 matmuls use TF32 tensor cores: "
+            "torch.set_float32_matmul_precision('high') (or "
+            "torch.backends.cuda.matmul.allow_tf32 = True), or run them in bf16 under "
+            "torch.autocast"))
+    return out
+
+
+def _gemms(ctx: Context, e: RangeEntry) -> tuple[float, float, list[str]]:
+    """(fp32 GEMM ns, all kernel ns) per iteration and the GEMMs' names: by short name, else,
+    where a short name says nothing (CUTLASS's `Kernel2`), by the demangled names in the
+    loop's modeled steps (`cutlass::Kernel2<cutlass_80_simt_sgemm_...>`)."""
+    names = sorted({k.name for k in e.kernels if FP32_GEMM.search(k.name)})
+    generic = sorted({k.name for k in e.kernels if re.fullmatch(r"Kernel\d*", k.name)})
+    if names or not generic or ctx.kernels is None:
+        return (per(e, sum(k.total_ns for k in e.kernels if k.name in names)),
+                per(e, e.kernel_time_ns), names)
+    _, ns, total = ctx.kernels(e.name, FP32_GEMM.pattern)
+    return ns, total, generic
 
 
 FILL = r"FillFunctor|fill_kernel"
