@@ -325,7 +325,7 @@ def cat_in_loop(r: Rule, ctx: Context) -> list[Finding]:
         return {
             "message": f"{e.name} grows a tensor by concatenation: {n:,.0f} torch.cat "
             f"kernels an instance, from {min(k.min_ns for k in cats) / 1e3:,.1f} to "
-            f"{max(k.max_ns for k in cats) / 1e3:,.1f} us: each copies everything "
+            f"{max(k.max_ns for k in cats) / 1e3:,.1f} µs: each copies everything "
             "concatenated so far, and each is an op launched from Python.",
             "evidence": {"kernels": [k.name for k in cats], "per_instance": n,
                          "kernel_ns": sum(k.total_ns for k in cats)},
