@@ -480,3 +480,28 @@ def test_fp32_gemms_are_found_by_short_or_demangled_name(short: str, demangled_s
     assert bool(asked) == (short == "Kernel2")
     if fires:
         assert found[0].kernel == short and "fp32 GEMMs" in found[0].message
+
+
+def test_a_blocking_calls_line_is_the_one_sampled_inside_it() -> None:
+    """The user's lines the thread was sampled on inside its blocking calls, whatever the
+    call below them (a boolean mask names none), counted per line; samples outside the
+    calls or on other threads left out; locate names the line most sampled inside."""
+    from collections import Counter
+
+    from analysis.diagnosis.rules.lines import inside
+    from analysis.documents.entries import PyLine
+    from analysis.load.nsys_pysamples import PySamples
+    from analysis.trace.pylines import lines_inside
+
+    mask = (("/home/u/train.py", "step", 74),)
+    fwd = (("/usr/lib/python3/site-packages/torch/nn/modules/linear.py", "forward", 9),
+           ("/home/u/train.py", "step", 71))
+    samples = pd.DataFrame({"global_tid": [MAIN, MAIN, MAIN, OTHER, MAIN],
+                            "time_ns": [100, 250, 400, 260, 900], "stack": [1, 0, 0, 0, 1]})
+    py = PySamples(samples=samples, stacks=[mask, fwd])
+    spans = np.array([[200, 300], [380, 420]], dtype=np.int64)
+    got = lines_inside(py, {MAIN}, spans)
+    assert got == Counter({("step", 74): 2})
+    kept = [PyLine("train.py", 71, "step", "torch.nn.modules.linear.forward", "", 6, 60.0),
+            PyLine("train.py", 74, "step", "", "z = x[x > 0]", 4, 40.0)]
+    assert inside(kept, got).line == 74 and inside(kept, Counter()) is None

@@ -295,7 +295,7 @@ def _priced_by(pricer: Pricer | None, pid: int | None) -> dict:
     if pricer is None:
         return {}
     return {name: functools.partial(getattr(pricer, name), pid=pid)
-            for name in ("price", "syncs", "why_not", "kernels")}
+            for name in ("price", "syncs", "why_not", "kernels", "blocked")}
 
 
 def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],

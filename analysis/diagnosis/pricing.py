@@ -26,7 +26,7 @@ from ..loops.changes import Change, saving
 from ..loops.edits import launchers, named_ops
 from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
-from ..trace.pylines import line_windows, wait_windows
+from ..trace.pylines import line_windows, lines_inside, wait_windows
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
 
@@ -74,6 +74,28 @@ class Pricer:
         """When the range's threads waited for a DataLoader's next batch (Python samples,
         pylines.wait_windows)."""
         return wait_windows(self.models.py_samples(), self.threads(path, pid))
+
+    def blocked(self, path: str, kind: str, pid: int | None = None) -> Counter:
+        """The user's lines ((function, line)) the range's thread was sampled on inside its
+        blocking calls of a `kind` ("sync": synchronize calls and blocking copies; "copy":
+        the copy calls, a pageable one blocking in the call itself) in its loop's modeled
+        steps, within the range's instances: where the user's code waits, whatever call it
+        made."""
+        key = self.modeled_key(path, pid)
+        if key is None:
+            return Counter()
+        w = np.array(self.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
+        spans = []
+        for g in self.models.graphs(key):
+            n = len(g.calls)
+            hit = np.array(g.label[:n]) == "sync" if kind == "sync" else \
+                g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
+            calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
+            lo, hi = g.start[calls], g.end[calls]
+            inside = ((lo[:, None] >= w[:, 0]) & (lo[:, None] < w[:, 1])).any(1)
+            spans += list(zip(lo[inside].tolist(), hi[inside].tolist(), strict=True))
+        return lines_inside(self.models.py_samples(), self.threads(path, pid),
+                            np.array(sorted(spans), dtype=np.int64).reshape(-1, 2))
 
     def syncs(self, path: str, pid: int | None = None) -> Counter:
         """What the blocking calls of a range's steps are (sync_kinds over its loop's

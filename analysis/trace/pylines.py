@@ -25,6 +25,7 @@ import ast
 import builtins
 import linecache
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -270,6 +271,27 @@ def line_windows(py: PySamples, tids: set[int], lines: set[tuple[str, int]]
     t, step = _sampled(py, tids, hit)
     half = int(step // 2)
     return tuple((int(x) - half, int(x) + half) for x in t.tolist())
+
+
+def lines_inside(py: PySamples, tids: set[int], spans: np.ndarray) -> Counter:
+    """The user's lines ((function, line number)) the threads `tids` were sampled on inside
+    the spans ((start, end) rows: the calls where the thread blocked), by samples: the
+    line that made the call, whatever CUDA pattern the call shows."""
+    s = py.samples
+    if not len(s) or not tids or not len(spans):
+        return Counter()
+    s = s[s["global_tid"].isin(list(tids)).to_numpy()].sort_values("time_ns", kind="stable")
+    times, stacks = s["time_ns"].to_numpy(), s["stack"].to_numpy()
+    lo = np.searchsorted(times, spans[:, 0], side="left")
+    hi = np.searchsorted(times, spans[:, 1], side="right")
+    out: Counter = Counter()
+    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+        for k in stacks[a:b].tolist():
+            stack = py.stacks[k]
+            user = user_frame(stack)
+            if user is not None:
+                out[(stack[user][1], stack[user][2])] += 1
+    return out
 
 
 def _sampled(py: PySamples, tids: set[int], hit: Callable[[tuple[Frame, ...]], bool]

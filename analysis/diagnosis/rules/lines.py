@@ -2,7 +2,9 @@
 
 After the rules ran, each finding of LINE_RULES gets the line of the user's code its
 range's thread was sampled on most (of the lines whose library call fits the rule, when
-one does: a sync finding names the `.item()` line, not the forward's, or none), with its share
+one does: a sync finding names the `.item()` line, not the forward's, or none; a finding
+on calls the thread blocks in, first the line sampled inside those calls, whatever its
+call: a boolean mask's `x[x > 0]` names no library call), with its share
 of the range's Python samples and the call; where that call has a remedy of its own
 (REMEDIES), it leads the suggestion. A capture without Python samples says how to get
 them.
@@ -11,7 +13,8 @@ them.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 
 from ...documents.types import Finding, PyLine, RangeEntry, SystemsDoc, entry_column
 
@@ -58,10 +61,18 @@ HOW = ("Python samples (make systems SAMPLE=cpu) would name the line of your cod
        "spends it.")
 
 
+BLOCKING_RULES = {"sync_in_loop": "sync", "readback_in_loop": "copy", "pageable_copy": "copy"}
+"""Rules whose cause is a call the thread blocks in (Pricer.blocked's kinds: synchronize
+calls, copy calls): their line is first the one the thread was sampled on inside those
+calls (`blocked`), then the one whose call fits."""
+
+
 def locate(found: list[Finding], systems: SystemsDoc | None,
-           entries: Mapping[str, RangeEntry]) -> None:
+           entries: Mapping[str, RangeEntry],
+           blocked: Callable[[str, str], Counter] | None = None) -> None:
     """Name the user's line in each host-side finding (see the module doc): `entries` are
-    the systems document's ranges by path."""
+    the systems document's ranges by path; `blocked(path)`: the lines sampled inside the
+    range's blocking calls of a kind (Pricer.blocked), for BLOCKING_RULES."""
     if not any(f.rule in LINE_RULES and f.range for f in found):
         return
     sampled = any(entry_column(systems.ranges, "py_samples")) if systems else False
@@ -73,6 +84,8 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
             f.message += " " + HOW
             continue
         line = pick(e.lines, LINE_RULES[f.rule])
+        if f.rule in BLOCKING_RULES and blocked is not None:
+            line = inside(e.lines, blocked(f.range, BLOCKING_RULES[f.rule])) or line
         if line is None:
             continue
         f.message += " " + said(e, line)
@@ -88,6 +101,13 @@ def pick(lines: list[PyLine], fits: str) -> PyLine | None:
     if not fits:
         return lines[0] if lines else None
     return next((x for x in lines if x.call and re.search(fits, x.call)), None)
+
+
+def inside(lines: list[PyLine], sampled: Counter) -> PyLine | None:
+    """The range's line sampled most inside its blocking calls (one of its kept lines),
+    or None."""
+    mine = {(x.function, x.line): x for x in lines}
+    return next((mine[k] for k, _ in sampled.most_common() if k in mine), None)
 
 
 def said(e: RangeEntry, line: PyLine) -> str:

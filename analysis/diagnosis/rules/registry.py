@@ -55,6 +55,8 @@ class Context:
     kernels: Callable[[str, str], tuple[float, float, float]] | None = None   # a range's
     # kernels matching a pattern (short or demangled name) per modeled step: count, ns,
     # and all its kernels' ns (Pricer.kernels)
+    blocked: Callable[[str, str], Any] | None = None   # a range's user lines sampled
+    # inside its blocking calls of a kind (Counter of (function, line); Pricer.blocked)
 
     def analyzed_ns(self) -> float:
         """The time savings are weighed against: the wall time of the outermost NVTX
@@ -300,7 +302,7 @@ def run(source: str, ctx: Context) -> list[Finding]:
         f.share_pct = share_pct(f.saving_ns, total)
         f.share_of = SHARE_OF[source]
     if source == "systems":
-        locate(found, ctx.systems, ctx.entries)
+        locate(found, ctx.systems, ctx.entries, ctx.blocked)
     return sorted(found, key=sort_key)
 
 
