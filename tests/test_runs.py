@@ -424,7 +424,7 @@ def test_a_batch_built_in_python_is_named_by_its_lines(same_function_op: bool) -
         assert [f.range for f in found] == ([name] if fires else [])
         if fires:
             ev = found[0].evidence
-            assert [x["line"] for x in ev["build_lines"]] == [20, 19] and ev["build_pct"] == 65
+            assert [x["line"] for x in ev["lines_named"]] == [20, 19] and ev["build_pct"] == 65
             assert "train.py:20" in found[0].suggestion
             assert REGISTRY["batch_in_python"].change == "batch_on_device"
             assert found[0].iterations == (e.run_instances or e.wall_instances)
@@ -505,3 +505,27 @@ def test_a_blocking_calls_line_is_the_one_sampled_inside_it() -> None:
     kept = [PyLine("train.py", 71, "step", "torch.nn.modules.linear.forward", "", 6, 60.0),
             PyLine("train.py", 74, "step", "", "z = x[x > 0]", 4, 40.0)]
     assert inside(kept, got).line == 74 and inside(kept, Counter()) is None
+
+
+def test_tensors_updated_one_by_one_are_named_by_their_line() -> None:
+    """`p.mul_(0.999)` in a loop over tensors (an in-place method call on the user's line)
+    holding a tenth of the loop's samples is per_tensor_ops, priced by foreach and named
+    by its line; the base's `v = v * 0.5 + 1.0` (no method call) is not."""
+    from analysis.diagnosis.rules import run_rules
+    from analysis.diagnosis.rules.registry import REGISTRY, Context
+    from analysis.documents.entries import PyLine
+
+    doc = analyzed("loops_ab/trace")
+    name = "nofill/step"
+    mul = PyLine("train.py", 248, "ema", "p.mul_", "p.mul_(0.999)", 35, 35.0)
+    base = PyLine("train.py", 76, "step", "", "v = v * 0.5 + 1.0", 65, 65.0)
+    for lines, fires in (([base, mul], True), ([base], False)):
+        entries = [dataclasses.replace(x, lines=lines) if x.name == name else x
+                   for x in doc.ranges]
+        ctx = Context(systems=dataclasses.replace(doc, ranges=entries))
+        found = run_rules.per_tensor_ops(REGISTRY["per_tensor_ops"], ctx)
+        assert [f.range for f in found] == ([name] if fires else [])
+        if fires:
+            assert [x["line"] for x in found[0].evidence["lines_named"]] == [248]
+            assert found[0].suggestion.startswith("at train.py:248: ")
+    assert REGISTRY["per_tensor_ops"].change == "foreach"

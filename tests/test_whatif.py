@@ -56,7 +56,7 @@ def test_every_change_is_said() -> None:
     assert set(CHANGES) == {"no_sync", "no_break", "no_memory", "host_ahead", "one_graph",
                             "pinned_async", "readback_on_device", "no_building",
                             "faster_kernels", "fused", "prefetch", "no_gil", "input_ahead",
-                            "gpu_fed", "no_fill", "one_cat", "batch_on_device"}
+                            "gpu_fed", "no_fill", "one_cat", "batch_on_device", "foreach"}
 
 
 def _copy_step() -> StepRows:
@@ -290,3 +290,15 @@ def test_batch_on_device_frees_a_copy_its_sampled_windows_meet() -> None:
     assert freed == _saved(rows, 160, Change("host_ahead", windows=((40 * U, 41 * U),)))
     both = _saved(rows, 160, Change("batch_on_device", windows=((20 * U, 60 * U),)))
     assert both == _saved(rows, 160, Change("host_ahead", windows=((20 * U, 60 * U),)))
+
+
+def test_foreach_takes_the_launches_its_sampled_windows_meet() -> None:
+    """Three per-tensor launches with CPU time between them (0-5, 8-13, 16-21, host-bound:
+    each 1 µs kernel starts just after its launch returns): made as one multi-tensor op
+    over a window meeting all three, their launches and the CPU between them go; host_ahead
+    over the same window takes the CPU time only."""
+    rows = _step([(0, 5, 1, LAUNCH), (8, 13, 2, LAUNCH), (16, 21, 3, LAUNCH)],
+                 [_kernel(6, 7, 1), _kernel(14, 15, 2), _kernel(22, 23, 3)])
+    w = ((0, 22 * U),)
+    cpu = _saved(rows, 30, Change("host_ahead", windows=w))
+    assert _saved(rows, 30, Change("foreach", windows=w)) > cpu > 0

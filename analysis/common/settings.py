@@ -88,6 +88,9 @@ BUILD_MIN_PCT = 10.0
 """batch_in_python: the lines that build a tensor from Python data (torch.tensor of a list,
 and the lines of the same function before it) hold at least this % of a loop's Python
 samples."""
+PER_TENSOR_MIN_PCT = 10.0
+"""per_tensor_ops: a line updating tensors in place one by one holds at least this % of a
+loop's Python samples."""
 SLOW_TAIL_PCT = 10.0
 """slow_step: a loop whose slow steps (3x its median step or longer) add this share of its
 cost as it runs, or more (the mean step over the median)."""

@@ -144,8 +144,8 @@ class Pricer:
             return Change("host_ahead", windows=given or scope, scope=given or scope)
         if f.change == "input_ahead":
             return Change("input_ahead", windows=self.input_waits(f.range, pid), scope=scope)
-        if f.change == "batch_on_device":          # where the samples ran the named lines
-            lines = {(x["function"], int(x["line"])) for x in ev.get("build_lines") or ()}
+        if f.change in ("batch_on_device", "foreach"):   # where the samples ran the lines
+            lines = {(x["function"], int(x["line"])) for x in ev.get("lines_named") or ()}
             return Change(f.change, windows=line_windows(
                 self.models.py_samples(), self.threads(f.range, pid), lines), scope=scope)
         if f.change == "pinned_async":

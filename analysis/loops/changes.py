@@ -44,6 +44,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
     batch_on_device  a batch built on the GPU, not from Python data: host_ahead over the
                    sampling intervals of the lines that built it (their CPU time and
                    blocking copies gone)
+    foreach        per-tensor ops of a Python loop made as one multi-tensor op: the
+                   same over the sampling intervals of their line, its launches gone too
     gpu_fed        the GPU never waits for the host: each operation follows the one before
                    it on its stream, not the call that launched it (the most any host-side
                    fix of idle gaps can give)
@@ -73,7 +75,10 @@ from .edits import (
     launcher,
     launchers,
     named_ops,
+    near,
     on_thread,
+    overlap,
+    within,
 )
 from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, THREAD, Graph
 from .replay import offsets, replay, unchanged
@@ -134,6 +139,8 @@ CHANGES = {
     "batch_on_device": "the step replayed with its batch built on the GPU: the CPU time "
                        "of the lines that built it from Python data (as sampled) gone, "
                        "its copies asynchronous",
+    "foreach": "the step replayed with its per-tensor ops made as one multi-tensor op "
+               "(torch._foreach_*): the CPU time and launches of their line (as sampled) gone",
     "gpu_fed": "the step replayed with a GPU that never waits for the host: each operation "
                "right after the one before it on its stream (the most a fix of the idle "
                "gaps can give)",
@@ -160,7 +167,7 @@ def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
 def _scoped_edges(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
     """The edges into nodes of the scope (see the module doc); a STEP edge by its
     source."""
-    inside = np.isin(g.kind, (CALL, OS)) & _within(g.start, _near(scope, g.lo, g.hi))
+    inside = np.isin(g.kind, (CALL, OS)) & within(g.start, near(scope, g.lo, g.hi))
     if len(g.ops):
         ops0 = len(g.calls)
         launcher = launchers(g, ops0 + np.arange(len(g.ops)))
@@ -168,21 +175,6 @@ def _scoped_edges(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
     src, dst, kind = edges(g)
     node = np.where(kind == STEP, src // 2, dst // 2)
     return inside[node]
-
-
-def _near(windows, lo: int, hi: int) -> np.ndarray:
-    """The windows ((start, end) pairs on the clock) that meet [lo, hi], as an (n, 2)
-    array: a range's instances over the whole trace, cut to the few a step can touch."""
-    w = np.asarray(windows, dtype=np.int64).reshape(-1, 2)
-    return w[(w[:, 1] >= lo) & (w[:, 0] <= hi)]
-
-
-def _within(times: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Whether each time lies in one of the windows `w` (_near's array)."""
-    out = np.zeros(len(times), dtype=bool)
-    for a, b in w.tolist():
-        out |= (times >= a) & (times <= b)
-    return out
 
 
 def _no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -232,24 +224,23 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
     there asynchronous."""
     src, dst, kind = edges(g)
     pts = g.points
-    w = _near(change.windows, int(pts.min()), int(pts.max()))
+    w = near(change.windows, int(pts.min()), int(pts.max()))
     mine = g.thread[dst // 2] == g.tid
     held = mine & (np.isin(kind, (PROGRAM, THREAD)) | ((kind == OWN) & (g.kind[dst // 2] == OS)))
-    cut = _overlap(pts[src], pts[dst], w)
+    cut = overlap(pts[src], pts[dst], w)
     off[held] = np.maximum(off[held] - cut[held], 0)
     keep &= ~((kind == THREAD) & mine & (cut > 0))     # nor waits for another thread there
     copies = on_thread(g, calls_named(g, r"Memcpy|Memset"))
-    met = _overlap(g.start[copies], g.end[copies], w) > 0 if change.name == "batch_on_device" \
-        else _within(g.start[copies], w)       # sampled windows: a copy they meet
+    met = overlap(g.start[copies], g.end[copies], w) > 0 if change.name in SAMPLED \
+        else within(g.start[copies], w)       # sampled windows: a copy they meet
     free(g, off, keep, copies[met])
+    if change.name == "foreach":               # the per-tensor launches made as one
+        launches = on_thread(g, np.flatnonzero(np.array(g.label[:len(g.calls)]) == "launch"))
+        gone(g, off, launches[overlap(g.start[launches], g.end[launches], w) > 0])
 
 
-def _overlap(lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """How much of each span [lo, hi] lies inside the windows `w` (_near's array), ns."""
-    out = np.zeros(len(lo), dtype=np.int64)
-    for a, b in w.tolist():
-        out += np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0, None)
-    return out
+SAMPLED = ("batch_on_device", "foreach")
+"""Changes whose windows are sampling intervals: a call they meet is the lines' call."""
 
 
 def _one_graph(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -393,7 +384,7 @@ APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
     "faster_kernels": _faster_kernels, "fused": _faster_kernels, "prefetch": _prefetch,
     "no_fill": _no_fill, "one_cat": _one_cat,
     "no_gil": _no_gil,
-    "input_ahead": _host_ahead, "batch_on_device": _host_ahead,
+    "input_ahead": _host_ahead, "batch_on_device": _host_ahead, "foreach": _host_ahead,
     "gpu_fed": _gpu_fed}
 
 

@@ -102,3 +102,26 @@ def dispatch(g: Graph, calls: np.ndarray) -> np.ndarray:
         elif g.label[node] == "launch":
             since = []
     return np.array(out, dtype=np.int64)
+
+
+def near(windows, lo: int, hi: int) -> np.ndarray:
+    """The windows ((start, end) pairs on the clock) that meet [lo, hi], as an (n, 2)
+    array: a range's instances over the whole trace, cut to the few a step can touch."""
+    w = np.asarray(windows, dtype=np.int64).reshape(-1, 2)
+    return w[(w[:, 1] >= lo) & (w[:, 0] <= hi)]
+
+
+def within(times: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Whether each time lies in one of the windows `w` (near's array)."""
+    out = np.zeros(len(times), dtype=bool)
+    for a, b in w.tolist():
+        out |= (times >= a) & (times <= b)
+    return out
+
+
+def overlap(lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """How much of each span [lo, hi] lies inside the windows `w` (near's array), ns."""
+    out = np.zeros(len(lo), dtype=np.int64)
+    for a, b in w.tolist():
+        out += np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0, None)
+    return out

@@ -308,11 +308,13 @@ def run(source: str, ctx: Context) -> list[Finding]:
 
 SUPERSEDES = {"input_wait": ("host_bound", "launch_bound", "slow_step"),
               "gil_contention": ("host_bound", "launch_bound", "slow_step"),
-              "batch_in_python": ("host_bound", "input_starved")}
+              "batch_in_python": ("host_bound", "input_starved"),
+              "per_tensor_ops": ("host_bound", "launch_bound")}
 """A cause that explains a symptom on the same range: the symptom's finding is left out
 (a loop waiting for its DataLoader, or for the GIL, is host-bound because of it, and its
 steps are slow where the workers or the other thread fall behind; a range that builds its
-batch from Python data is the input that starves the loop, named by its lines)."""
+batch from Python data is the input that starves the loop, named by its lines; one that
+updates tensors one by one is launch-bound because of that line)."""
 
 
 def superseded(found: list[Finding]) -> list[Finding]:

@@ -24,6 +24,7 @@ from ...common.settings import (
     FP32_GEMM_PCT,
     GIL_MIN_PCT,
     INPUT_WAIT_MIN_PCT,
+    PER_TENSOR_MIN_PCT,
     SLOW_TAIL_PCT,
 )
 from ...documents.types import Finding, KernelStat, PyLine, RangeEntry
@@ -182,15 +183,51 @@ def batch_in_python(r: Rule, ctx: Context) -> list[Finding]:
             f", ending in {top.call} at {top.file}:{top.line} in {top.function}"
             + (f" (`{top.code}`)" if top.code else "") + ": the values are made one by one "
             "on the loop's thread and copied from pageable memory.",
-            "evidence": {"build_pct": pct, "run_ns": run_ns(e), "build_lines": [
-                {"file": ln.file, "line": ln.line, "function": ln.function,
-                 "call": ln.call, "pct": ln.pct} for ln in lines]},
+            "evidence": {"build_pct": pct, "run_ns": run_ns(e), "lines_named": _brief(lines)},
             "suggestion": f"at {top.file}:{top.line}: build the batch on the GPU "
             "(torch.rand, torch.randint, torch.arange and tensor ops on device=...), or in "
             "DataLoader workers (num_workers=N, pin_memory=True), not value by value in "
             "Python"}
     return per_loop(r, ctx, lambda e: any(BUILD.match(ln.call or "") for ln in e.lines)
                     and sum(ln.pct for ln in build_lines(e)) >= BUILD_MIN_PCT, make)
+
+
+def _brief(lines: list[PyLine]) -> list[dict]:
+    """The lines a finding's change acts on (Pricer.change_of reads function and line)."""
+    return [{"file": ln.file, "line": ln.line, "function": ln.function, "call": ln.call,
+             "pct": ln.pct} for ln in lines]
+
+
+PER_TENSOR = re.compile(r"\.(?:mul|add|sub|div|addcmul|addcdiv|lerp|copy|zero|clamp|"
+                        r"mul_scalar|sqrt|exp|neg)_$")
+"""An in-place tensor method called from the user's line (`p.mul_(0.999)`): in a loop over
+tensors, one op and one launch each, where torch._foreach_* makes one of them all."""
+
+
+def per_tensor_lines(e: RangeEntry) -> list[PyLine]:
+    """The range's sampled lines that update a tensor in place (PER_TENSOR)."""
+    return [ln for ln in e.lines if PER_TENSOR.search(ln.call or "")]
+
+
+@rule("per_tensor_ops", "systems", "warning",
+      "a line of the loop updates tensors in place one by one (`p.mul_(...)` in a Python "
+      "loop over tensors: an op and a launch each) in at least `line_pct` of its Python "
+      "samples", {"line_pct": PER_TENSOR_MIN_PCT}, change="foreach")
+def per_tensor_ops(r: Rule, ctx: Context) -> list[Finding]:
+    def make(e: RangeEntry) -> dict:
+        lines = per_tensor_lines(e)
+        top, pct = lines[0], sum(ln.pct for ln in lines)
+        return {
+            "message": f"{e.name} updates tensors one by one: {pct:.0f}% of its Python "
+            f"samples on {top.file}:{top.line} in {top.function}"
+            + (f" (`{top.code}`)" if top.code else "") + f", in {top.call}: each tensor "
+            "is an op dispatched from Python and a kernel launched on its own.",
+            "evidence": {"line_pct": pct, "run_ns": run_ns(e), "lines_named": _brief(lines)},
+            "suggestion": f"at {top.file}:{top.line}: update the list at once with "
+            "torch._foreach_* (torch._foreach_mul_(tensors, 0.999), _foreach_add_, "
+            "_foreach_lerp_), or the optimizer's foreach=True / fused=True"}
+    return per_loop(r, ctx, lambda e: sum(ln.pct for ln in per_tensor_lines(e))
+                    >= PER_TENSOR_MIN_PCT, make)
 
 
 def _slow(e: RangeEntry) -> bool:

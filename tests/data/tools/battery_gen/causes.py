@@ -362,7 +362,7 @@ CATALOGUE: tuple[Cause, ...] = (
           _py_batch_fixed),
     Cause("input_on_thread", ("host_bound", "input_starved"), _prep_setup, _prep,
           _prep_fixed),
-    Cause("small_ops", ("launch_bound", "host_bound"), _small_setup, _small_ops,
+    Cause("small_ops", ("launch_bound", "host_bound", "per_tensor_ops"), _small_setup, _small_ops,
           _small_ops_fixed),
     Cause("adam_single", ("launch_bound", "host_bound"), _adam_setup, _adam, _adam_fixed),
     Cause("checkpoint", ("slow_step",), _save_setup, _save, _nothing),
