@@ -396,6 +396,19 @@ def test_a_sync_is_removed_as_the_users_call_says(call: str, change: str) -> Non
     assert sync_change(dataclasses.replace(e, lines=[])) == "no_sync"
 
 
+def _found_with_lines(rule: str, name: str, lines: list) -> list:
+    """The rule's findings on loops_ab's document with `lines` as the range `name`'s
+    sampled lines."""
+    from analysis.diagnosis.rules import run_rules
+    from analysis.diagnosis.rules.registry import REGISTRY, Context
+
+    doc = analyzed("loops_ab/trace")
+    entries = [dataclasses.replace(x, lines=lines) if x.name == name else x
+               for x in doc.ranges]
+    ctx = Context(systems=dataclasses.replace(doc, ranges=entries))
+    return getattr(run_rules, rule)(REGISTRY[rule], ctx)
+
+
 def _batch_lines(same_function_op: bool):
     from analysis.documents.entries import PyLine
 
@@ -410,17 +423,12 @@ def test_a_batch_built_in_python_is_named_by_its_lines(same_function_op: bool) -
     """A loop whose samples fall on `torch.tensor` of a list and on the line of the same
     function that makes the values is named by those lines (the forward's `torch.relu`
     is never one, even in that function); a loop without such a call gets no finding."""
-    from analysis.diagnosis.rules import run_rules
-    from analysis.diagnosis.rules.registry import REGISTRY, Context
+    from analysis.diagnosis.rules.registry import REGISTRY
 
-    doc = analyzed("loops_ab/trace")
     name = "nofill/step"
-    e = {x.name: x for x in doc.ranges}[name]
+    e = {x.name: x for x in analyzed("loops_ab/trace").ranges}[name]
     for lines, fires in ((_batch_lines(same_function_op), True), (_batch_lines(False)[1:], False)):
-        entries = [dataclasses.replace(x, lines=lines) if x.name == name else x
-                   for x in doc.ranges]
-        ctx = Context(systems=dataclasses.replace(doc, ranges=entries))
-        found = run_rules.batch_in_python(REGISTRY["batch_in_python"], ctx)
+        found = _found_with_lines("batch_in_python", name, lines)
         assert [f.range for f in found] == ([name] if fires else [])
         if fires:
             ev = found[0].evidence
@@ -511,19 +519,14 @@ def test_tensors_updated_one_by_one_are_named_by_their_line() -> None:
     """`p.mul_(0.999)` in a loop over tensors (an in-place method call on the user's line)
     holding a tenth of the loop's samples is per_tensor_ops, priced by foreach and named
     by its line; the base's `v = v * 0.5 + 1.0` (no method call) is not."""
-    from analysis.diagnosis.rules import run_rules
-    from analysis.diagnosis.rules.registry import REGISTRY, Context
+    from analysis.diagnosis.rules.registry import REGISTRY
     from analysis.documents.entries import PyLine
 
-    doc = analyzed("loops_ab/trace")
     name = "nofill/step"
     mul = PyLine("train.py", 248, "ema", "p.mul_", "p.mul_(0.999)", 35, 35.0)
     base = PyLine("train.py", 76, "step", "", "v = v * 0.5 + 1.0", 65, 65.0)
     for lines, fires in (([base, mul], True), ([base], False)):
-        entries = [dataclasses.replace(x, lines=lines) if x.name == name else x
-                   for x in doc.ranges]
-        ctx = Context(systems=dataclasses.replace(doc, ranges=entries))
-        found = run_rules.per_tensor_ops(REGISTRY["per_tensor_ops"], ctx)
+        found = _found_with_lines("per_tensor_ops", name, lines)
         assert [f.range for f in found] == ([name] if fires else [])
         if fires:
             assert [x["line"] for x in found[0].evidence["lines_named"]] == [248]

@@ -63,6 +63,17 @@ def per_loop(r: Rule, ctx: Context, test: Callable[[RangeEntry], bool],
     return out
 
 
+def on_lines(r: Rule, ctx: Context, lines_of: Callable[[RangeEntry], list[PyLine]],
+             min_pct: float, make: Callable[[RangeEntry, list[PyLine], float], dict]
+             ) -> list[Finding]:
+    """One finding per outermost loop whose sampled lines `lines_of(e)` hold `min_pct` of
+    its Python samples or more: `make(e, those lines, their share)` gives its fields."""
+    def share(e: RangeEntry) -> float:
+        return sum(ln.pct for ln in lines_of(e))
+    return per_loop(r, ctx, lambda e: share(e) >= min_pct,
+                    lambda e: make(e, lines_of(e), share(e)))
+
+
 def held_by(r: Rule, ctx: Context, category: str, min_pct: float,
             said: Callable[[RangeEntry, float], str], suggestion: str,
             extra: Callable[[RangeEntry], dict] = lambda e: {},
@@ -124,7 +135,7 @@ def copy_on_compute_stream(r: Rule, ctx: Context) -> list[Finding]:
                    also=lambda e: e.host_sync_ns > 0)   # the thread waits for its copies
 
 
-def loader_lines(e: RangeEntry) -> list:
+def loader_lines(e: RangeEntry) -> list[PyLine]:
     """The range's sampled lines that wait for the next batch (LOADER_CALLS)."""
     return [ln for ln in e.lines if LOADER_CALLS.match(ln.call or "")]
 
@@ -134,9 +145,7 @@ def loader_lines(e: RangeEntry) -> list:
       "worker queue's reads under the user's `for` line) in at least `wait_pct` of its "
       "samples", {"wait_pct": INPUT_WAIT_MIN_PCT}, change="input_ahead")
 def input_wait(r: Rule, ctx: Context) -> list[Finding]:
-    def make(e: RangeEntry) -> dict:
-        lines = loader_lines(e)
-        pct = sum(ln.pct for ln in lines)
+    def make(e: RangeEntry, lines: list[PyLine], pct: float) -> dict:
         top = lines[0]
         return {
             "message": f"{e.name} waits for its input: {pct:.0f}% of its Python samples on "
@@ -148,8 +157,7 @@ def input_wait(r: Rule, ctx: Context) -> list[Finding]:
             "suggestion": "more DataLoader workers (num_workers), a cheaper __getitem__ "
             "(tokenize or decode once, ahead of training), persistent_workers=True and a "
             "larger prefetch_factor"}
-    return per_loop(r, ctx, lambda e: sum(ln.pct for ln in loader_lines(e))
-                    >= INPUT_WAIT_MIN_PCT, make)
+    return on_lines(r, ctx, loader_lines, INPUT_WAIT_MIN_PCT, make)
 
 
 BUILD = re.compile(r"^torch\.(?:tensor|as_tensor|from_numpy)$|^Tensor\.new_tensor$")
@@ -173,9 +181,7 @@ def build_lines(e: RangeEntry) -> list[PyLine]:
       "`build_pct` of its Python samples", {"build_pct": BUILD_MIN_PCT},
       change="batch_on_device")
 def batch_in_python(r: Rule, ctx: Context) -> list[Finding]:
-    def make(e: RangeEntry) -> dict:
-        lines = build_lines(e)
-        pct = sum(ln.pct for ln in lines)
+    def make(e: RangeEntry, lines: list[PyLine], pct: float) -> dict:
         top = next(ln for ln in lines if BUILD.match(ln.call or ""))
         return {
             "message": f"{e.name} builds a batch from Python data every step: {pct:.0f}% of "
@@ -188,8 +194,7 @@ def batch_in_python(r: Rule, ctx: Context) -> list[Finding]:
             "(torch.rand, torch.randint, torch.arange and tensor ops on device=...), or in "
             "DataLoader workers (num_workers=N, pin_memory=True), not value by value in "
             "Python"}
-    return per_loop(r, ctx, lambda e: any(BUILD.match(ln.call or "") for ln in e.lines)
-                    and sum(ln.pct for ln in build_lines(e)) >= BUILD_MIN_PCT, make)
+    return on_lines(r, ctx, build_lines, BUILD_MIN_PCT, make)
 
 
 def _brief(lines: list[PyLine]) -> list[dict]:
@@ -214,9 +219,8 @@ def per_tensor_lines(e: RangeEntry) -> list[PyLine]:
       "loop over tensors: an op and a launch each) in at least `line_pct` of its Python "
       "samples", {"line_pct": PER_TENSOR_MIN_PCT}, change="foreach")
 def per_tensor_ops(r: Rule, ctx: Context) -> list[Finding]:
-    def make(e: RangeEntry) -> dict:
-        lines = per_tensor_lines(e)
-        top, pct = lines[0], sum(ln.pct for ln in lines)
+    def make(e: RangeEntry, lines: list[PyLine], pct: float) -> dict:
+        top = lines[0]
         return {
             "message": f"{e.name} updates tensors one by one: {pct:.0f}% of its Python "
             f"samples on {top.file}:{top.line} in {top.function}"
@@ -226,8 +230,7 @@ def per_tensor_ops(r: Rule, ctx: Context) -> list[Finding]:
             "suggestion": f"at {top.file}:{top.line}: update the list at once with "
             "torch._foreach_* (torch._foreach_mul_(tensors, 0.999), _foreach_add_, "
             "_foreach_lerp_), or the optimizer's foreach=True / fused=True"}
-    return per_loop(r, ctx, lambda e: sum(ln.pct for ln in per_tensor_lines(e))
-                    >= PER_TENSOR_MIN_PCT, make)
+    return on_lines(r, ctx, per_tensor_lines, PER_TENSOR_MIN_PCT, make)
 
 
 def _slow(e: RangeEntry) -> bool:
