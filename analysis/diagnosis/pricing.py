@@ -92,7 +92,7 @@ class Pricer:
                 g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
             calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
             lo, hi = g.start[calls], g.end[calls]
-            inside = ((lo[:, None] >= w[:, 0]) & (lo[:, None] < w[:, 1])).any(1)
+            inside = _started_in(lo, w)
             spans += list(zip(lo[inside].tolist(), hi[inside].tolist(), strict=True))
         return lines_inside(self.models.py_samples(), self.threads(path, pid),
                             np.array(sorted(spans), dtype=np.int64).reshape(-1, 2))
@@ -226,9 +226,12 @@ def _kernel_time(g: Graph, pattern: str, windows) -> tuple[int, int, int]:
     if windows:
         launched = launchers(g, kernel)
         t = np.where(launched >= 0, g.start[np.maximum(launched, 0)], -1)
-        w = np.array(windows, dtype=np.int64)
-        inside = ((t[:, None] >= w[:, 0]) & (t[:, None] < w[:, 1])).any(1)
-        kernel = kernel[inside]
+        kernel = kernel[_started_in(t, np.array(windows, dtype=np.int64))]
     hit = np.intersect1d(kernel, named_ops(g, pattern))
     ns = g.end - g.start
     return len(hit), int(ns[hit].sum()), int(ns[kernel].sum())
+
+
+def _started_in(t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Whether each time lies in one of the windows `w` ((start, end) rows, the end out)."""
+    return ((t[:, None] >= w[:, 0]) & (t[:, None] < w[:, 1])).any(1)

@@ -234,9 +234,15 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
     met = overlap(g.start[copies], g.end[copies], w) > 0 if change.name in SAMPLED \
         else within(g.start[copies], w)       # sampled windows: a copy they meet
     free(g, off, keep, copies[met])
-    if change.name == "foreach":               # the per-tensor launches made as one
-        launches = on_thread(g, np.flatnonzero(np.array(g.label[:len(g.calls)]) == "launch"))
-        gone(g, off, launches[overlap(g.start[launches], g.end[launches], w) > 0])
+
+
+def _foreach(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """host_ahead over the line's sampled windows, and the launches they meet gone: the
+    per-tensor ops made as one."""
+    _host_ahead(g, change, off, keep)
+    w = near(change.windows, int(g.points.min()), int(g.points.max()))
+    launches = on_thread(g, np.flatnonzero(np.array(g.label[:len(g.calls)]) == "launch"))
+    gone(g, off, launches[overlap(g.start[launches], g.end[launches], w) > 0])
 
 
 SAMPLED = ("batch_on_device", "foreach")
@@ -384,7 +390,7 @@ APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
     "faster_kernels": _faster_kernels, "fused": _faster_kernels, "prefetch": _prefetch,
     "no_fill": _no_fill, "one_cat": _one_cat,
     "no_gil": _no_gil,
-    "input_ahead": _host_ahead, "batch_on_device": _host_ahead, "foreach": _host_ahead,
+    "input_ahead": _host_ahead, "batch_on_device": _host_ahead, "foreach": _foreach,
     "gpu_fed": _gpu_fed}
 
 

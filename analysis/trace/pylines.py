@@ -265,10 +265,7 @@ def line_windows(py: PySamples, tids: set[int], lines: set[tuple[str, int]]
     frame is one of `lines` ((function, line number)): where the threads ran those lines,
     as sampling sees it (each sample stands for one interval, so the windows sum to the
     time in the lines, over many steps)."""
-    def hit(stack: tuple[Frame, ...]) -> bool:
-        user = user_frame(stack)
-        return user is not None and (stack[user][1], stack[user][2]) in lines
-    t, step = _sampled(py, tids, hit)
+    t, step = _sampled(py, tids, lambda stack: _user_line(stack) in lines)
     half = int(step // 2)
     return tuple((int(x) - half, int(x) + half) for x in t.tolist())
 
@@ -277,31 +274,38 @@ def lines_inside(py: PySamples, tids: set[int], spans: np.ndarray) -> Counter:
     """The user's lines ((function, line number)) the threads `tids` were sampled on inside
     the spans ((start, end) rows: the calls where the thread blocked), by samples: the
     line that made the call, whatever CUDA pattern the call shows."""
-    s = py.samples
-    if not len(s) or not tids or not len(spans):
+    s = _thread_samples(py, tids)
+    if not len(s) or not len(spans):
         return Counter()
-    s = s[s["global_tid"].isin(list(tids)).to_numpy()].sort_values("time_ns", kind="stable")
     times, stacks = s["time_ns"].to_numpy(), s["stack"].to_numpy()
     lo = np.searchsorted(times, spans[:, 0], side="left")
     hi = np.searchsorted(times, spans[:, 1], side="right")
-    out: Counter = Counter()
-    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
-        for k in stacks[a:b].tolist():
-            stack = py.stacks[k]
-            user = user_frame(stack)
-            if user is not None:
-                out[(stack[user][1], stack[user][2])] += 1
-    return out
+    found = (_user_line(py.stacks[k]) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)
+             for k in stacks[a:b].tolist())
+    return Counter(x for x in found if x is not None)
+
+
+def _user_line(stack: tuple[Frame, ...]) -> tuple[str, int] | None:
+    """(function, line number) of the stack's innermost user frame, or None."""
+    user = user_frame(stack)
+    return None if user is None else (stack[user][1], stack[user][2])
+
+
+def _thread_samples(py: PySamples, tids: set[int]) -> pd.DataFrame:
+    """The samples of the threads `tids`, in time order."""
+    s = py.samples
+    if not len(s) or not tids:
+        return s[:0]
+    return s[s["global_tid"].isin(list(tids)).to_numpy()].sort_values("time_ns", kind="stable")
 
 
 def _sampled(py: PySamples, tids: set[int], hit: Callable[[tuple[Frame, ...]], bool]
              ) -> tuple[np.ndarray, float]:
     """The times of the samples of the threads `tids` whose stack `hit` holds for, in
     order, and the threads' sampling interval (the median time between samples)."""
-    s = py.samples
-    if not len(s) or not tids:
+    s = _thread_samples(py, tids)
+    if not len(s):
         return np.zeros(0, dtype=np.int64), 0.0
-    s = s[s["global_tid"].isin(list(tids)).to_numpy()].sort_values("time_ns", kind="stable")
     step = float(np.median(np.diff(s["time_ns"].to_numpy()))) if len(s) > 1 else 0.0
     hits = np.array([hit(stack) for stack in py.stacks], dtype=bool)
     chosen = hits[s["stack"].to_numpy()] if len(hits) else np.zeros(len(s), dtype=bool)
