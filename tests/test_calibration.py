@@ -15,7 +15,7 @@ from tests.shared_docs import analyzed, shared
 FIRST = {"input_starved": ("input_starved", "train_step/load"),
          "pageable_copy": ("pageable_copy", "step"),
          "item_sync": ("sync_in_loop", "step"),
-         "launch_bound": ("launch_bound", "step"),
+         "launch_bound": ("unfused_elementwise", "step"),   # 200 tiny elementwise ops
          "dynamic_shapes": ("kernel_loads_per_call", "decode"),
          "fp32_gemm": ("fp32_gemm", "step"),
          "compile_warmup": ("first_calls", "step [warm-up]")}

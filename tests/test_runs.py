@@ -362,7 +362,7 @@ def test_a_tensor_grown_by_cat_is_found_from_its_growing_kernels(longest_ns: int
                                                                   fires: bool) -> None:
     """Forty concatenation kernels a step that grow (the longest 3x the shortest) are a
     tensor grown by torch.cat; as many of one size (per-layer cats) are not."""
-    from analysis.diagnosis.rules import run_rules
+    from analysis.diagnosis.rules import kernel_rules
     from analysis.diagnosis.rules.registry import REGISTRY, Context
     from analysis.documents.entries import KernelStat
 
@@ -373,7 +373,7 @@ def test_a_tensor_grown_by_cat_is_found_from_its_growing_kernels(longest_ns: int
     entries = [dataclasses.replace(e, kernels=[cat]) if e.name == "nofill/step" else e
                for e in doc.ranges]
     ctx = Context(systems=dataclasses.replace(doc, ranges=entries))
-    found = run_rules.cat_in_loop(REGISTRY["cat_in_loop"], ctx)
+    found = kernel_rules.cat_in_loop(REGISTRY["cat_in_loop"], ctx)
     assert [f.range for f in found] == (["nofill/step"] if fires else [])
     if fires:
         assert found[0].evidence["kernels"] == [cat.name] and "40 torch.cat" in found[0].message

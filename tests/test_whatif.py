@@ -56,7 +56,8 @@ def test_every_change_is_said() -> None:
     assert set(CHANGES) == {"no_sync", "no_break", "no_memory", "host_ahead", "one_graph",
                             "pinned_async", "readback_on_device", "no_building",
                             "faster_kernels", "fused", "prefetch", "no_gil", "input_ahead",
-                            "gpu_fed", "no_fill", "one_cat", "batch_on_device", "foreach"}
+                            "gpu_fed", "no_fill", "one_cat", "batch_on_device", "foreach",
+                            "one_pass"}
 
 
 def _copy_step() -> StepRows:
@@ -302,3 +303,29 @@ def test_foreach_takes_the_launches_its_sampled_windows_meet() -> None:
     w = ((0, 22 * U),)
     cpu = _saved(rows, 30, Change("host_ahead", windows=w))
     assert _saved(rows, 30, Change("foreach", windows=w)) > cpu > 0
+
+
+EW = "vectorized_elementwise_kernel"
+
+
+def _chain_step(middle: str) -> StepRows:
+    """Four elementwise kernels of one launch configuration, GPU-bound (10, 4, 10, 10
+    long from 10), the third `middle`; the host waits for them all."""
+    rows = _step([(0, 2, 1, LAUNCH), (3, 5, 2, LAUNCH), (6, 8, 3, LAUNCH), (9, 11, 4, LAUNCH),
+                  (12, 46, 5, SYNC)],
+                 [_kernel(10, 20, 1, EW), _kernel(20, 24, 2, EW), _kernel(24, 34, 3, middle),
+                  _kernel(34, 44, 4, EW)], syncs=[5])
+    rows.ops["grid"] = 64 * 1024 + 128
+    return rows
+
+
+def test_one_pass_keeps_the_shortest_kernel_of_a_chain() -> None:
+    """The chain made one kernel: the shortest stays, the other three kernels go with
+    their launches and the host time before them. Its launch ends at 3 (1 + 2), it runs
+    at the launch gap (8) for 4, the sync returns 2 after it and the step ends 4 later:
+    21 of 50. A GEMM in the middle breaks the chain (three kernels are none), and so does
+    another launch configuration."""
+    grid = 64 * 1024 + 128
+    assert _saved(_chain_step(EW), 50, Change("one_pass", grids=(grid,))) == 29
+    assert _saved(_chain_step("sgemm"), 50, Change("one_pass", grids=(grid,))) == 0
+    assert _saved(_chain_step(EW), 50, Change("one_pass", grids=(grid + 1,))) == 0

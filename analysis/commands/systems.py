@@ -290,12 +290,12 @@ def detected_rows(measured: Measured) -> list:
 
 
 def _priced_by(pricer: Pricer | None, pid: int | None) -> dict:
-    """The Context's price, syncs, why_not and kernels for process `pid` (none without a
-    model)."""
+    """The Context's price, syncs, why_not, kernels, blocked and chains for process `pid`
+    (none without a model)."""
     if pricer is None:
         return {}
     return {name: functools.partial(getattr(pricer, name), pid=pid)
-            for name in ("price", "syncs", "why_not", "kernels", "blocked")}
+            for name in ("price", "syncs", "why_not", "kernels", "blocked", "chains")}
 
 
 def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],

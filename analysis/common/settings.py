@@ -102,6 +102,12 @@ CAT_MIN_PER_STEP = 8
 longest CAT_GROWTH times the shortest or more (a tensor grown by torch.cat)."""
 CAT_GROWTH = 1.5
 """cat_in_loop: the longest concatenation kernel over the shortest, at least."""
+CHAIN_MIN_KERNELS = 4
+"""unfused_elementwise: a chain is this many elementwise kernels or more, launched one
+after the other with one launch configuration (loops/chains.py)."""
+CHAIN_MIN_PCT = 5.0
+"""unfused_elementwise: a loop's chains of one launch configuration, their kernels or
+the host's dispatch of them, hold at least this % of its time as it runs."""
 GIL_MIN_PCT = 10.0
 """gil_contention: waits for the GIL hold at least this % of a loop's critical path as it
 runs."""

@@ -22,6 +22,7 @@ import numpy as np
 from ..common.settings import LOOP_MIN_INSTANCES
 from ..documents.types import Finding
 from ..load.nsys_sqlite import PID_MASK
+from ..loops.chains import chains, grid_of, host_span
 from ..loops.changes import Change, saving
 from ..loops.edits import launchers, named_ops
 from ..loops.graph import Graph
@@ -29,6 +30,18 @@ from ..loops.model import MODEL_CALLS, StepModels
 from ..trace.pylines import line_windows, lines_inside, wait_windows
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
+
+
+@dataclass
+class ChainStat:
+    """A range's chains of elementwise kernels of one launch configuration, per step."""
+
+    chains: float
+    kernels: float
+    kernel_ns: float
+    fused_away_ns: float                   # their kernels' time but the shortest of each
+    host_ns: float                         # from each chain's first launch to its last
+    lines: Counter                         # (function, line) sampled while launching them
 
 
 @dataclass
@@ -117,6 +130,32 @@ class Pricer:
         per = np.array([_kernel_time(g, pattern, scope) for g in graphs])
         return tuple(float(x) for x in (per * w[:, None]).sum(0) / max(w.sum(), 1e-12))
 
+    def chains(self, path: str, pid: int | None = None) -> dict[int, ChainStat]:
+        """The range's chains of elementwise kernels (loops/chains.py) in its loop's
+        modeled steps, by launch configuration: per step (weighted as `kernels`), how
+        many, their kernels and time, and the lines sampled while the host launched them."""
+        key = self.modeled_key(path, pid)
+        if key is None:
+            return {}
+        scope = np.array(self.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
+        w = self.models.weights(key)
+        sums: dict[int, np.ndarray] = {}
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for g, weight in zip(self.models.graphs(key), w.tolist(), strict=True):
+            for c in chains(g):
+                lo, hi = host_span(g, c)
+                if len(scope) and not _started_in(np.array([lo]), scope)[0]:
+                    continue
+                grid = grid_of(g, c)
+                ns = g.end[c] - g.start[c]
+                sums[grid] = sums.get(grid, np.zeros(5)) + weight * np.array(
+                    [1, len(c), ns.sum(), ns.sum() - ns.min(), hi - lo])
+                spans.setdefault(grid, []).append((lo, hi))
+        threads, samples = self.threads(path, pid), self.models.py_samples()
+        return {grid: ChainStat(*(a / max(w.sum(), 1e-12)).tolist(), lines=lines_inside(
+            samples, threads, np.array(sorted(spans[grid]), dtype=np.int64).reshape(-1, 2)))
+            for grid, a in sums.items()}
+
     def candidates(self, path: str) -> list[str]:
         """The loop ranges enclosing `path` (itself included), outermost first, then
         `path` itself."""
@@ -148,6 +187,8 @@ class Pricer:
             lines = {(x["function"], int(x["line"])) for x in ev.get("lines_named") or ()}
             return Change(f.change, windows=line_windows(
                 self.models.py_samples(), self.threads(f.range, pid), lines), scope=scope)
+        if f.change == "one_pass":                 # the chains of its launch configuration
+            return Change("one_pass", grids=(int(ev.get("grid") or 0),), scope=scope)
         if f.change == "pinned_async":
             return Change("pinned_async", pinned_bps=float(ev.get("pinned_bps") or 0.0),
                           scope=scope)

@@ -90,12 +90,13 @@ def _calls(db: Db, pid: int, lo: int, hi: int) -> pd.DataFrame:
 
 
 OP_COLUMNS = ["kind", "start_ns", "end_ns", "corr", "device", "stream", "bytes", "copy_kind",
-              "pageable", "name_id", "demangled_id"]
+              "pageable", "grid", "name_id", "demangled_id"]
 
 
 def _op_select(kind: int, cols: set[str]) -> str:
     """The columns of one operation table, in OP_COLUMNS order after `kind` (bytes, copy
-    kind, pageable, name id: -1 where the table has none)."""
+    kind, pageable, name id: -1 where the table has none; grid: a kernel's launch
+    configuration as one number, its blocks x 1024 + threads per block, 0 for the rest)."""
     size = "ifnull(t.bytes, 0)" if "bytes" in cols else "0"
     copy = "ifnull(t.copyKind, 0)" if "copyKind" in cols else "0"
     pageable = ("(ifnull(t.srcKind, 7) = 0 OR ifnull(t.dstKind, 7) = 0)"
@@ -103,8 +104,10 @@ def _op_select(kind: int, cols: set[str]) -> str:
     name = ("ifnull(t.shortName, -1)" if "shortName" in cols else
             "ifnull(t.demangledName, -1)" if "demangledName" in cols else "-1")
     demangled = "ifnull(t.demangledName, -1)" if "demangledName" in cols else "-1"
+    grid = ("(t.gridX * t.gridY * t.gridZ) * 1024 + t.blockX * t.blockY * t.blockZ"
+            if {"gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"} <= cols else "0")
     return (f"SELECT t.start, t.end, t.correlationId, t.deviceId, t.streamId, {size}, {copy}, "
-            f"{pageable}, {name}, {demangled} FROM {OP_TABLES[kind]} t")
+            f"{pageable}, ifnull({grid}, 0), {name}, {demangled} FROM {OP_TABLES[kind]} t")
 
 
 def _ops(db: Db, tables: dict[str, set[str]], pid: int, lo: int, hi: int) -> pd.DataFrame:
@@ -112,7 +115,7 @@ def _ops(db: Db, tables: dict[str, set[str]], pid: int, lo: int, hi: int) -> pd.
     for kind, table in enumerate(OP_TABLES):
         if table not in tables:
             continue
-        rows = _rows(db, table, _op_select(kind, tables[table]), lo - LOOKBACK_NS, hi, 10,
+        rows = _rows(db, table, _op_select(kind, tables[table]), lo - LOOKBACK_NS, hi, 11,
                      "t.globalPid = ? AND t.end > ?", (pid, lo))
         parts.append(np.column_stack([np.full(len(rows), kind), rows]))
     raw = np.concatenate(parts) if parts else np.empty((0, len(OP_COLUMNS)), dtype=np.int64)

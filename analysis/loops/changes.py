@@ -32,6 +32,9 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
     one_cat        growing concatenations made as one: of the step's concatenation
                    kernels the longest stays; the others, and the host's dispatch of
                    each (its calls and waits since the launch before) gone
+    one_pass       each chain of elementwise kernels (chains.py) made one: its shortest
+                   kernel stays (one pass over the tensor); the others, and the host's
+                   dispatch of each, gone
     prefetch       the host-to-device copies made a step ahead on a side stream: the
                    calls that launched them and the synchronize calls after them no
                    longer wait, and the copies leave the compute stream (their time on it
@@ -61,10 +64,10 @@ windows, and the GPU operations those calls launched.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .change import CHANGES, Change
 from .edits import (
     calls_named,
     dispatch,
@@ -74,77 +77,16 @@ from .edits import (
     gone,
     launcher,
     launchers,
-    named_ops,
     near,
     on_thread,
     overlap,
     within,
 )
 from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, THREAD, Graph
+from .kernel_changes import faster_kernels, no_fill, one_cat, one_pass
 from .replay import offsets, replay, unchanged
 
 Windows = list[tuple[int, int]]
-
-
-@dataclass(frozen=True)
-class Change:
-    """One change of the graph: its name, what it says, and its parameters."""
-
-    name: str
-    windows: tuple[tuple[int, int], ...] = ()        # host_ahead: [start, end) on the clock
-    kernels: tuple[tuple[str, float], ...] = ()      # faster_kernels: (name regex, factor)
-    pinned_bps: float = 0.0                           # pinned_async: the pinned copy rate
-    scope: tuple[tuple[int, int], ...] = ()          # the finding's range; () the whole step
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
-
-    @property
-    def said(self) -> str:
-        return CHANGES[self.name]
-
-
-CHANGES = {
-    "no_sync": "the step replayed without the wait: its synchronize calls and blocking "
-               "copies end after their own return, not after the GPU work they waited for",
-    "no_break": "the step replayed as one compiled graph: no read back between its two "
-                "graphs, no sync, no host work resuming the second",
-    "no_memory": "the step replayed with the allocator reusing its blocks: memory calls "
-                 "take no time and a free no longer waits for the GPU",
-    "host_ahead": "the step replayed with its host work prepared ahead: the CPU time "
-                  "between calls in the range's windows gone, its copies asynchronous",
-    "one_graph": "the step replayed as one CUDA graph launch: the launch calls and the CPU "
-                 "time between them gone, kernels back to back",
-    "pinned_async": "the step replayed with its pageable copies pinned and asynchronous: "
-                    "the thread no longer waits for them, and they run at the pinned rate",
-    "readback_on_device": "the step replayed with its device-to-host readbacks kept on the "
-                          "device: the copy, its wait, the read's dispatch and the host "
-                          "work on the copy gone",
-    "no_building": "the step replayed without building kernels every call: its module "
-                   "loads, plan-building CUDA calls and CPU time between calls gone",
-    "faster_kernels": "the step replayed with the named kernels at the speed they can "
-                      "reach: what of their time reaches the step's wall",
-    "fused": "the step replayed with the kernels fusion removes taking no time: their "
-             "work done inside the kernel before them (a GEMM's epilogue, one fused kernel)",
-    "no_fill": "the step replayed without its fills of buffers the next operation "
-               "overwrites (torch.empty for torch.zeros): the fill kernels and the calls "
-               "that launched them take no time",
-    "one_cat": "the step replayed with its growing concatenations made as one: of its "
-               "concatenation kernels, all but the longest take no time, and so does the "
-               "host's dispatch of each (its calls and waits since the launch before)",
-    "prefetch": "the step replayed with its host-to-device copies made a step ahead on a "
-                "side stream: no wait for them, the copy engine beside the kernels",
-    "no_gil": "the step replayed with no other Python thread holding the GIL: its waits "
-              "for the GIL take no time",
-    "input_ahead": "the step replayed with its next batch ready: the time its thread "
-                   "waited for the DataLoader's workers gone",
-    "batch_on_device": "the step replayed with its batch built on the GPU: the CPU time "
-                       "of the lines that built it from Python data (as sampled) gone, "
-                       "its copies asynchronous",
-    "foreach": "the step replayed with its per-tensor ops made as one multi-tensor op "
-               "(torch._foreach_*): the CPU time and launches of their line (as sampled) gone",
-    "gpu_fed": "the step replayed with a GPU that never waits for the host: each operation "
-               "right after the one before it on its stream (the most a fix of the idle "
-               "gaps can give)",
-}
 
 
 SYNCS = r"Synchronize|^cu(?:da)?Memcpy(?!.*Async)|^cu(?:da)?Memset(?!.*Async)|^cudaMemcpyAsync"
@@ -331,36 +273,6 @@ def _no_building(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) ->
     off[(kind == PROGRAM) & (g.thread[dst // 2] == g.tid)] = 0
 
 
-def _faster_kernels(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    src, dst, kind = edges(g)
-    for pattern, factor in change.kernels:
-        sel = (kind == OWN) & np.isin(src, 2 * named_ops(g, pattern))
-        off[sel] = (off[sel] * factor).astype(np.int64)
-
-
-def _no_fill(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    """The named fill kernels and the range thread's calls that launched them gone."""
-    for pattern, _ in change.kernels:
-        fills = named_ops(g, pattern)
-        gone(g, off, fills)
-        gone(g, off, on_thread(g, launcher(g, fills)))
-
-
-def _one_cat(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    """Of the named concatenation kernels, the longest stays (one copy of everything);
-    the others, and the range thread's dispatch of each (edits.dispatch: its calls since
-    the launch before, and the CPU time between them) gone."""
-    for pattern, _ in change.kernels:
-        cats = named_ops(g, pattern)
-        if len(cats) < 2:
-            continue
-        rest = np.delete(cats, np.argmax(g.end[cats] - g.start[cats]))
-        calls = dispatch(g, on_thread(g, launcher(g, rest)))
-        gone(g, off, rest)
-        gone(g, off, calls)
-        gaps_gone(g, off, calls)
-
-
 def _prefetch(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """The range thread's host-to-device copies off the compute stream and waited for by
     nobody (see CHANGES)."""
@@ -387,8 +299,8 @@ APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
     "no_sync": _no_sync, "no_break": _no_break, "no_memory": _no_memory, "host_ahead": _host_ahead,
     "one_graph": _one_graph, "pinned_async": _pinned_async,
     "readback_on_device": _readback_on_device, "no_building": _no_building,
-    "faster_kernels": _faster_kernels, "fused": _faster_kernels, "prefetch": _prefetch,
-    "no_fill": _no_fill, "one_cat": _one_cat,
+    "faster_kernels": faster_kernels, "fused": faster_kernels, "prefetch": _prefetch,
+    "no_fill": no_fill, "one_cat": one_cat, "one_pass": one_pass,
     "no_gil": _no_gil,
     "input_ahead": _host_ahead, "batch_on_device": _host_ahead, "foreach": _foreach,
     "gpu_fed": _gpu_fed}

@@ -366,9 +366,7 @@ def _thread(g: Graph) -> None:
     earlier than the last call another thread ended in that gap."""
     calls = np.flatnonzero(g.kind == CALL)
     os0 = len(g.calls) + len(g.ops)
-    for k, nm in enumerate(g.osrt["name"].tolist()):
-        if nm in WAITS:
-            _released(g, calls, os0 + k, int(g.start[os0 + k]), 2 * (os0 + k) + 1)
+    _released(g, calls, os0 + np.flatnonzero(g.osrt["name"].isin(WAITS).to_numpy(dtype=bool)))
     cpu = program_order(g, np.flatnonzero(((g.kind == CALL) | (g.kind == OS) | (g.kind == END))
                                           & (g.thread == g.tid)))
     a, b = cpu[:-1], cpu[1:]
@@ -401,12 +399,17 @@ def _kicked(g: Graph) -> None:
             g.add(2 * int(before[np.argmax(g.end[before])]) + 1, 2 * i, THREAD)
 
 
-def _released(g: Graph, calls: np.ndarray, i: int, since: int, point: int) -> None:
-    """An edge to `point` (of node i) from the other thread's call that ended last in
-    [since, point's time]."""
-    until = g.time(point)
-    other = calls[(g.thread[calls] != g.thread[i]) & (g.end[calls] >= since)
-                  & (g.end[calls] <= until)]
-    if len(other):
-        j = int(other[np.argmax(g.end[other])])
-        g.add(2 * j + 1, point, THREAD)
+def _released(g: Graph, calls: np.ndarray, waits: np.ndarray) -> None:
+    """An edge to each wait's end from the call of another thread that ended last inside
+    the wait (the first such node where several end together)."""
+    for t in np.unique(g.thread[waits]).tolist():
+        mine = waits[g.thread[waits] == t]
+        other = calls[g.thread[calls] != t]
+        if not len(other):
+            continue
+        other = other[np.argsort(g.end[other], kind="stable")]
+        ends = g.end[other]
+        last = np.searchsorted(ends, g.end[mine], side="right") - 1
+        ok = (last >= 0) & (ends[np.maximum(last, 0)] >= g.start[mine])
+        first = np.searchsorted(ends, ends[last[ok]], side="left")
+        g.add_many(2 * other[first] + 1, 2 * mine[ok] + 1, THREAD)

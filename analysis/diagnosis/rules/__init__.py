@@ -13,6 +13,7 @@ is written once, in its rule's registration.
 from . import (
     compute_rules,  # noqa: E402, F401, I001
     host_rules,  # noqa: E402, F401, I001
+    kernel_rules,  # noqa: E402, F401, I001
     rank_rules,  # noqa: E402, F401, I001
     run_rules,  # noqa: E402, F401, I001
     step_rules,  # noqa: E402, F401, I001

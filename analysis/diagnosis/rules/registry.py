@@ -57,6 +57,8 @@ class Context:
     # and all its kernels' ns (Pricer.kernels)
     blocked: Callable[[str, str], Any] | None = None   # a range's user lines sampled
     # inside its blocking calls of a kind (Counter of (function, line); Pricer.blocked)
+    chains: Callable[[str], dict] | None = None   # a range's chains of elementwise
+    # kernels by launch configuration, per modeled step (Pricer.chains)
 
     def analyzed_ns(self) -> float:
         """The time savings are weighed against: the wall time of the outermost NVTX

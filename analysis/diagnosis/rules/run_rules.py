@@ -2,12 +2,11 @@
 the cause. A Python thread holding the GIL while the loop's thread waits for it,
 host-to-device copies in line with the kernels on the compute stream, a loop that waits
 for its DataLoader's workers (named by the user's `for` line in the samples), a batch
-built from Python data on its thread, slow steps in its tail, fp32 GEMMs without tensor
-cores, fills of buffers and tensors grown by concatenation (kernels named by their
-demangled names in the modeled steps where the short name says nothing). Each reports its
-cause once, on the outermost loop where it holds, and leaves the saving to the replay
-(loops/changes.py: `no_gil`, `prefetch`, `input_ahead`, `batch_on_device`, `host_ahead`,
-`faster_kernels`, `no_fill`, `one_cat`).
+built from Python data on its thread, tensors updated one by one, slow steps in its tail,
+fp32 GEMMs without tensor cores (kernel_rules.py has the rules read on a loop's kernels).
+Each reports its cause once, on the outermost loop where it holds, and leaves the saving
+to the replay (loops/changes.py: `no_gil`, `prefetch`, `input_ahead`, `batch_on_device`,
+`foreach`, `host_ahead`, `faster_kernels`).
 """
 
 from __future__ import annotations
@@ -17,17 +16,14 @@ from collections.abc import Callable
 
 from ...common.settings import (
     BUILD_MIN_PCT,
-    CAT_GROWTH,
-    CAT_MIN_PER_STEP,
     COPY_PATH_MIN_PCT,
-    FILL_MIN_PCT,
     FP32_GEMM_PCT,
     GIL_MIN_PCT,
     INPUT_WAIT_MIN_PCT,
     PER_TENSOR_MIN_PCT,
     SLOW_TAIL_PCT,
 )
-from ...documents.types import Finding, KernelStat, PyLine, RangeEntry
+from ...documents.types import Finding, PyLine, RangeEntry
 from ...trace.pylines import LOADER_CALLS
 from ..roofline import datasheet
 from .host_rules import found_loops, loops, nested_evidence, per
@@ -189,7 +185,7 @@ def batch_in_python(r: Rule, ctx: Context) -> list[Finding]:
             f", ending in {top.call} at {top.file}:{top.line} in {top.function}"
             + (f" (`{top.code}`)" if top.code else "") + ": the values are made one by one "
             "on the loop's thread and copied from pageable memory.",
-            "evidence": {"build_pct": pct, "run_ns": run_ns(e), "lines_named": _brief(lines)},
+            "evidence": {"build_pct": pct, "run_ns": run_ns(e), "lines_named": named_lines(lines)},
             "suggestion": f"at {top.file}:{top.line}: build the batch on the GPU "
             "(torch.rand, torch.randint, torch.arange and tensor ops on device=...), or in "
             "DataLoader workers (num_workers=N, pin_memory=True), not value by value in "
@@ -197,7 +193,7 @@ def batch_in_python(r: Rule, ctx: Context) -> list[Finding]:
     return on_lines(r, ctx, build_lines, BUILD_MIN_PCT, make)
 
 
-def _brief(lines: list[PyLine]) -> list[dict]:
+def named_lines(lines: list[PyLine]) -> list[dict]:
     """The lines a finding's change acts on (Pricer.change_of reads function and line)."""
     return [{"file": ln.file, "line": ln.line, "function": ln.function, "call": ln.call,
              "pct": ln.pct} for ln in lines]
@@ -226,7 +222,7 @@ def per_tensor_ops(r: Rule, ctx: Context) -> list[Finding]:
             f"samples on {top.file}:{top.line} in {top.function}"
             + (f" (`{top.code}`)" if top.code else "") + f", in {top.call}: each tensor "
             "is an op dispatched from Python and a kernel launched on its own.",
-            "evidence": {"line_pct": pct, "run_ns": run_ns(e), "lines_named": _brief(lines)},
+            "evidence": {"line_pct": pct, "run_ns": run_ns(e), "lines_named": named_lines(lines)},
             "suggestion": f"at {top.file}:{top.line}: update the list at once with "
             "torch._foreach_* (torch._foreach_mul_(tensors, 0.999), _foreach_add_, "
             "_foreach_lerp_), or the optimizer's foreach=True / fused=True"}
@@ -304,71 +300,3 @@ def _gemms(ctx: Context, e: RangeEntry) -> tuple[float, float, list[str]]:
                 per(e, e.kernel_time_ns), names)
     _, ns, total = ctx.kernels(e.name, FP32_GEMM.pattern)
     return ns, total, generic
-
-
-FILL = r"FillFunctor|fill_kernel"
-"""The kernels of torch.zeros, torch.full and Tensor.fill_ (their demangled names: the
-short name is every elementwise kernel's)."""
-CAT = re.compile(r"CatArrayBatchedCopy")
-"""The kernels of torch.cat."""
-
-
-def _named(e: RangeEntry, pattern: re.Pattern) -> list[KernelStat]:
-    return [k for k in e.kernels if pattern.search(k.name)]
-
-
-@rule("fill_overwritten", "systems", "warning",
-      "a loop fills buffers every step (torch.zeros, torch.full, Tensor.fill_ kernels, "
-      "from their demangled names in its modeled steps) for at least `fill_pct` of its "
-      "kernel time: where the next op overwrites the buffer, the fill is work for nothing",
-      {"fill_pct": FILL_MIN_PCT}, change="no_fill")
-def fill_overwritten(r: Rule, ctx: Context) -> list[Finding]:
-    if ctx.kernels is None:
-        return []
-    stats = {e.name: ctx.kernels(e.name, FILL) if any(   # a fill's short name is an
-        "elementwise" in k.name for k in e.kernels) else (0.0, 0.0, 0.0)   # elementwise one
-        for e in loops(ctx)}
-
-    def make(e: RangeEntry) -> dict:
-        n, ns, total = stats[e.name]
-        return {
-            "message": f"{e.name} fills buffers every step: {n:,.1f} fill kernel(s) a step "
-            f"(FillFunctor: torch.zeros, torch.full or Tensor.fill_), {ns / 1e6:,.3f} ms, "
-            f"{100 * ns / max(total, 1):.0f}% of its kernel time. Where the next operation "
-            "overwrites every element (an `out=` argument, a copy, a matmul), the zeros are "
-            "never read.",
-            "evidence": {"pattern": FILL, "per_step": n, "fill_ns": ns, "kernel_ns": total},
-            "suggestion": "allocate with torch.empty (or torch.empty_like) where the next "
-            "operation writes every element; keep torch.zeros only for buffers accumulated "
-            "into"}
-    return per_loop(r, ctx, lambda e: stats[e.name][0] >= 1 and 100 * stats[e.name][1]
-                    >= FILL_MIN_PCT * stats[e.name][2], make)
-
-
-def _growing(e: RangeEntry) -> bool:
-    cats = _named(e, CAT)
-    n = sum(k.count for k in cats)
-    return (n >= CAT_MIN_PER_STEP * max(e.wall_instances, 1)
-            and max((k.max_ns for k in cats), default=0)
-            >= CAT_GROWTH * min((k.min_ns for k in cats), default=0))
-
-
-@rule("cat_in_loop", "systems", "warning",
-      "a loop launches at least `per_step` concatenation kernels a step, growing (the "
-      "longest `growth`x the shortest or more): a tensor grown by torch.cat in a Python "
-      "loop copies everything so far each time",
-      {"per_step": CAT_MIN_PER_STEP, "growth": CAT_GROWTH}, change="one_cat")
-def cat_in_loop(r: Rule, ctx: Context) -> list[Finding]:
-    def make(e: RangeEntry) -> dict:
-        cats = _named(e, CAT)
-        n = sum(k.count for k in cats) / max(e.wall_instances, 1)
-        return {
-            "message": f"{e.name} grows a tensor by concatenation: {n:,.0f} torch.cat "
-            f"kernels an instance, from {min(k.min_ns for k in cats) / 1e3:,.1f} to "
-            f"{max(k.max_ns for k in cats) / 1e3:,.1f} µs: each copies everything "
-            "concatenated so far, and each is an op launched from Python.",
-            "evidence": {"kernels": [k.name for k in cats], "per_instance": n,
-                         "kernel_ns": sum(k.total_ns for k in cats)},
-            "suggestion": "collect the pieces in a list and concatenate once after the loop "
-            "(torch.cat(pieces)), or write into a preallocated tensor by slices"}
-    return per_loop(r, ctx, _growing, make)

@@ -368,7 +368,8 @@ CATALOGUE: tuple[Cause, ...] = (
     Cause("checkpoint", ("slow_step",), _save_setup, _save, _nothing),
     Cause("gil_thread", ("gil_contention",), _gil_setup, _gil, _nothing),
     Cause("fp32_gemm", ("fp32_gemm",), _gemm_setup, _fp32, _fp32_fixed),
-    Cause("unfused_gelu", ("fusion_failure",), _x_setup, _gelu, _gelu_fixed),
+    Cause("unfused_gelu", ("fusion_failure", "unfused_elementwise"), _x_setup, _gelu,
+          _gelu_fixed),
     Cause("alloc_grow", (), _grow_setup, _grow, _grow_fixed, control=True),
     Cause("contiguous", (), _x_setup, _contig, _nothing, control=True),
 )

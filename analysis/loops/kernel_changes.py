@@ -1,0 +1,63 @@
+"""The changes of a step's graph that act on its kernels (changes.py says each): named
+kernels made faster, fills removed, growing concatenations made one, chains of
+elementwise kernels fused into one pass."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .chains import chains, grid_of, kept
+from .change import Change
+from .edits import dispatch, edges, gaps_gone, gone, launcher, named_ops, on_thread
+from .graph import CALL, OWN, Graph
+
+
+def faster_kernels(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    src, dst, kind = edges(g)
+    for pattern, factor in change.kernels:
+        sel = (kind == OWN) & np.isin(src, 2 * named_ops(g, pattern))
+        off[sel] = (off[sel] * factor).astype(np.int64)
+
+
+def no_fill(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """The named fill kernels and the range thread's calls that launched them gone."""
+    for pattern, _ in change.kernels:
+        fills = named_ops(g, pattern)
+        gone(g, off, fills)
+        gone(g, off, on_thread(g, launcher(g, fills)))
+
+
+def one_cat(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """Of the named concatenation kernels, the longest stays (one copy of everything);
+    the others and their dispatch gone (_undispatched)."""
+    for pattern, _ in change.kernels:
+        cats = named_ops(g, pattern)
+        if len(cats) >= 2:
+            _undispatched(g, off, np.delete(cats, np.argmax(g.end[cats] - g.start[cats])))
+
+
+def one_pass(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """Of each chain of the change's launch configurations, the shortest kernel stays
+    (chains.kept); the others and their dispatch gone (_undispatched)."""
+    mine = [c for c in chains(g) if grid_of(g, c) in change.grids]
+    if mine:
+        stay = np.array([kept(g, c) for c in mine], dtype=np.int64)
+        _undispatched(g, off, np.setdiff1d(np.concatenate(mine), stay), waits=False,
+                      spare=stay)
+
+
+def _undispatched(g: Graph, off: np.ndarray, ops: np.ndarray, waits: bool = True,
+                  spare: np.ndarray | None = None) -> None:
+    """The operations gone, and the range thread's dispatch of each (edits.dispatch: its
+    calls since the launch before, and the CPU time between them); `waits`: its OS calls
+    too (else a wait for another thread, the GIL's, stays: fewer ops still wait for it).
+    The launch of an operation in `spare` stays (a CUDA graph launches many)."""
+    launches = launcher(g, ops)
+    if spare is not None:
+        launches = np.setdiff1d(launches, launcher(g, spare))
+    calls = dispatch(g, on_thread(g, launches))
+    if not waits:
+        calls = calls[g.kind[calls] == CALL]
+    gone(g, off, ops)
+    gone(g, off, calls)
+    gaps_gone(g, off, calls)
