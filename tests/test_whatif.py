@@ -57,7 +57,7 @@ def test_every_change_is_said() -> None:
                             "pinned_async", "readback_on_device", "no_building",
                             "faster_kernels", "fused", "prefetch", "no_gil", "input_ahead",
                             "gpu_fed", "no_fill", "one_cat", "batch_on_device", "foreach",
-                            "one_pass"}
+                            "one_pass", "fixed_shape"}
 
 
 def _copy_step() -> StepRows:
@@ -329,3 +329,27 @@ def test_one_pass_keeps_the_shortest_kernel_of_a_chain() -> None:
     assert _saved(_chain_step(EW), 50, Change("one_pass", grids=(grid,))) == 29
     assert _saved(_chain_step("sgemm"), 50, Change("one_pass", grids=(grid,))) == 0
     assert _saved(_chain_step(EW), 50, Change("one_pass", grids=(grid + 1,))) == 0
+
+
+def _mask_step(count: str, select: str) -> StepRows:
+    """x[x > 0], host-bound: the compare, a count kernel, the count read back (a 4-byte
+    copy and its sync), a select kernel and the gather, each launch after 10 of the
+    host's dispatch."""
+    return _step([(0, 5, 1, LAUNCH), (15, 20, 2, LAUNCH), (30, 35, 3, ASYNC),
+                  (36, 45, 4, SYNC), (55, 60, 5, LAUNCH), (70, 75, 6, LAUNCH)],
+                 [_kernel(6, 8, 1, "vectorized_elementwise_kernel"), _kernel(21, 23, 2, count),
+                  (MEMCPY, 40, 41, 3, 4, 2, 0, ""), _kernel(61, 63, 5, select),
+                  _kernel(76, 78, 6, "index_elementwise_kernel")], syncs=[4])
+
+
+def test_fixed_shape_takes_the_count_and_its_dispatch() -> None:
+    """Boolean-mask indexing made torch.where: besides the wait (no_sync), the count
+    kernel, the copy, the select kernel and the host's dispatch of each go; the compare
+    and the gather stay. Where no counting kernel precedes the read (`.item()` of a
+    sum), fixed_shape is no_sync."""
+    rows = _mask_step("cub::DeviceReduceSingleTileKernel", "DeviceSelectSweepKernel")
+    assert _saved(rows, 80, Change("no_sync")) == 15
+    assert _saved(rows, 80, Change("fixed_shape")) == 55    # and 3 dispatches of 10 + 5,
+    # less the copy's return the no_sync step kept
+    plain = _mask_step("reduce_kernel", "vectorized_elementwise_kernel")
+    assert _saved(plain, 80, Change("fixed_shape")) == _saved(plain, 80, Change("no_sync"))

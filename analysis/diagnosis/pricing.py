@@ -24,7 +24,7 @@ from ..documents.types import Finding
 from ..load.nsys_sqlite import PID_MASK
 from ..loops.chains import chains, grid_of, host_span
 from ..loops.changes import Change, saving
-from ..loops.edits import launchers, named_ops
+from ..loops.edits import COUNTING, launchers, named_ops
 from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
 from ..trace.pylines import line_windows, lines_inside, wait_windows
@@ -223,7 +223,7 @@ SYNC_SAID = {"item": "`.item()` (a scalar read back)", "cpu": "`.cpu()` of a ten
              "event": "an event synchronize", "other": "a synchronize call"}
 """What a step's blocking calls are, as the user wrote them."""
 SCALAR_BYTES = 64 * 1024
-NONZERO = re.compile(r"nonzero|select|flagged|cub::|DeviceSelect|DeviceReduce", re.I)
+NONZERO = re.compile(COUNTING, re.I)
 
 
 def sync_kinds(g: Graph) -> Counter:

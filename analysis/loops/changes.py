@@ -7,6 +7,9 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
     no_sync        the host no longer waits: synchronize calls and blocking copies end
                    after their own return, not after the GPU work they waited for; a
                    scalar read back (`.item()`, `nonzero`'s count) loses its dispatch too
+    fixed_shape    a boolean-mask index made fixed-shape (torch.where): no_sync, and the
+                   count read back, the counting kernels around it (CUB's select, reduce,
+                   sort) and the host's dispatch of each gone
     no_break       a compiled function no longer broken on a value the host reads: no_sync,
                    and the host work between its two graphs gone
     no_memory      the allocator reuses its blocks: memory calls take no time, and a free
@@ -69,6 +72,7 @@ import numpy as np
 
 from .change import CHANGES, Change
 from .edits import (
+    COUNTING,
     calls_named,
     dispatch,
     edges,
@@ -77,13 +81,14 @@ from .edits import (
     gone,
     launcher,
     launchers,
+    named_ops,
     near,
     on_thread,
     overlap,
     within,
 )
 from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, THREAD, Graph
-from .kernel_changes import faster_kernels, no_fill, one_cat, one_pass
+from .kernel_changes import faster_kernels, no_fill, one_cat, one_pass, undispatched
 from .replay import offsets, replay, unchanged
 
 Windows = list[tuple[int, int]]
@@ -152,6 +157,44 @@ def _scalar_reads(g: Graph) -> list[tuple[int, int]]:
     mine = mine[np.argsort(g.start[mine], kind="stable")].tolist()
     return [(a, b) for a, b in zip(mine[:-1], mine[1:], strict=True)
             if a in copies and g.label[b] == "sync"]
+
+
+SELECTING = r"select|flagged|compact|nonzero"
+"""The kernels that gather what a count read back sized (CUB's select and compact)."""
+
+
+def _fixed_shape(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """no_sync, and of each scalar read back, the copy, the run of counting kernels
+    (edits.COUNTING) launched right before its copy (a sort before them stays: torch.unique's fix
+    still orders or bins) and the run of selecting ones right after its sync
+    (SELECTING: a scan that follows, as repeat_interleave's, stays) gone,
+    with the host's dispatch of each (kernel_changes.undispatched)."""
+    _no_sync(g, change, off, keep)
+    reads = _scalar_reads(g)
+    if not reads:
+        return
+    ops0 = len(g.calls)
+    kern = ops0 + np.flatnonzero(g.ops["kind"].to_numpy() == 0)
+    call = launchers(g, kern)
+    mine = (call >= 0) & (g.thread[np.maximum(call, 0)] == g.tid)
+    order = np.argsort(g.start[call[mine]], kind="stable")
+    kern, call = kern[mine][order], call[mine][order]
+    counting = np.isin(kern, named_ops(g, COUNTING)) & ~np.isin(kern, named_ops(g, "sort"))
+    selecting = np.isin(kern, named_ops(g, SELECTING))
+    ops = ops0 + np.arange(len(g.ops))
+    by_call = launchers(g, ops)
+    out: list[int] = []
+    for copy, _ in reads:
+        k = int(np.searchsorted(g.start[call], g.start[copy]))
+        i, j = k, k
+        while i > 0 and counting[i - 1]:
+            i -= 1
+        while j < len(kern) and selecting[j]:
+            j += 1
+        if i < j:                      # a count read back: its kernels and its copy
+            out += kern[i:j].tolist() + ops[by_call == copy].tolist()
+    if out:
+        undispatched(g, off, np.array(sorted(set(out)), dtype=np.int64), waits=False)
 
 
 def _no_memory(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -296,7 +339,8 @@ def _gpu_fed(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> Non
 
 
 APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
-    "no_sync": _no_sync, "no_break": _no_break, "no_memory": _no_memory, "host_ahead": _host_ahead,
+    "no_sync": _no_sync, "fixed_shape": _fixed_shape, "no_break": _no_break,
+    "no_memory": _no_memory, "host_ahead": _host_ahead,
     "one_graph": _one_graph, "pinned_async": _pinned_async,
     "readback_on_device": _readback_on_device, "no_building": _no_building,
     "faster_kernels": faster_kernels, "fused": faster_kernels, "prefetch": _prefetch,

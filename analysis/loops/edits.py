@@ -86,6 +86,11 @@ def named_ops(g: Graph, pattern: str) -> np.ndarray:
     return g.cache[memo]
 
 
+COUNTING = r"nonzero|select|flagged|cub::|DeviceSelect|DeviceReduce"
+"""The kernels that count what a boolean mask, nonzero or unique keep (CUB's select,
+reduce and sort), before the count is read back."""
+
+
 def dispatch(g: Graph, calls: np.ndarray) -> np.ndarray:
     """The range thread's nodes that dispatch each of `calls` (call nodes: launches, or a
     copy back): its calls and OS calls after the launch (or the call of `calls`) before

@@ -29,24 +29,24 @@ def no_fill(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None
 
 def one_cat(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """Of the named concatenation kernels, the longest stays (one copy of everything);
-    the others and their dispatch gone (_undispatched)."""
+    the others and their dispatch gone (undispatched)."""
     for pattern, _ in change.kernels:
         cats = named_ops(g, pattern)
         if len(cats) >= 2:
-            _undispatched(g, off, np.delete(cats, np.argmax(g.end[cats] - g.start[cats])))
+            undispatched(g, off, np.delete(cats, np.argmax(g.end[cats] - g.start[cats])))
 
 
 def one_pass(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """Of each chain of the change's launch configurations, the shortest kernel stays
-    (chains.kept); the others and their dispatch gone (_undispatched)."""
+    (chains.kept); the others and their dispatch gone (undispatched)."""
     mine = [c for c in chains(g) if grid_of(g, c) in change.grids]
     if mine:
         stay = np.array([kept(g, c) for c in mine], dtype=np.int64)
-        _undispatched(g, off, np.setdiff1d(np.concatenate(mine), stay), waits=False,
+        undispatched(g, off, np.setdiff1d(np.concatenate(mine), stay), waits=False,
                       spare=stay)
 
 
-def _undispatched(g: Graph, off: np.ndarray, ops: np.ndarray, waits: bool = True,
+def undispatched(g: Graph, off: np.ndarray, ops: np.ndarray, waits: bool = True,
                   spare: np.ndarray | None = None) -> None:
     """The operations gone, and the range thread's dispatch of each (edits.dispatch: its
     calls since the launch before, and the CPU time between them); `waits`: its OS calls

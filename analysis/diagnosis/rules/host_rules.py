@@ -231,7 +231,8 @@ def _sync_finding(r: Rule, e: RangeEntry, inner: list[str], kinds: dict[str, int
         kinds.items(), key=lambda kv: -kv[1])) or "synchronize calls"
     top = max(kinds, key=kinds.get) if kinds else "item"
     return r.finding(
-        range=e.name, iterations=e.wall_instances, change=sync_change(e),
+        range=e.name, iterations=e.wall_instances,
+        change="fixed_shape" if top == "nonzero" else sync_change(e),
         message=f"{e.name} waits for the GPU in {e.sync_instances} of its "
         f"{e.wall_instances} iterations: {per(e, calls):g} synchronize call(s) and "
         f"{per(e, wait) / 1e6:,.2f} ms waiting per iteration, while the GPU was busy "
