@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..common.settings import CHAIN_MIN_KERNELS
-from .edits import launchers, named_ops
+from .edits import launched, launchers, named_ops
 from .graph import Graph
 
 ELEMENTWISE = r"elementwise_kernel"
@@ -34,14 +34,8 @@ def chains(g: Graph) -> list[np.ndarray]:
 def _chains(g: Graph) -> list[np.ndarray]:
     if "grid" not in g.ops or not len(g.ops):
         return []
-    ops0 = len(g.calls)
-    nodes = ops0 + np.arange(len(g.ops))
-    call = launchers(g, nodes)
-    mine = (call >= 0) & (g.thread[np.maximum(call, 0)] == g.tid)
-    nodes, call = nodes[mine], call[mine]
-    order = np.argsort(g.start[call], kind="stable")
-    nodes = nodes[order]
-    grid = g.ops["grid"].to_numpy()[nodes - ops0]
+    nodes, _ = launched(g)
+    grid = g.ops["grid"].to_numpy()[nodes - len(g.calls)]
     key = np.where(np.isin(nodes, named_ops(g, ELEMENTWISE)) & (grid > 0), grid,
                    -1 - np.arange(len(nodes)))      # anything else ends a chain
     cuts = np.flatnonzero(np.diff(key) != 0) + 1

@@ -27,8 +27,9 @@ CHANGES = {
     "no_sync": "the step replayed without the wait: its synchronize calls and blocking "
                "copies end after their own return, not after the GPU work they waited for",
     "fixed_shape": "the step replayed with its boolean-mask indexing made fixed-shape "
-                   "(torch.where): no count read back, no wait, and the counting kernels "
-                   "around it (CUB's select, reduce, sort) and their dispatch gone",
+                   "(torch.where): no count read back, no wait, and the kernels that count "
+                   "before it (CUB's select and reduce; a sort stays) and select after "
+                   "it gone with their dispatch",
     "no_break": "the step replayed as one compiled graph: no read back between its two "
                 "graphs, no sync, no host work resuming the second",
     "no_memory": "the step replayed with the allocator reusing its blocks: memory calls "

@@ -8,8 +8,9 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    after their own return, not after the GPU work they waited for; a
                    scalar read back (`.item()`, `nonzero`'s count) loses its dispatch too
     fixed_shape    a boolean-mask index made fixed-shape (torch.where): no_sync, and the
-                   count read back, the counting kernels around it (CUB's select, reduce,
-                   sort) and the host's dispatch of each gone
+                   count read back, the counting kernels before it (CUB's select and
+                   reduce; a sort stays), the selecting ones after it and the host's
+                   dispatch of each gone
     no_break       a compiled function no longer broken on a value the host reads: no_sync,
                    and the host work between its two graphs gone
     no_memory      the allocator reuses its blocks: memory calls take no time, and a free
@@ -79,6 +80,7 @@ from .edits import (
     free,
     gaps_gone,
     gone,
+    launched,
     launcher,
     launchers,
     named_ops,
@@ -173,16 +175,11 @@ def _fixed_shape(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) ->
     reads = _scalar_reads(g)
     if not reads:
         return
-    ops0 = len(g.calls)
-    kern = ops0 + np.flatnonzero(g.ops["kind"].to_numpy() == 0)
-    call = launchers(g, kern)
-    mine = (call >= 0) & (g.thread[np.maximum(call, 0)] == g.tid)
-    order = np.argsort(g.start[call[mine]], kind="stable")
-    kern, call = kern[mine][order], call[mine][order]
+    ops, by_call = launched(g)
+    kernel = g.ops["kind"].to_numpy()[ops - len(g.calls)] == 0
+    kern, call = ops[kernel], by_call[kernel]
     counting = np.isin(kern, named_ops(g, COUNTING)) & ~np.isin(kern, named_ops(g, "sort"))
     selecting = np.isin(kern, named_ops(g, SELECTING))
-    ops = ops0 + np.arange(len(g.ops))
-    by_call = launchers(g, ops)
     out: list[int] = []
     for copy, _ in reads:
         k = int(np.searchsorted(g.start[call], g.start[copy]))

@@ -62,6 +62,19 @@ def launchers(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
     return np.array([g.corr_of.get(int(c), -1) for c in corr.tolist()], dtype=np.int64)
 
 
+def launched(g: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """The operations the range's thread launched, in launch order, and the call that
+    launched each; kept with the graph (chains and fixed_shape walk the same sequence)."""
+    memo = ("launched",)
+    if memo not in g.cache:
+        nodes = len(g.calls) + np.arange(len(g.ops))
+        call = launchers(g, nodes)
+        mine = (call >= 0) & (g.thread[np.maximum(call, 0)] == g.tid)
+        order = np.argsort(g.start[call[mine]], kind="stable")
+        g.cache[memo] = nodes[mine][order], call[mine][order]
+    return g.cache[memo]
+
+
 def launcher(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
     """The calls of the step that launched the operations."""
     calls = launchers(g, op_nodes)
