@@ -36,13 +36,19 @@ def test_copies_on_the_compute_stream_hold_the_step_their_prefetch_does_not() ->
 
 def test_a_python_thread_holding_the_gil_is_named_and_priced() -> None:
     """gil_thread: the loop's thread waits for the GIL 94% of its time as it runs, held by
-    the background thread (named from the CPU samples); the fixed loop does not wait."""
+    the background thread (named from the CPU samples, with the user's line that started
+    it); the fixed loop does not wait."""
     doc = analyzed("twins/gil_thread_sampled/trace")
     loops = {e.name: e for e in doc.ranges if e.critical_path_ns}
     assert _share(loops["planted/step"], "gil") > 0.85
     assert _share(loops["fixed/step"], "gil") < 0.03      # nsys's own sampler thread
     holders = [k for k in loops["planted/step"].critical_threads_ns if "holding the GIL" in k]
     assert holders and holders[0].startswith("python3 (thread ")
+    # where the holder came from: the main thread's sample in its Thread.start
+    assert ", started at gil_thread.py:37 in thread)" in holders[0]
+    gil = next(f for f in doc.findings if f.rule == "gil_contention")
+    assert "started at gil_thread.py:37 in thread" in gil.message
+    assert "NSys PySampling" not in gil.message            # under 1%: not a holder
     assert doc.findings[0].rule == "gil_contention"
     assert not [f for f in doc.findings if f.rule == "host_bound"
                 and f.range in ("planted", "control")]           # the GIL explains it

@@ -9,9 +9,10 @@ import pytest
 
 from analysis.load import nsys_sqlite
 from analysis.load.nsys_host import HOST_PARTS, api_part
+from analysis.load.nsys_pysamples import PySamples
 from analysis.load.nsys_steps import StepRows
 from analysis.loops.changes import Change, saving
-from analysis.loops.gil import interpreter_samples, mark_gil
+from analysis.loops.gil import START_WINDOW_NS, interpreter_samples, mark_gil, thread_starts
 from analysis.loops.graph import EDGES, build
 from analysis.loops.replay import CATEGORIES, critical_path, offsets, replay
 from analysis.loops.runs import TAIL_KEEP
@@ -273,3 +274,25 @@ def test_a_wait_while_another_thread_runs_the_interpreter_is_the_gil() -> None:
         assert path[held] == 45 and sum(path[c] for c in CATEGORIES) == 80
         assert path.get(f"gil:{spinner}", 0) == (45 if held == "gil" else 0)
         assert saving(g, Change("no_gil")) == (45 if held == "gil" else 0)
+
+
+def test_a_thread_is_named_by_the_line_that_started_it() -> None:
+    """The main thread's latest sample inside threading's Thread.start before a thread's
+    first CPU sample names the user's line that started it; a start too long before, one
+    after, or one of another process names none."""
+    start = (("/usr/lib/python3.12/threading.py", "wait", 655),
+             ("/usr/lib/python3.12/threading.py", "start", 997),
+             ("./train.py", "spawn", 37), ("./train.py", "main", 80))
+    other = (("./train.py", "step", 50), ("./train.py", "main", 82))
+    late = (("/usr/lib/python3.12/threading.py", "start", 997), ("./train.py", "later", 90))
+    t0 = 1_000_000_000
+    py = PySamples(samples=pd.DataFrame({
+        "global_tid": [MAIN] * 4, "stack": [0, 1, 1, 2],
+        "time_ns": [t0 - 2_000_000, t0 - 1_000_000, t0 + 5, t0 + 1_000_000]}),
+        stacks=[start, other, late])
+    near, old, foreign = 1 << 24 | 9, 1 << 24 | 10, 2 << 24 | 11
+    cpu = pd.DataFrame({"global_tid": [near, old, foreign],
+                        "time_ns": [t0, t0 + START_WINDOW_NS + 3_000_000, t0],
+                        "module": "python3.12", "symbol": ""})
+    assert thread_starts(py, cpu, {near, old, foreign}) == {near: "train.py:37 in spawn"}
+    assert thread_starts(PySamples(), cpu, {near}) == {}

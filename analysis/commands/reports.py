@@ -41,7 +41,7 @@ from ..common.settings import NCU_INSTANCES, NCU_MAX_RUNS
 from ..diagnosis import compute_wall, rules
 from ..diagnosis.ranks import rank_of
 from ..documents import tables
-from ..documents.files import load_systems, write_csv, write_systems, write_tables
+from ..documents.files import load_systems, table_data, write_csv, write_systems
 from ..documents.io import (
     load_json_doc,
     load_meta,
@@ -163,8 +163,9 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
     with report_folder(out, "systems") as stage, ThreadPoolExecutor(1) as pool:
         measured = measure_systems(trace, meta_path, logs, opts)
         stage.mkdir(parents=True, exist_ok=True)     # the tables written while judged:
-        written = pool.submit(write_tables, stage, measured.doc)   # Arrow's writer lets
-        doc = systems.judge(measured)                              # go of the GIL
+        data = table_data(measured.doc)              # converted here (that holds the GIL),
+        written = pool.submit(tables.write_arrow, stage, data)   # written beside (Arrow's
+        doc = systems.judge(measured)                            # writer lets go of it)
         _systems_files(stage, doc, getattr(opts, "csv", False), written.result())
     _said(out, "systems", f"{len(doc.ranges)} ranges")
     return doc

@@ -46,6 +46,7 @@ from ..load.nsys_sequence import DETECT_ROWS, SEQUENCE_ROWS, from_ops, kernel_se
 from ..load.nsys_sqlite import NsysExport
 from ..loops.detected import with_detected_steps
 from ..loops.find import find_steps
+from ..loops.gil import thread_starts
 from ..loops.model import StepModels, loop_rows, model_columns, model_loops
 from ..loops.runs import run_columns
 from ..loops.totals import capture_totals
@@ -207,7 +208,8 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     cols = {c: table.column(c) for c in ("name", "wall_instances", "warmup", "domain",
                                          "wall_ns")}
     models = model_loops(steps, per_range["key"].to_numpy(), cols, is_op_path)
-    add_by_row(table, model_columns(models, trace.export.thread_names), "run_model")
+    starts = thread_starts(py, cpu, set().union(*(m.thread_ids() for m in models)), cwd)
+    add_by_row(table, model_columns(models, trace.export.thread_names, starts), "run_model")
     add_by_row(table, run_columns(trace, per_range["key"].to_numpy(),
                                   loop_rows(cols, is_op_path), py, cwd), "runs")
     add_by_row(table, library_columns(trace, per_range["key"].to_numpy()), "library")

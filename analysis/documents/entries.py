@@ -254,8 +254,10 @@ class RangeEntry:
         "steps' paths weighted as replayed_run_ns", "run_model", unit="ns", factory=dict)
     critical_threads_ns: dict[str, int] = declared(
         "the other threads on the critical path by name (the export's thread name, else "
-        "its id: `pt_autograd_0` is PyTorch's autograd thread), and the GIL waits by the "
-        "thread that held the GIL (`... (holding the GIL)`), weighted as critical_path_ns",
+        "its id: `pt_autograd_0` is PyTorch's autograd thread; `started at FILE:LINE in "
+        "FUNCTION`: the user's line whose `Thread.start` made it, from the Python samples), "
+        "and the GIL waits by the thread that held the GIL (`... (holding the GIL)`), "
+        "weighted as critical_path_ns",
         "run_model", unit="ns", factory=dict)
 
     # a loop range as it runs (loops/runs.py)

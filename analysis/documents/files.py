@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..common.names import is_op_path
 from . import tables
@@ -65,13 +66,18 @@ def summary(doc: SystemsDoc, counts: dict[str, int]) -> SystemsDoc:
                                tables=counts)
 
 
-def write_tables(folder: Path, doc: SystemsDoc) -> dict[str, int]:
-    """Write the Parquet tables of `doc` (its ranges, and ops) into `folder`: file -> rows.
-    They hold what `measure` made: findings change none of them."""
-    counts = tables.write_range_tables(folder, range_table_of(doc))
+def table_data(doc: SystemsDoc) -> dict[str, pa.Table]:
+    """The Parquet tables of `doc` (its ranges, and ops) as Arrow, by file name. They
+    hold what `measure` made: findings change none of them."""
+    data = tables.range_arrow(range_table_of(doc))
     if doc.ops:
-        counts[tables.OPS] = tables.write_rows(folder / tables.OPS, doc.ops)
-    return counts
+        data[tables.OPS] = tables.rows_arrow(doc.ops)
+    return data
+
+
+def write_tables(folder: Path, doc: SystemsDoc) -> dict[str, int]:
+    """Write the Parquet tables of `doc` (table_data) into `folder`: file -> rows."""
+    return tables.write_arrow(folder, table_data(doc))
 
 
 def write_systems(folder: Path, doc: SystemsDoc, csv: bool = False,

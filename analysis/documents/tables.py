@@ -107,16 +107,26 @@ def _array(values: list | np.ndarray, field: pa.Field) -> pa.Array:
 def write_range_tables(folder: Path, table: RangeTable, cls: type = RangeEntry
                        ) -> dict[str, int]:
     """Write ranges.parquet and the long tables of `table` into `folder`: file -> rows."""
+    return write_arrow(folder, range_arrow(table, cls))
+
+
+def range_arrow(table: RangeTable, cls: type = RangeEntry) -> dict[str, pa.Table]:
+    """ranges.parquet and the long tables of `table` as Arrow, by file name. Converting
+    Python columns holds the GIL; writing them (write_arrow) lets go of it, so a caller
+    converts first and writes beside other work."""
     shapes = _schemas(cls)
-    out = {}
     main = shapes[""]
     arrays = [_array(table.columns[f.name] if f.name in table.columns
                      else table.column(f.name), f) for f in main]
-    out[RANGES] = _write(folder / RANGES, pa.Table.from_arrays(arrays, schema=main))
+    out = {RANGES: pa.Table.from_arrays(arrays, schema=main)}
     for key, _ in long_fields(cls):
-        frame = table.items.get(key)
-        out[file_of(key)] = _write(folder / file_of(key), _from_frame(frame, shapes[key]))
+        out[file_of(key)] = _from_frame(table.items.get(key), shapes[key])
     return out
+
+
+def write_arrow(folder: Path, data: dict[str, pa.Table]) -> dict[str, int]:
+    """Each table as the Parquet file of its name in `folder`: file -> rows."""
+    return {name: _write(folder / name, t) for name, t in data.items()}
 
 
 def _from_frame(frame: pd.DataFrame | None, shape: pa.Schema) -> pa.Table:
@@ -140,13 +150,12 @@ def _write(path: Path, data: pa.Table) -> int:
     return data.num_rows
 
 
-def write_rows(path: Path, items: list[Any]) -> int:
-    """A list of flat documents (ops) as one Parquet table of their fields."""
+def rows_arrow(items: list[Any]) -> pa.Table:
+    """A list of flat documents (ops) as one Arrow table of their fields."""
     cls = type(items[0])
     shape = pa.schema([_field(cls, n) for n in scalars(cls)])
-    data = pa.Table.from_arrays([pa.array([getattr(i, f.name) for i in items], f.type)
+    return pa.Table.from_arrays([pa.array([getattr(i, f.name) for i in items], f.type)
                                  for f in shape], schema=shape)
-    return _write(path, data)
 
 
 LATER_SOURCES = ("runs", "run_model")

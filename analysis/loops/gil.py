@@ -12,7 +12,12 @@ that ran the interpreter most during it is its holder. Without CPU samples the w
 OS calls.
 
 Other threads on a critical path are named by what the export calls them (ThreadNames:
-PyTorch's autograd thread is `pt_autograd_0`), else by their thread id.
+PyTorch's autograd thread is `pt_autograd_0`), else by their thread id, and by the user's
+line that started them where the Python samples show it (thread_starts). Nsight Systems'
+Python samples hold the stacks of the thread that runs the script only, so another
+thread's own line is not in the export; the line of its `threading.Thread.start` is: the
+main thread's sample inside `start` (which waits for the new thread to run) nearest
+before the thread's first CPU sample.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ..load.nsys_pysamples import PySamples
 from ..load.nsys_sqlite import PID_MASK
+from ..trace.pylines import shown, user_frame
 from .graph import Graph
 
 GIL_WAITS = ("pthread_cond_timedwait", "pthread_cond_clockwait")
@@ -70,8 +77,47 @@ def mark_gil(g: Graph, running: pd.DataFrame) -> None:
             holders[node] = Counter(tids[i:j].tolist()).most_common(1)[0][0]
 
 
-def thread_label(tid: int, names: dict[int, str]) -> str:
-    """A thread as a page names it: its name in the export, else its thread id."""
+START_WINDOW_NS = 50_000_000
+"""How long before a thread's first CPU sample the sample of the `Thread.start` that made
+it may fall (the start waits for the new thread to run: a few ms on the H200 capture)."""
+
+
+def thread_starts(py: PySamples, samples: pd.DataFrame | None, tids: set[int],
+                  cwd: str | None = None) -> dict[int, str]:
+    """global tid -> `file:line in function`, the user's line that started the thread
+    (see the module doc), for those of `tids` the samples show it for."""
+    if not len(py) or samples is None or not len(samples) or not tids:
+        return {}
+    starting = np.array([any(f[1] == "start" and f[0].endswith("threading.py")
+                             for f in stack) for stack in py.stacks], dtype=bool)
+    s = py.samples
+    at = starting[s["stack"].to_numpy(dtype="int64")]
+    times = s["time_ns"].to_numpy(dtype="int64")[at]
+    stacks = s["stack"].to_numpy(dtype="int64")[at]
+    pids = s["global_tid"].to_numpy(dtype="int64")[at] & int(PID_MASK)
+    first = samples.groupby("global_tid")["time_ns"].min()
+    out = {}
+    for tid in sorted(tids):
+        if tid not in first.index:
+            continue
+        t0 = int(first[tid])
+        mine = np.flatnonzero((pids == (tid & int(PID_MASK))) & (times <= t0)
+                              & (times >= t0 - START_WINDOW_NS))
+        if not len(mine):
+            continue
+        stack = py.stacks[int(stacks[mine[np.argmax(times[mine])]])]
+        user = user_frame(stack)
+        if user is not None:
+            file, function, line = stack[user]
+            out[tid] = f"{shown(file, cwd)}:{line} in {function}"
+    return out
+
+
+def thread_label(tid: int, names: dict[int, str], starts: dict[int, str] | None = None
+                 ) -> str:
+    """A thread as a page names it: its name in the export, else its thread id; where it
+    was started (thread_starts) when known."""
     name = names.get(int(tid))
-    return f"{name} (thread {int(tid) & 0xFFFFFF})" if name else \
-        f"thread {int(tid) & 0xFFFFFF}"
+    started = (starts or {}).get(int(tid))
+    said = f"thread {int(tid) & 0xFFFFFF}" + (f", started at {started}" if started else "")
+    return f"{name} ({said})" if name else said

@@ -296,15 +296,26 @@ class LoopModel:
         return ({c: round(path[c]) for c in CATEGORIES if path.get(c)},
                 round(float(np.dot(self.replayed, self.weights))))
 
-    def threads(self, names: dict[int, str]) -> dict[str, int]:
-        """critical_threads_ns: the other threads on the weighted path by name, and the
-        GIL waits by the thread that held the GIL ("<name> (holding the GIL)"), most
-        first."""
+    def thread_ids(self) -> set[int]:
+        """The other threads on the weighted path and the GIL holders: global tids."""
+        out = set()
+        for key in self.weighted():
+            kind, _, tid = key.partition(":")
+            if kind in ("thread", "gil") and tid.isdigit():
+                out.add(int(tid))
+        return out
+
+    def threads(self, names: dict[int, str], starts: dict[int, str] | None = None
+                ) -> dict[str, int]:
+        """critical_threads_ns: the other threads on the weighted path by name (and the
+        line that started them: gil.thread_starts), and the GIL waits by the thread that
+        held the GIL ("<name> (holding the GIL)"), most first."""
         out: Counter[str] = Counter()
         for key, ns in self.weighted().items():
             kind, _, tid = key.partition(":")
             if kind in ("thread", "gil") and tid.lstrip("-").isdigit() and round(ns):
-                label = thread_label(int(tid), names) if int(tid) >= 0 else "unknown"
+                label = thread_label(int(tid), names, starts) if int(tid) >= 0 \
+                    else "unknown"
                 out[label + (" (holding the GIL)" if kind == "gil" else "")] += round(ns)
         return dict(out.most_common())
 
@@ -345,16 +356,17 @@ def model_loops(models: StepModels, keys: np.ndarray, table_cols: dict[str, list
     return out
 
 
-def model_columns(models: list[LoopModel], names: dict[int, str] | None = None
-                  ) -> pd.DataFrame:
+def model_columns(models: list[LoopModel], names: dict[int, str] | None = None,
+                  starts: dict[int, str] | None = None) -> pd.DataFrame:
     """The loops' fields by table row: critical_path_ns, critical_threads_ns (threads
-    named from `names`: global tid -> name), replayed_run_ns, modeled_instances."""
+    named from `names`: global tid -> name, and `starts`: where they were started),
+    replayed_run_ns, modeled_instances."""
     rows, paths, threads, replayed, n = [], [], [], [], []
     for m in models:
         path, again = m.scaled()
         rows.append(m.row)
         paths.append(path)
-        threads.append(m.threads(names or {}))
+        threads.append(m.threads(names or {}, starts))
         replayed.append(again)
         n.append(len(m.steps))
     return pd.DataFrame({"critical_path_ns": pd.Series(paths, index=rows, dtype=object),

@@ -99,7 +99,7 @@ def gil_contention(r: Rule, ctx: Context) -> list[Finding]:
     def said(e: RangeEntry, ns: float) -> str:
         gil = max(e.critical_path_ns.get("gil", 0), 1)
         who = ", ".join(f"{name} {100.0 * v / gil:.0f}%"
-                        for name, v in list(_holders(e).items())[:3])
+                        for name, v in list(_holders(e).items())[:3] if v >= gil / 100)
         return (f"{e.name} waits for the GIL {path_pct(e, 'gil'):.0f}% of its time as it "
                 f"runs ({ns / 1e6:,.2f} ms an instance): its thread waits in "
                 "pthread_cond_timedwait while another Python thread of the process runs "
