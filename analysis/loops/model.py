@@ -296,14 +296,19 @@ class LoopModel:
         return ({c: round(path[c]) for c in CATEGORIES if path.get(c)},
                 round(float(np.dot(self.replayed, self.weights))))
 
+    def _by_thread(self) -> list[tuple[str, int, float]]:
+        """The weighted path's stretches of other threads and GIL waits: (kind, global
+        tid (-1: the GIL holder is not known), ns)."""
+        out = []
+        for key, ns in self.weighted().items():
+            kind, _, tid = key.partition(":")
+            if kind in ("thread", "gil") and tid.lstrip("-").isdigit():
+                out.append((kind, int(tid), ns))
+        return out
+
     def thread_ids(self) -> set[int]:
         """The other threads on the weighted path and the GIL holders: global tids."""
-        out = set()
-        for key in self.weighted():
-            kind, _, tid = key.partition(":")
-            if kind in ("thread", "gil") and tid.isdigit():
-                out.add(int(tid))
-        return out
+        return {tid for _, tid, _ in self._by_thread() if tid >= 0}
 
     def threads(self, names: dict[int, str], starts: dict[int, str] | None = None
                 ) -> dict[str, int]:
@@ -311,11 +316,9 @@ class LoopModel:
         line that started them: gil.thread_starts), and the GIL waits by the thread that
         held the GIL ("<name> (holding the GIL)"), most first."""
         out: Counter[str] = Counter()
-        for key, ns in self.weighted().items():
-            kind, _, tid = key.partition(":")
-            if kind in ("thread", "gil") and tid.lstrip("-").isdigit() and round(ns):
-                label = thread_label(int(tid), names, starts) if int(tid) >= 0 \
-                    else "unknown"
+        for kind, tid, ns in self._by_thread():
+            if round(ns):
+                label = thread_label(tid, names, starts) if tid >= 0 else "unknown"
                 out[label + (" (holding the GIL)" if kind == "gil" else "")] += round(ns)
         return dict(out.most_common())
 
