@@ -4,8 +4,11 @@
 The replay's rules the hand sums follow: the edge that came last at measurement time
 keeps its measured gap; a launch edge that did not bind takes the step's median binding
 launch gap, a stream edge the median binding stream gap (0 where none bound), a freed
-call its return after what it waited for; a step's time is its end or the end of the GPU
-work it launched, whichever is later."""
+call its return after what it waited for. A step's time is its steady period in a run of
+such steps (loops/steady.py): its host's time where the host holds it, else its GPU work
+fed back to back, the first kernel no longer waiting for its launch (the step before
+keeps the GPU busy through it): a change that leaves the GPU holding the step saves the
+first kernel's launch latency (10 in these steps) besides what the step alone shows."""
 
 from __future__ import annotations
 
@@ -70,8 +73,9 @@ def _copy_step() -> StepRows:
 
 def test_prefetch_takes_the_copy_off_the_compute_stream() -> None:
     """The copy made a step ahead on a side stream: no wait, its 30 µs off the stream:
-    the second kernel follows the first (its stream gap kept)."""
-    assert 29 <= _saved(_copy_step(), 150, Change("prefetch")) <= 37
+    the second kernel follows the first (its stream gap kept), and the GPU holds the
+    step: 50 + 7 + 53 = 110 of 150."""
+    assert 39 <= _saved(_copy_step(), 150, Change("prefetch")) <= 47
 
 
 def test_a_change_scoped_to_a_range_leaves_the_rest_of_the_step() -> None:
@@ -85,28 +89,28 @@ def test_a_change_scoped_to_a_range_leaves_the_rest_of_the_step() -> None:
 @pytest.mark.parametrize("name", [SYNC, "cudaEventSynchronize_v3020"])
 def test_no_sync_lets_the_host_run_ahead_of_the_gpu(name: str) -> None:
     """The host's wait goes: the second launch comes early, the second kernel follows the
-    first back to back (100 + 30 = 130 of 160)."""
+    first back to back, the GPU holds the step (90 + 30 = 120 of 160)."""
     rows = _step([(0, 5, 1, LAUNCH), (6, 102, 2, name), (110, 115, 3, LAUNCH)],
                  [_kernel(10, 100, 1), _kernel(120, 150, 3)], syncs=[2])
-    assert _saved(rows, 160, Change("no_sync")) == 30
+    assert _saved(rows, 160, Change("no_sync")) == 40
 
 
 def test_no_sync_of_a_scalar_read_takes_its_dispatch_too() -> None:
     """`.item()`: a 4-byte copy, then a synchronize; without them the copy follows the
-    kernel (101), the second kernel follows the copy (131 of 160)."""
+    kernel, the second kernel follows the copy (90 + 1 + 30 = 121 of 160)."""
     rows = _step([(0, 5, 1, LAUNCH), (20, 25, 2, ASYNC), (26, 102, 3, SYNC),
                   (110, 115, 4, LAUNCH)],
                  [_kernel(10, 100, 1), (MEMCPY, 100, 101, 2, 4, 2, 0, ""),
                   _kernel(120, 150, 4)], syncs=[3])
-    assert _saved(rows, 160, Change("no_sync")) == 29
+    assert _saved(rows, 160, Change("no_sync")) == 39
 
 
 def test_no_sync_frees_a_blocking_copy() -> None:
-    """A cudaMemcpy device to host: the thread no longer waits for it (104 + 30 = 134)."""
+    """A cudaMemcpy device to host: the thread no longer waits for it (94 + 30 = 124)."""
     rows = _step([(0, 5, 1, LAUNCH), (6, 105, 2, COPY), (110, 115, 3, LAUNCH)],
                  [_kernel(10, 100, 1), (MEMCPY, 100, 104, 2, 4 << 20, 2, 0, ""),
                   _kernel(120, 150, 3)])
-    assert _saved(rows, 160, Change("no_sync")) == 26
+    assert _saved(rows, 160, Change("no_sync")) == 36
 
 
 def test_no_break_also_drops_the_resume_of_the_second_graph() -> None:
@@ -116,7 +120,7 @@ def test_no_break_also_drops_the_resume_of_the_second_graph() -> None:
                   (110, 115, 4, LAUNCH), (116, 121, 5, LAUNCH)],
                  [_kernel(10, 100, 1), (MEMCPY, 100, 101, 2, 4, 2, 0, ""),
                   _kernel(120, 150, 4), _kernel(150, 200, 5)], syncs=[3])
-    assert _saved(rows, 210, Change("no_break")) == 29    # 101 + 30 + 50 = 181 of 210
+    assert _saved(rows, 210, Change("no_break")) == 39    # 91 + 30 + 50 = 171 of 210
     host = _step([(0, 5, 1, LAUNCH), (20, 25, 2, ASYNC), (26, 32, 3, SYNC),
                   (90, 95, 4, LAUNCH)],
                  [_kernel(10, 20, 1), (MEMCPY, 20, 21, 2, 4, 2, 0, ""), _kernel(100, 110, 4)],
@@ -128,11 +132,11 @@ def test_no_break_also_drops_the_resume_of_the_second_graph() -> None:
 
 def test_no_memory_drops_the_free_that_waits_and_the_malloc() -> None:
     """cudaFree waits for the kernel, cudaMalloc takes 20: both gone, the second kernel
-    follows the first (50 + 25 = 75 of 130)."""
+    follows the first (40 + 25 = 65 of 130)."""
     rows = _step([(0, 5, 1, LAUNCH), (6, 52, 2, "cudaFree_v3020"),
                   (60, 80, 3, "cudaMalloc_v3020"), (85, 90, 4, LAUNCH)],
                  [_kernel(10, 50, 1), _kernel(95, 120, 4)])
-    assert _saved(rows, 130, Change("no_memory")) == 55
+    assert _saved(rows, 130, Change("no_memory")) == 65
 
 
 def test_host_ahead_drops_the_cpu_time_between_calls_in_its_windows() -> None:
@@ -162,11 +166,11 @@ def test_pinned_async_frees_the_thread_and_runs_at_the_pinned_rate() -> None:
 
 def test_readback_on_device_drops_the_copy_its_wait_and_the_host_work_on_it() -> None:
     """A 64 MiB `.cpu()`, its synchronize and the numpy on it (62 -> 100) gone: the
-    second kernel follows the first (40 + 10 = 50 of 125)."""
+    second kernel follows the first (30 + 10 = 40 of 125)."""
     rows = _step([(0, 5, 1, LAUNCH), (6, 8, 2, ASYNC), (9, 62, 3, SYNC), (100, 105, 4, LAUNCH)],
                  [_kernel(10, 40, 1), (MEMCPY, 40, 60, 2, 64 << 20, 2, 0, ""),
                   _kernel(110, 120, 4)], syncs=[3])
-    assert _saved(rows, 125, Change("readback_on_device")) == 75
+    assert _saved(rows, 125, Change("readback_on_device")) == 85
 
 
 def test_readback_on_device_drops_the_reads_own_dispatch_too() -> None:
@@ -353,3 +357,28 @@ def test_fixed_shape_takes_the_count_and_its_dispatch() -> None:
     # less the copy's return the no_sync step kept
     plain = _mask_step("reduce_kernel", "vectorized_elementwise_kernel")
     assert _saved(plain, 80, Change("fixed_shape")) == _saved(plain, 80, Change("no_sync"))
+
+
+def test_the_steady_period_carries_the_backlog_into_the_next_step() -> None:
+    """A step whose host syncs on its 90 µs kernel, then runs 40 µs of Python before the
+    next step's launch: alone, removing the sync saves only the wait's tail; in a run,
+    the next step's Python runs under this step's kernel, the GPU holds the loop (90 of
+    the 140 measured): 50."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 101, 2, SYNC)], [_kernel(10, 100, 1)], syncs=[2])
+    assert _saved(rows, 140, Change("no_sync")) == 50
+
+
+def test_a_step_the_host_holds_saves_nothing_from_faster_kernels() -> None:
+    """Host work of 100 µs a step beside a 20 µs kernel it never waits for: the kernel
+    made twice as fast leaves the period at the host's 100."""
+    rows = _step([(0, 5, 1, LAUNCH), (50, 55, 2, LAUNCH)], [_kernel(10, 20, 1), _kernel(60, 70, 2)])
+    assert _saved(rows, 100, Change("faster_kernels", kernels=(("k", 0.5),))) == 0
+
+
+def test_a_step_whose_launches_lack_their_kernels_is_priced_alone() -> None:
+    """A launch whose kernel was not read (a GPU far behind): the step's GPU step is
+    unknown, so the change is priced on the step alone: it ends with its kernel, at 100
+    of 140 (in a run it would be 50, as above)."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 101, 2, SYNC), (102, 104, 3, LAUNCH)],
+                 [_kernel(10, 100, 1)], syncs=[2])
+    assert _saved(rows, 140, Change("no_sync")) == 40

@@ -91,7 +91,8 @@ from .edits import (
 )
 from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, THREAD, Graph
 from .kernel_changes import faster_kernels, no_fill, one_cat, one_pass, undispatched
-from .replay import offsets, replay, unchanged
+from .replay import offsets
+from .steady import period, steady_unchanged
 
 Windows = list[tuple[int, int]]
 
@@ -348,15 +349,16 @@ APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
 
 
 def saving(g: Graph, change: Change) -> int:
-    """The step's wall time replayed unchanged less replayed with `change` (ns, >= 0);
-    kept with the graph (the documents of one export can share its graphs)."""
+    """The step's steady period (steady.py: in a run of such steps, its GPU backlog
+    carried) replayed unchanged less replayed with `change` (ns, >= 0); kept with the
+    graph (the documents of one export can share its graphs)."""
     memo = ("saving", change)
     if memo not in g.cache:
         off, _ = offsets(g)
         keep = np.ones(len(off), dtype=bool)
         changed = off.copy()
         apply(g, change, changed, keep)
-        g.cache[memo] = max(unchanged(g).time(g) - replay(g, changed, keep).time(g), 0)
+        g.cache[memo] = max(steady_unchanged(g) - period(g, changed, keep), 0)
     return g.cache[memo]
 
 

@@ -19,6 +19,9 @@ point happens no earlier than another point plus an offset:
               runs then: the wait at a run's end); for a run's last step (it
               ends when its GPU backlog does) also the last GPU operation its calls
               launched that ends by then
+    BACKLOG   the step's start -> the first operation its calls launched on each stream
+              (no time: what earlier steps left on the GPU holds it only in the steady
+              replay, steady.py)
 
 Each edge keeps its measured gap. Replayed unchanged (replay.py), the binding edge of each
 point (the one whose source came last) carries its measured gap and every other edge the
@@ -35,8 +38,9 @@ import pandas as pd
 from ..load.nsys_host import HOST_PARTS
 from ..load.nsys_steps import StepRows
 
-OWN, PROGRAM, LAUNCH, STREAM, EVENT, RELEASE, THREAD, STEP = range(8)
-EDGES = ("own", "program", "launch", "stream", "event", "release", "thread", "step")
+OWN, PROGRAM, LAUNCH, STREAM, EVENT, RELEASE, THREAD, STEP, BACKLOG = range(9)
+EDGES = ("own", "program", "launch", "stream", "event", "release", "thread", "step",
+         "backlog")
 CALL, OP, OS, END = range(4)
 WAITS = ("pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait",
          "futex", "poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6",
@@ -64,6 +68,7 @@ class Graph:
     osrt: pd.DataFrame                       # its OS calls outside CUDA calls
     syncs: pd.DataFrame                      # the sync records of its blocking calls
     corr_of: dict[int, int] = field(default_factory=dict)   # correlation id -> call node
+    run_end: bool = False                    # the run's last step (ends with its backlog)
     parts: list[tuple[np.ndarray, np.ndarray, int]] = field(default_factory=list)
     _joined: tuple | None = field(default=None, repr=False)
     replayed: object = field(default=None, repr=False)   # replay.Replayed, unchanged
@@ -239,8 +244,10 @@ def build(rows: StepRows, tid: int, lo: int, hi: int, gpu_end: bool = False) -> 
     _program(g)
     if gpu_end:
         _backlog(g)
+    g.run_end = gpu_end
     _launch(g, ops0)
     _stream(g, ops0)
+    _queued(g, ops0)
     _release(g, ops0)
     _thread(g)
     _kicked(g)
@@ -278,6 +285,18 @@ def _backlog(g: Graph) -> None:
     own = own[g.end[own] <= g.hi]
     if len(own):
         g.add(2 * int(own[np.argmax(g.end[own])]) + 1, g.end_point - 1, STEP)
+
+
+def _queued(g: Graph, ops0: int) -> None:
+    """The step's start -> the first operation its calls launched on each stream (no
+    time here; steady.py gives it the GPU work earlier steps left)."""
+    own = g.own_ops()
+    if not len(own):
+        return
+    key = (g.ops["device"].to_numpy() * (1 << 32) + g.ops["stream"].to_numpy())[own - ops0]
+    order = np.lexsort((g.start[own], key))
+    first = own[order][np.r_[True, key[order][1:] != key[order][:-1]]]
+    g.add_many(np.full(len(first), 2 * (g.n - 2)), 2 * first, BACKLOG)
 
 
 def _launch(g: Graph, ops0: int) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..documents.entries import CATEGORIES, SAID
 from .graph import (
+    BACKLOG,
     CALL,
     EDGES,
     EVENT,
@@ -79,7 +80,7 @@ def _offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
     kind = np.asarray(g.edge, dtype=np.int64)
     if not len(src):
         return gap, np.zeros(0, dtype=bool)
-    order = np.lexsort((g.points[src], dst))
+    order = np.lexsort((kind != BACKLOG, g.points[src], dst))   # a tie: not the backlog
     last = np.r_[dst[order][1:] != dst[order][:-1], True]
     binds = np.zeros(len(src), dtype=bool)
     binds[order[last]] = True
@@ -88,6 +89,7 @@ def _offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
         seen = gap[binds & (kind == k)]
         floor[kind == k] = np.minimum(gap[kind == k], int(np.median(seen)) if len(seen) else 0)
     floor[kind == EVENT] = 0
+    floor[kind == BACKLOG] = 0
     floor[kind == STEP] = 0          # "no earlier than": a call still running at the end
                                      # bounds the end only where nothing later does
     woke = (kind == RELEASE) | (kind == THREAD)
@@ -239,7 +241,7 @@ def _categories(g: Graph, e: np.ndarray) -> np.ndarray:
     own = np.where(g.kind[a] == OP, lab[a], np.where(mine_a, lab[a], other))
     return np.select(
         [kind == OWN, np.isin(kind, (PROGRAM, STEP)), kind == LAUNCH,
-         np.isin(kind, (STREAM, EVENT)), kind == RELEASE],
+         np.isin(kind, (STREAM, EVENT, BACKLOG)), kind == RELEASE],
         [own, np.where(mine_b, at["cpu"], other), at["launch"], at["gpu"], at["sync"]],
         other)
 
