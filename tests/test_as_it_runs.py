@@ -1,15 +1,18 @@
 """The loop as it runs, on programs captured for it on the H200 (tests/data/tools:
-twins/copy_engine.py, twins/gil_thread.py, loader_train.py; capture_engines_h200.sh):
-copies on the compute stream, a Python thread holding the GIL, and a training script with
-no range whose DataLoader holds the step, each against its fix."""
+twins/copy_engine.py, twins/gil_thread.py, loader_train.py; capture_engines_h200.sh;
+queue_ab.py, capture_queue_h200.sh): copies on the compute stream, a Python thread
+holding the GIL, a training script with no range whose DataLoader holds the step, and a
+host that fills the launch queue, each against its fix."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from analysis.common.names import DETECTED
+from analysis.loops.queue import QUEUE_DEPTH, QUEUE_WAIT_NS, queue_waits
 from tests.conftest import DATA
 from tests.shared_docs import analyzed
 
@@ -89,3 +92,34 @@ def test_the_input_pipeline_holding_the_step_is_named_by_the_users_line(loader) 
     realized = run["planted"] - run["fixed"]
     assert 0.85 <= first.saving_per_instance_ns / realized <= 1.15
     assert not [f for f in fixed.findings if f.rule == "input_wait"]
+
+
+def test_a_full_launch_queue_is_the_gpus_wait_and_priced_through_it() -> None:
+    """queue_ab: fp32 GEMMs and 1,500 tiny launches a step; the host fills the launch
+    queue and blocks in one launch a step for ~56 ms. The loop is held by the GPU, not by
+    launch calls, and TF32 for the GEMM is priced at what the twin realized (82.7 -> 25.1
+    ms a step: the host's pace, not the GEMM's speed-up), within 15%."""
+    doc = analyzed("queue_ab/trace")
+    loops = {e.name: e for e in doc.ranges if e.critical_path_ns}
+    assert _share(loops["qfull/step"], "gpu") > 0.8
+    assert _share(loops["qfull/step"], "launch") < 0.1
+    truth = json.loads((DATA / "queue_ab" / "truth.json").read_text())
+    realized = truth["cost_ns"]["qfull"] - truth["cost_ns"]["qfast"]
+    gemm = next(f for f in doc.findings if f.rule == "fp32_gemm" and f.range == "qfull/step")
+    assert abs(gemm.saving_per_instance_ns - realized) <= 0.15 * realized
+    for e in loops.values():
+        assert abs(e.replayed_run_ns - e.run_per_instance_ns * e.run_instances) \
+            <= 0.05 * e.run_per_instance_ns * e.run_instances
+
+
+def test_a_long_launch_waits_for_the_queue_only_behind_a_deep_one() -> None:
+    """A launch of 200 µs with QUEUE_DEPTH operations ahead of it ends after the one that
+    ended last inside it; the same launch with a short queue ahead (a module load) or a
+    launch of 20 µs waits for nothing."""
+    launch, start, end = np.arange(3), np.array([0, 1_000, 50_000]), \
+        np.array([10, 201_000, 70_000])
+    launched = np.full(QUEUE_DEPTH + 2, -1)               # by earlier steps' calls
+    op_end = np.r_[np.full(QUEUE_DEPTH, 2_000_000), 150_000, 190_000]
+    assert 20_000 < QUEUE_WAIT_NS <= 200_000
+    assert queue_waits(launch, start, end, launched, op_end) == [(QUEUE_DEPTH + 1, 1)]
+    assert queue_waits(launch, start, end, launched[-10:], op_end[-10:]) == []

@@ -12,7 +12,8 @@ point happens no earlier than another point plus an offset:
     STREAM    the previous operation's end on a stream -> the next start
     EVENT     work recorded on other streams -> the first operation a stream waits with
     RELEASE   the operation a blocking call waited for (stream, device or event
-              synchronize, a blocking copy or set, a free) ends -> the call ends
+              synchronize, a blocking copy or set, a free; a launch that waited for a
+              full launch queue, queue.py) ends -> the call ends
     THREAD    another thread's last call before a wait ends -> the wait (pthread_cond_wait,
               futex, poll ...) ends: the main thread waiting for the autograd thread
     STEP      the range thread's last node -> the step's end (its start, where it still
@@ -37,6 +38,7 @@ import pandas as pd
 
 from ..load.nsys_host import HOST_PARTS
 from ..load.nsys_steps import StepRows
+from .queue import queue_waits
 
 OWN, PROGRAM, LAUNCH, STREAM, EVENT, RELEASE, THREAD, STEP, BACKLOG = range(9)
 EDGES = ("own", "program", "launch", "stream", "event", "release", "thread", "step",
@@ -249,6 +251,7 @@ def build(rows: StepRows, tid: int, lo: int, hi: int, gpu_end: bool = False) -> 
     _stream(g, ops0)
     _queued(g, ops0)
     _release(g, ops0)
+    _queue_full(g, ops0)
     _thread(g)
     _kicked(g)
     return g
@@ -376,6 +379,19 @@ def _release(g: Graph, ops0: int) -> None:
         if len(hit):
             j = int(hit[np.argmax(o_end[hit])])
             g.add(2 * (ops0 + j) + 1, 2 * i + 1, RELEASE)
+
+
+def _queue_full(g: Graph, ops0: int) -> None:
+    """A launch that waited for the full launch queue ends after the operation that
+    freed its slot (queue.py)."""
+    launch = np.flatnonzero(np.array(g.label[:ops0]) == "launch")
+    if not len(launch) or not len(g.ops):
+        return
+    call = np.array([g.corr_of.get(c, -1) for c in g.ops["corr"].tolist()], dtype=np.int64)
+    launched = np.where(call >= 0, g.start[np.maximum(call, 0)], -1)
+    for op, i in queue_waits(launch, g.start, g.end, launched,
+                             g.ops["end_ns"].to_numpy()):
+        g.add(2 * (ops0 + op) + 1, 2 * i + 1, RELEASE)
 
 
 def _thread(g: Graph) -> None:
