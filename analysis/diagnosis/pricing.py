@@ -24,10 +24,12 @@ from ..documents.types import Finding
 from ..load.nsys_sqlite import PID_MASK
 from ..loops.chains import chains, grid_of, host_span
 from ..loops.changes import Change, saving
-from ..loops.edits import COUNTING, launchers, named_ops
+from ..loops.edits import launchers, named_ops
 from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
 from ..trace.pylines import line_windows, lines_inside, wait_windows
+from .sync_sites import SyncSite, call_kinds
+from .sync_sites import sync_sites as find_sites
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
 
@@ -117,6 +119,10 @@ class Pricer:
         return sum((sync_kinds(g) for g in self.models.graphs(key)), Counter()) \
             if key is not None else Counter()
 
+    def sync_sites(self, path: str, pid: int | None = None) -> list[SyncSite]:
+        """The range's syncs by the user's line that makes them (sync_sites.py)."""
+        return find_sites(self, path, pid)
+
     def kernels(self, path: str, pattern: str, pid: int | None = None
                 ) -> tuple[float, float, float]:
         """Per modeled step of the loop around `path` (its finding's scope: the range's
@@ -177,7 +183,8 @@ class Pricer:
         """The finding's change with the parameters its evidence gives, scoped to the
         finding's range (loops/changes.py)."""
         ev: dict[str, Any] = f.evidence if isinstance(f.evidence, dict) else {}
-        scope = self.models.windows(f.range, pid)
+        scope = tuple((int(a), int(b)) for a, b in ev["site_windows"]) \
+            if ev.get("site_windows") else self.models.windows(f.range, pid)
         if f.change == "host_ahead":           # the slow steps' windows, or the range's
             given = tuple((int(a), int(b)) for a, b in ev.get("windows") or ())
             return Change("host_ahead", windows=given or scope, scope=given or scope)
@@ -222,41 +229,9 @@ SYNC_SAID = {"item": "`.item()` (a scalar read back)", "cpu": "`.cpu()` of a ten
              "synchronize": "`torch.cuda.synchronize()`",
              "event": "an event synchronize", "other": "a synchronize call"}
 """What a step's blocking calls are, as the user wrote them."""
-SCALAR_BYTES = 64 * 1024
-NONZERO = re.compile(COUNTING, re.I)
-
-
 def sync_kinds(g: Graph) -> Counter:
     """The step's blocking calls on its range's thread by what caused them (SYNC_SAID)."""
-    out: Counter = Counter()
-    names = g.calls["name"].tolist()
-    ops0 = len(g.calls)
-    copy_of = {g.corr_of.get(int(c)): (int(k), int(b)) for c, k, b in zip(
-        g.ops["corr"].tolist(), g.ops["kind"].tolist(),
-        g.ops["bytes"].tolist() if "bytes" in g.ops else [0] * len(g.ops), strict=True)
-        if int(k) == 1}
-    kernels = [(g.start[ops0 + j], str(n)) for j, n in enumerate(
-        g.ops["name"].tolist() if "name" in g.ops else [])]
-    mine = [i for i in range(len(names)) if g.thread[i] == g.tid]
-    last_copy = None
-    for i in mine:
-        name = names[i]
-        if i in copy_of:
-            last_copy = (i, copy_of[i][1])
-        if g.label[i] != "sync":
-            continue
-        if "DeviceSynchronize" in name or "CtxSynchronize" in name:
-            out["synchronize"] += 1
-        elif "EventSynchronize" in name:
-            out["event"] += 1
-        elif last_copy is not None:
-            at, size = last_copy
-            nonzero = any(NONZERO.search(n) and t < g.start[at] for t, n in kernels)
-            out["cpu" if size > SCALAR_BYTES else "nonzero" if nonzero else "item"] += 1
-            last_copy = None
-        else:
-            out["other"] += 1
-    return out
+    return Counter(call_kinds(g).values())
 
 
 def _kernel_time(g: Graph, pattern: str, windows) -> tuple[int, int, int]:

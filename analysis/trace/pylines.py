@@ -285,6 +285,26 @@ def lines_inside(py: PySamples, tids: set[int], spans: np.ndarray) -> Counter:
     return Counter(x for x in found if x is not None)
 
 
+def lines_before(py: PySamples, tids: set[int], spans: np.ndarray
+                 ) -> list[list[tuple[tuple[str, int], int]]]:
+    """Per span ((start, end) rows), the user's lines ((function, line number)) the
+    threads `tids` were sampled on inside it, each with how long before the span's end
+    (ns): the line nearest a blocking call's end is the one that made it."""
+    s = _thread_samples(py, tids)
+    if not len(s) or not len(spans):
+        return [[] for _ in range(len(spans))]
+    times, stacks = s["time_ns"].to_numpy(), s["stack"].to_numpy()
+    lo = np.searchsorted(times, spans[:, 0], side="left")
+    hi = np.searchsorted(times, spans[:, 1], side="right")
+    out = []
+    for (a, b), end in zip(zip(lo.tolist(), hi.tolist(), strict=True),
+                           spans[:, 1].tolist(), strict=True):
+        found = ((_user_line(py.stacks[k]), end - t) for k, t in
+                 zip(stacks[a:b].tolist(), times[a:b].tolist(), strict=True))
+        out.append([(x, d) for x, d in found if x is not None])
+    return out
+
+
 def _user_line(stack: tuple[Frame, ...]) -> tuple[str, int] | None:
     """(function, line number) of the stack's innermost user frame, or None."""
     user = user_frame(stack)

@@ -32,6 +32,7 @@ from ...documents.types import Finding, RangeEntry
 from ..pricing import SYNC_SAID
 from .lines import SYNC_CALLS, pick
 from .registry import ONCE, Context, Rule, rule
+from .sync_split import HOST_COPY, site_finding, split
 
 CUDNN = re.compile(r"cudnn|fmha|flash", re.I)
 
@@ -209,10 +210,13 @@ def sync_in_loop(r: Rule, ctx: Context) -> list[Finding]:
         top = max(kinds, key=kinds.get) if kinds else "item"
         if top == "cpu" and readback_of(e) >= READBACK_MIN_BYTES * e.wall_instances:
             continue                   # a large readback: readback_in_loop names it
-        f = _sync_finding(r, e, inner, kinds)
-        priced = ctx.price(f) if ctx.price is not None else None
-        if _syncs(e) or (priced or 0) * 100 >= FINDING_MIN_PCT * e.wall_ns:
-            out.append(f)
+        sites = ctx.sync_sites(path) if ctx.sync_sites is not None else []
+        found = [site_finding(r, e, s, nested_evidence(inner), SYNC_REMEDY) for s in sites] \
+            if split(sites) else [_sync_finding(r, e, inner, kinds)]
+        for f in found:
+            priced = ctx.price(f) if ctx.price is not None else None
+            if _syncs(e) or (priced or 0) * 100 >= FINDING_MIN_PCT * e.wall_ns:
+                out.append(f)
     return out
 
 
@@ -242,10 +246,6 @@ def _sync_finding(r: Rule, e: RangeEntry, inner: list[str], kinds: dict[str, int
                   "busy_ns": e.busy_ns, "wall_ns": e.wall_ns, "syncs": dict(kinds),
                   **nested_evidence(inner)},
         suggestion=SYNC_REMEDY.get(top, SYNC_REMEDY["item"]))
-
-
-HOST_COPY = re.compile(r"Tensor\.(?:tolist|numpy|cpu)$")
-"""Readbacks the host then works on (a list or array built from the copy)."""
 
 
 def sync_change(e: RangeEntry) -> str:

@@ -4,7 +4,8 @@ After the rules ran, each finding of LINE_RULES gets the line of the user's code
 range's thread was sampled on most (of the lines whose library call fits the rule, when
 one does: a sync finding names the `.item()` line, not the forward's, or none; a finding
 on calls the thread blocks in, first the line sampled inside those calls, whatever its
-call: a boolean mask's `x[x > 0]` names no library call), with its share
+call: a boolean mask's `x[x > 0]` names no library call; a sync site's finding, its
+site's line), with its share
 of the range's Python samples and the call; where that call has a remedy of its own
 (REMEDIES), it leads the suggestion. A capture without Python samples says how to get
 them.
@@ -83,9 +84,14 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         if not sampled:
             f.message += " " + HOW
             continue
-        line = pick(e.lines, LINE_RULES[f.rule])
-        if f.rule in BLOCKING_RULES and blocked is not None:
-            line = inside(e.lines, blocked(f.range, BLOCKING_RULES[f.rule])) or line
+        named = (f.evidence or {}).get("lines_named") if f.rule == "sync_in_loop" else None
+        if named:                      # one sync site's finding: its own line
+            line = next((x for x in e.lines if (x.function, x.line) ==
+                         (named[0]["function"], named[0]["line"])), None)
+        else:
+            line = pick(e.lines, LINE_RULES[f.rule])
+            if f.rule in BLOCKING_RULES and blocked is not None:
+                line = inside(e.lines, blocked(f.range, BLOCKING_RULES[f.rule])) or line
         if line is None:
             continue
         f.message += " " + said(e, line)

@@ -59,6 +59,8 @@ class Context:
     # inside its blocking calls of a kind (Counter of (function, line); Pricer.blocked)
     chains: Callable[[str], dict] | None = None   # a range's chains of elementwise
     # kernels by launch configuration, per modeled step (Pricer.chains)
+    sync_sites: Callable[[str], list] | None = None   # a range's syncs by the user's
+    # line that makes them (sync_sites.py, Pricer.sync_sites)
 
     def analyzed_ns(self) -> float:
         """The time savings are weighed against: the wall time of the outermost NVTX

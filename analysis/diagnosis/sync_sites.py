@@ -1,0 +1,138 @@
+"""A loop's syncs by the line of the user's code that makes each: one finding per site.
+
+A step that reads back twice (a `.tolist()`, then a boolean mask's count) has two causes,
+each with its own remedy and its own saving: removing one sync leaves the other waiting
+for the GPU. The step model holds the syncs in order; the k-th sync of a range's
+instance is the same line of code in every step where the steps sync alike (the same
+number of syncs in most modeled steps). Its *segment* is the time from the sync before
+it (or the instance's start) to its end; the line is the one the Python samples of the
+segments fell on nearest the syncs' ends (the smallest median distance: the step's own
+work before the read lies further back). Ordinals of one line are one site
+(`repeat_interleave` syncs twice).
+
+Each site's scope (what its change acts on) is its segments, through to the next call
+after each sync: the host's work on the value read back belongs to it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..loops.edits import COUNTING
+from ..loops.graph import CALL, Graph
+from ..trace.pylines import lines_before
+
+SAME_SHARE = 0.8
+"""The share of modeled steps that must sync the same number of times for the k-th sync
+to be one site."""
+
+Line = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class SyncSite:
+    """One line's syncs in a loop range: what they are, where they run, its line."""
+
+    line: Line | None                      # (function, line number); None: not sampled
+    kinds: tuple[str, ...]                 # pricing.SYNC_SAID's keys, one per sync a step
+    windows: tuple[tuple[int, int], ...]   # its segments in the modeled steps
+
+
+def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
+    """The sites of the syncs in a range's instances over its loop's modeled steps (see
+    the module doc); [] where the steps do not sync alike or the capture has no Python
+    samples."""
+    key = pricer.modeled_key(path, pid)
+    if key is None:
+        return []
+    scope = np.array(pricer.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
+    per_step = [_segments(g, call_kinds(g), scope) for g in pricer.models.graphs(key)]
+    counts = Counter(len(x) for x in per_step)
+    n, seen = counts.most_common(1)[0] if counts else (0, 0)
+    if n < 2 or seen < SAME_SHARE * len(per_step):
+        return []
+    alike = [x for x in per_step if len(x) == n]
+    spans = np.array([(a, b) for x in alike for a, b, _, _ in x], dtype=np.int64)
+    near = lines_before(pricer.models.py_samples(), pricer.threads(path, pid), spans)
+    lines = [_nearest([d for i, d in enumerate(near) if i % n == k]) for k in range(n)]
+    return [SyncSite(line, tuple(x[k][2] for x in alike[:1] for k in ks),
+                     tuple((x[k][0], x[k][3]) for x in alike for k in ks))
+            for line, ks in _grouped(lines).items()]
+
+
+SCALAR_BYTES = 64 * 1024
+"""A device-to-host copy of at most this many bytes before a sync: a scalar read back."""
+NONZERO = re.compile(COUNTING, re.I)
+
+
+def call_kinds(g: Graph) -> dict[int, str]:
+    """Each blocking call (label "sync") on the step's range thread -> what caused it
+    (SYNC_SAID's keys), in call order."""
+    out: dict[int, str] = {}
+    names = g.calls["name"].tolist()
+    ops0 = len(g.calls)
+    copy_of = {g.corr_of.get(int(c)): (int(k), int(b)) for c, k, b in zip(
+        g.ops["corr"].tolist(), g.ops["kind"].tolist(),
+        g.ops["bytes"].tolist() if "bytes" in g.ops else [0] * len(g.ops), strict=True)
+        if int(k) == 1}
+    kernels = [(g.start[ops0 + j], str(n)) for j, n in enumerate(
+        g.ops["name"].tolist() if "name" in g.ops else [])]
+    mine = sorted((i for i in range(len(names)) if g.thread[i] == g.tid),
+                  key=lambda i: g.start[i])
+    last_copy = None
+    for i in mine:
+        name = names[i]
+        if i in copy_of:
+            last_copy = (i, copy_of[i][1])
+        if g.label[i] != "sync":
+            continue
+        if "DeviceSynchronize" in name or "CtxSynchronize" in name:
+            out[i] = "synchronize"
+        elif "EventSynchronize" in name:
+            out[i] = "event"
+        elif last_copy is not None:
+            at, size = last_copy
+            nonzero = any(NONZERO.search(n) and t < g.start[at] for t, n in kernels)
+            out[i] = "cpu" if size > SCALAR_BYTES else "nonzero" if nonzero else "item"
+            last_copy = None
+        else:
+            out[i] = "other"
+    return out
+
+
+def _segments(g, kinds: dict[int, str], scope: np.ndarray) -> list[tuple[int, int, str, int]]:
+    """(segment start, sync end, kind, next call's start) of each sync on the range's
+    thread in one step, inside the range's instances."""
+    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
+    mine = mine[np.argsort(g.start[mine], kind="stable")]
+    out: list[tuple[int, int, str, int]] = []
+    for w0, w1 in scope[(scope[:, 1] > g.lo) & (scope[:, 0] < g.hi)].tolist():
+        at = mine[(g.start[mine] >= w0) & (g.start[mine] < w1)].tolist()
+        prev = w0
+        for j, i in enumerate(at):
+            if i in kinds:
+                after = int(g.start[at[j + 1]]) if j + 1 < len(at) else w1
+                out.append((prev, int(g.end[i]), kinds[i], after + 1))
+                prev = int(g.end[i])
+    return out
+
+
+def _nearest(spans: list[list[tuple[Line, int]]]) -> Line | None:
+    """The line sampled nearest the spans' ends (smallest median distance)."""
+    by: dict[Line, list[int]] = {}
+    for found in spans:
+        for line, d in found:
+            by.setdefault(line, []).append(d)
+    return min(by, key=lambda x: (float(np.median(by[x])), x)) if by else None
+
+
+def _grouped(lines: list[Line | None]) -> dict[Line | None, list[int]]:
+    """Ordinals by line, in order of first appearance."""
+    out: dict[Line | None, list[int]] = {}
+    for k, line in enumerate(lines):
+        out.setdefault(line, []).append(k)
+    return out

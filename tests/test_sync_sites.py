@@ -1,0 +1,85 @@
+"""A loop's syncs split by the user's line that makes each (diagnosis/sync_sites.py), on
+synthetic steps: two reads a step, each sampled nearest its own sync."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from analysis.diagnosis.sync_sites import SyncSite, sync_sites
+from analysis.load.nsys_pysamples import PySamples
+from analysis.loops.graph import build
+from tests.test_whatif import ASYNC, LAUNCH, MAIN, MEMCPY, SYNC, U, _kernel, _step
+
+STEP = 200
+
+
+def _graph(k: int):
+    """Step k: a kernel (the step's own work), a small read back and its sync (ends at
+    100), then a guard's kernel, its read and sync (ends at 150)."""
+    t = k * STEP
+    rows = _step([(t + 0, t + 5, 1, LAUNCH), (t + 70, t + 72, 2, ASYNC),
+                  (t + 73, t + 100, 3, SYNC), (t + 110, t + 115, 4, LAUNCH),
+                  (t + 131, t + 133, 5, ASYNC), (t + 134, t + 150, 6, SYNC)],
+                 [_kernel(t + 10, t + 60, 1), (MEMCPY, t + 60, t + 61, 2, 4, 2, 0, ""),
+                  _kernel(t + 120, t + 130, 4), (MEMCPY, t + 131, t + 132, 5, 4, 2, 0, "")],
+                 syncs=[3, 6])
+    return build(rows, MAIN, t * U, (t + STEP) * U)
+
+
+def _pricer(samples: list[tuple[int, tuple]], steps: int = 4):
+    """A pricer over `steps` steps, whose range's thread was sampled at (µs, line)."""
+    stacks = sorted({line for _, line in samples})
+    py = PySamples(pd.DataFrame({"global_tid": MAIN, "time_ns": [t * U for t, _ in samples],
+                                 "stack": [stacks.index(x) for _, x in samples]}),
+                   [(("train.py", fn, ln),) for fn, ln in stacks])
+    graphs = [_graph(k) for k in range(steps)]
+    models = SimpleNamespace(windows=lambda path, pid: tuple(
+        (g.lo, g.hi) for g in graphs), graphs=lambda key: graphs, py_samples=lambda: py)
+    return SimpleNamespace(models=models, modeled_key=lambda path, pid: 0,
+                           threads=lambda path, pid: {MAIN})
+
+
+def test_each_sync_is_named_by_the_line_sampled_nearest_its_end() -> None:
+    """The step's own line is sampled in the first sync's segment too, but further from
+    its end than the read's line: two sites, each with its segments and kind."""
+    samples = [(k * STEP + dt, line) for k in range(4) for dt, line in
+               ((50, ("step", 10)), (95, ("read", 20)), (145, ("guard", 30)))]
+    sites = sync_sites(_pricer(samples), "loop/step")
+    assert [s.line for s in sites] == [("read", 20), ("guard", 30)]
+    assert all(s.kinds == ("item",) for s in sites)
+    first = sites[0].windows[0]
+    assert first[0] == 0 and first[1] == 110 * U + 1      # to the next call's start
+    assert len(sites[1].windows) == 4
+
+
+def test_without_samples_near_a_sync_its_site_has_no_line() -> None:
+    samples = [(k * STEP + 95, ("read", 20)) for k in range(4)]
+    sites = sync_sites(_pricer(samples), "loop/step")
+    assert sites == [SyncSite(("read", 20), ("item",), sites[0].windows),
+                     SyncSite(None, ("item",), sites[1].windows)]
+    assert np.all(np.diff([w[0] for w in sites[1].windows]) == STEP * U)
+
+
+def test_a_site_finding_names_its_line_and_acts_on_its_segments() -> None:
+    """One finding per site where two lines sync: a count read back made fixed-shape, a
+    `.tolist()` kept on the device; its change's scope is the site's segments."""
+    from analysis.diagnosis.rules.host_rules import SYNC_REMEDY
+    from analysis.diagnosis.rules.sync_split import site_finding, split
+    from analysis.documents.types import PyLine
+
+    tolist = PyLine(file="train.py", line=20, function="read", call="Tensor.tolist",
+                    pct=30.0, code="v = x.tolist()", samples=12)
+    e = SimpleNamespace(name="loop/step", wall_instances=16, lines=[tolist])
+    rule = SimpleNamespace(finding=lambda **kw: kw)
+    sites = [SyncSite(("read", 20), ("item",), ((0, 10),)),
+             SyncSite(("mask", 40), ("nonzero",), ((10, 20),))]
+    assert split(sites) and not split(sites[:1] + [SyncSite(None, ("item",), ())])
+    read, mask = (site_finding(rule, e, s, {}, SYNC_REMEDY) for s in sites)
+    assert read["change"] == "readback_on_device" and mask["change"] == "fixed_shape"
+    assert read["evidence"]["lines_named"][0]["call"] == "Tensor.tolist"
+    assert mask["evidence"]["site_windows"] == [[10, 20]]
+    assert "train.py:20 in read" in read["message"]
+    assert mask["suggestion"] == SYNC_REMEDY["nonzero"]
