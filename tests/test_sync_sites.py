@@ -58,7 +58,7 @@ def test_each_sync_is_named_by_the_line_sampled_nearest_its_end() -> None:
 def test_without_samples_near_a_sync_its_site_has_no_line() -> None:
     samples = [(k * STEP + 95, ("read", 20)) for k in range(4)]
     sites = sync_sites(_pricer(samples), "loop/step")
-    assert sites == [SyncSite(("read", 20), ("item",), sites[0].windows),
+    assert sites == [SyncSite(("read", 20), ("item",), sites[0].windows, "train.py"),
                      SyncSite(None, ("item",), sites[1].windows)]
     assert np.all(np.diff([w[0] for w in sites[1].windows]) == STEP * U)
 

@@ -140,14 +140,38 @@ class Pricer:
         """The range's chains of elementwise kernels (loops/chains.py) in its loop's
         modeled steps, by launch configuration: per step (weighted as `kernels`), how
         many, their kernels and time, and the lines sampled while the host launched them."""
+        sums, spans = self._chain_spans(path, pid)
+        if not sums:
+            return {}
+        w = self.models.weights(self.modeled_key(path, pid))
+        threads, samples = self.threads(path, pid), self.models.py_samples()
+        return {grid: ChainStat(*(a / max(w.sum(), 1e-12)).tolist(), lines=lines_inside(
+            samples, threads, np.array(sorted(spans[grid]), dtype=np.int64).reshape(-1, 2)))
+            for grid, a in sums.items()}
+
+    def chain_windows(self, path: str, lines: set[tuple[str, int]],
+                      pid: int | None = None) -> tuple[tuple[int, int], ...]:
+        """The host spans (first launch to last) of the range's chains of a launch
+        configuration the `lines` were sampled launching: where a loop over tensors ran,
+        in every modeled step, read off its launches rather than off the few samples."""
+        _, spans = self._chain_spans(path, pid)
+        threads, samples = self.threads(path, pid), self.models.py_samples()
+        return tuple(sorted(w for sp in spans.values() if set(lines_inside(
+            samples, threads, np.array(sorted(sp), dtype=np.int64).reshape(-1, 2))) & lines
+            for w in sp))
+
+    def _chain_spans(self, path: str, pid: int | None) -> tuple[dict, dict]:
+        """Per launch configuration, the range's chains' weighted sums (count, kernels,
+        time, time but the shortest, host span) and host spans, over its loop's modeled
+        steps."""
         key = self.modeled_key(path, pid)
         if key is None:
-            return {}
+            return {}, {}
         scope = np.array(self.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
-        w = self.models.weights(key)
         sums: dict[int, np.ndarray] = {}
         spans: dict[int, list[tuple[int, int]]] = {}
-        for g, weight in zip(self.models.graphs(key), w.tolist(), strict=True):
+        for g, weight in zip(self.models.graphs(key), self.models.weights(key).tolist(),
+                             strict=True):
             for c in chains(g):
                 lo, hi = host_span(g, c)
                 if len(scope) and not _started_in(np.array([lo]), scope)[0]:
@@ -157,10 +181,7 @@ class Pricer:
                 sums[grid] = sums.get(grid, np.zeros(5)) + weight * np.array(
                     [1, len(c), ns.sum(), ns.sum() - ns.min(), hi - lo])
                 spans.setdefault(grid, []).append((lo, hi))
-        threads, samples = self.threads(path, pid), self.models.py_samples()
-        return {grid: ChainStat(*(a / max(w.sum(), 1e-12)).tolist(), lines=lines_inside(
-            samples, threads, np.array(sorted(spans[grid]), dtype=np.int64).reshape(-1, 2)))
-            for grid, a in sums.items()}
+        return sums, spans
 
     def candidates(self, path: str) -> list[str]:
         """The loop ranges enclosing `path` (itself included), outermost first, then
@@ -192,7 +213,8 @@ class Pricer:
             return Change("input_ahead", windows=self.input_waits(f.range, pid), scope=scope)
         if f.change in ("batch_on_device", "foreach"):   # where the samples ran the lines
             lines = {(x["function"], int(x["line"])) for x in ev.get("lines_named") or ()}
-            return Change(f.change, windows=line_windows(
+            ran = self.chain_windows(f.range, lines, pid) if f.change == "foreach" else ()
+            return Change(f.change, windows=ran or line_windows(
                 self.models.py_samples(), self.threads(f.range, pid), lines), scope=scope)
         if f.change == "one_pass":                 # the chains of its launch configuration
             return Change("one_pass", grids=(int(ev.get("grid") or 0),), scope=scope)

@@ -31,6 +31,7 @@ SAME_SHARE = 0.8
 to be one site."""
 
 Line = tuple[str, int]
+Frame = tuple[str, str, int]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class SyncSite:
     line: Line | None                      # (function, line number); None: not sampled
     kinds: tuple[str, ...]                 # pricing.SYNC_SAID's keys, one per sync a step
     windows: tuple[tuple[int, int], ...]   # its segments in the modeled steps
+    file: str = ""                         # the line's file, as sampled
 
 
 def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
@@ -58,9 +60,12 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
     alike = [x for x in per_step if len(x) == n]
     spans = np.array([(a, b) for x in alike for a, b, _, _ in x], dtype=np.int64)
     near = lines_before(pricer.models.py_samples(), pricer.threads(path, pid), spans)
-    lines = [_nearest([d for i, d in enumerate(near) if i % n == k]) for k in range(n)]
+    frames = [_nearest([d for i, d in enumerate(near) if i % n == k]) for k in range(n)]
+    files = {(f[1], f[2]): f[0] for f in frames if f is not None}
+    lines = [(f[1], f[2]) if f is not None else None for f in frames]
     return [SyncSite(line, tuple(x[k][2] for x in alike[:1] for k in ks),
-                     tuple((x[k][0], x[k][3]) for x in alike for k in ks))
+                     tuple((x[k][0], x[k][3]) for x in alike for k in ks),
+                     files.get(line, "") if line else "")
             for line, ks in _grouped(lines).items()]
 
 
@@ -121,9 +126,9 @@ def _segments(g, kinds: dict[int, str], scope: np.ndarray) -> list[tuple[int, in
     return out
 
 
-def _nearest(spans: list[list[tuple[Line, int]]]) -> Line | None:
-    """The line sampled nearest the spans' ends (smallest median distance)."""
-    by: dict[Line, list[int]] = {}
+def _nearest(spans: list[list[tuple[Frame, int]]]) -> Frame | None:
+    """The frame sampled nearest the spans' ends (smallest median distance)."""
+    by: dict[Frame, list[int]] = {}
     for found in spans:
         for line, d in found:
             by.setdefault(line, []).append(d)

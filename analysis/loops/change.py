@@ -68,7 +68,8 @@ CHANGES = {
                        "of the lines that built it from Python data (as sampled) gone, "
                        "its copies asynchronous",
     "foreach": "the step replayed with its per-tensor ops made as one multi-tensor op "
-               "(torch._foreach_*): the CPU time and launches of their line (as sampled) gone",
+               "(torch._foreach_*): the CPU time and launches of their line gone, and of "
+               "their kernels one left",
     "gpu_fed": "the step replayed with a GPU that never waits for the host: each operation "
                "right after the one before it on its stream (the most a fix of the idle "
                "gaps can give)",

@@ -52,7 +52,9 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    sampling intervals of the lines that built it (their CPU time and
                    blocking copies gone)
     foreach        per-tensor ops of a Python loop made as one multi-tensor op: the
-                   same over the sampling intervals of their line, its launches gone too
+                   same over the host spans of the chains its line launched (else the
+                   sampling intervals of the line), its launches gone too, and of the
+                   kernels they made the shortest left, back to back
     gpu_fed        the GPU never waits for the host: each operation follows the one before
                    it on its stream, not the call that launched it (the most any host-side
                    fix of idle gaps can give)
@@ -89,7 +91,7 @@ from .edits import (
     overlap,
     within,
 )
-from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, THREAD, Graph
+from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, STREAM, THREAD, Graph
 from .kernel_changes import faster_kernels, no_fill, one_cat, one_pass, undispatched
 from .replay import offsets
 from .steady import period, steady_unchanged
@@ -220,12 +222,23 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
 
 
 def _foreach(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    """host_ahead over the line's sampled windows, and the launches they meet gone: the
-    per-tensor ops made as one."""
+    """host_ahead over the line's windows, and the launches they meet gone: the
+    per-tensor ops made as one. Of the kernels those launches made in each window, the
+    shortest stays (one kernel over every tensor), the others and the stream gaps before
+    them go."""
     _host_ahead(g, change, off, keep)
     w = near(change.windows, int(g.points.min()), int(g.points.max()))
     launches = on_thread(g, np.flatnonzero(np.array(g.label[:len(g.calls)]) == "launch"))
-    gone(g, off, launches[overlap(g.start[launches], g.end[launches], w) > 0])
+    hit = launches[overlap(g.start[launches], g.end[launches], w) > 0]
+    gone(g, off, hit)
+    ops, by_call = launched(g)
+    src, dst, kind = edges(g)
+    for a, b in w.tolist():
+        mine = ops[np.isin(by_call, hit) & (g.start[by_call] >= a) & (g.start[by_call] <= b)]
+        if len(mine) > 1:
+            extra = np.delete(mine, np.argmin(g.end[mine] - g.start[mine]))
+            gone(g, off, extra)
+            off[(kind == STREAM) & np.isin(dst, 2 * extra)] = 0
 
 
 SAMPLED = ("batch_on_device", "foreach")

@@ -286,10 +286,10 @@ def lines_inside(py: PySamples, tids: set[int], spans: np.ndarray) -> Counter:
 
 
 def lines_before(py: PySamples, tids: set[int], spans: np.ndarray
-                 ) -> list[list[tuple[tuple[str, int], int]]]:
-    """Per span ((start, end) rows), the user's lines ((function, line number)) the
-    threads `tids` were sampled on inside it, each with how long before the span's end
-    (ns): the line nearest a blocking call's end is the one that made it."""
+                 ) -> list[list[tuple[Frame, int]]]:
+    """Per span ((start, end) rows), the user's frames ((file, function, line number))
+    the threads `tids` were sampled on inside it, each with how long before the span's
+    end (ns): the line nearest a blocking call's end is the one that made it."""
     s = _thread_samples(py, tids)
     if not len(s) or not len(spans):
         return [[] for _ in range(len(spans))]
@@ -299,10 +299,16 @@ def lines_before(py: PySamples, tids: set[int], spans: np.ndarray
     out = []
     for (a, b), end in zip(zip(lo.tolist(), hi.tolist(), strict=True),
                            spans[:, 1].tolist(), strict=True):
-        found = ((_user_line(py.stacks[k]), end - t) for k, t in
+        found = ((_user_frame_of(py.stacks[k]), end - t) for k, t in
                  zip(stacks[a:b].tolist(), times[a:b].tolist(), strict=True))
         out.append([(x, d) for x, d in found if x is not None])
     return out
+
+
+def _user_frame_of(stack: tuple[Frame, ...]) -> Frame | None:
+    """The stack's innermost user frame (file, function, line), or None."""
+    user = user_frame(stack)
+    return None if user is None else stack[user]
 
 
 def _user_line(stack: tuple[Frame, ...]) -> tuple[str, int] | None:

@@ -48,8 +48,8 @@ def _line_of(e: RangeEntry, site: SyncSite) -> dict | None:
     kept: PyLine | None = next((x for x in e.lines
                                 if (x.function, x.line) == site.line), None)
     if kept is None:
-        return {"file": "", "line": site.line[1], "function": site.line[0], "call": "",
-                "pct": 0.0}
+        return {"file": site.file, "line": site.line[1], "function": site.line[0],
+                "call": "", "pct": 0.0}
     return {"file": kept.file, "line": kept.line, "function": kept.function,
             "call": kept.call, "pct": kept.pct}
 
