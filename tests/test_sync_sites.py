@@ -81,5 +81,5 @@ def test_a_site_finding_names_its_line_and_acts_on_its_segments() -> None:
     assert read["change"] == "readback_on_device" and mask["change"] == "fixed_shape"
     assert read["evidence"]["lines_named"][0]["call"] == "Tensor.tolist"
     assert mask["evidence"]["site_windows"] == [[10, 20]]
-    assert "train.py:20 in read" in read["message"]
+    assert "train.py:20 in read in `Tensor.tolist`" in read["message"]
     assert mask["suggestion"] == SYNC_REMEDY["nonzero"]

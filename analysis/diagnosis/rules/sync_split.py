@@ -31,10 +31,11 @@ def site_finding(r: Any, e: RangeEntry, site: SyncSite, evidence: dict,
     line = _line_of(e, site)
     where = f"{line['file']}:{line['line']} in {line['function']}" if line else \
         "a line the Python samples did not reach"
+    call = f" in `{line['call']}`" if line and line["call"] else ""
     return r.finding(
         range=e.name, iterations=e.wall_instances, change=_change(top, line),
-        message=f"{e.name} waits for the GPU at {where}, {len(site.kinds)} sync(s) a step "
-        f"({said}), one of the loop's sync sites; its saving is that line's alone.",
+        message=f"{e.name} waits for the GPU at {where}{call}, {len(site.kinds)} sync(s) a "
+        f"step ({said}), one of the loop's sync sites; its saving is that line's alone.",
         evidence={**evidence, "syncs": dict(kinds), "site_windows": [list(w) for w in
                                                                      site.windows],
                   "lines_named": [line] if line else []},
