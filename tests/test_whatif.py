@@ -382,3 +382,15 @@ def test_a_step_whose_launches_lack_their_kernels_is_priced_alone() -> None:
     rows = _step([(0, 5, 1, LAUNCH), (6, 101, 2, SYNC), (102, 104, 3, LAUNCH)],
                  [_kernel(10, 100, 1)], syncs=[2])
     assert _saved(rows, 140, Change("no_sync")) == 40
+
+
+def test_a_python_batch_spans_from_the_launch_before_to_its_copy() -> None:
+    """A batch built in Python between a launch (ends at 5) and its host-to-device copy
+    (42-50): its span starts after the launch, not after the copy's own stream query
+    (40-41), so the list building (5 -> 40) is inside it."""
+    from analysis.diagnosis.pricing import h2d_spans
+
+    rows = _step([(0, 5, 1, LAUNCH), (40, 41, 2, "cudaStreamIsCapturing_v10000"),
+                  (42, 50, 3, ASYNC)],
+                 [_kernel(10, 20, 1), (MEMCPY, 45, 48, 3, 12_544, 1, 1, "")])
+    assert h2d_spans(build(rows, MAIN, 0, 60 * U)) == [(5 * U, 50 * U, 12_544)]

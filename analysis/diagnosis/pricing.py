@@ -24,8 +24,8 @@ from ..documents.types import Finding
 from ..load.nsys_sqlite import PID_MASK
 from ..loops.chains import chains, grid_of, host_span
 from ..loops.changes import Change, saving
-from ..loops.edits import launchers, named_ops
-from ..loops.graph import Graph
+from ..loops.edits import launched, launchers, named_ops, overlap
+from ..loops.graph import CALL, Graph
 from ..loops.model import MODEL_CALLS, StepModels
 from ..trace.pylines import line_windows, lines_inside, wait_windows
 from .sync_sites import SyncSite, call_kinds
@@ -160,6 +160,22 @@ class Pricer:
             samples, threads, np.array(sorted(sp), dtype=np.int64).reshape(-1, 2))) & lines
             for w in sp))
 
+    def copy_windows(self, path: str, windows: tuple[tuple[int, int], ...],
+                     pid: int | None = None) -> tuple[tuple[int, int], ...]:
+        """Where a batch built in Python ran, read off its copy rather than the few
+        samples: in every modeled step, each host-to-device copy of the range's thread
+        spans from the end of the thread's launch or sync before it to the end of its own
+        call (the list built, converted and copied: h2d_spans); those of the sizes whose
+        spans the sampled `windows` meet are the batch's."""
+        key = self.modeled_key(path, pid)
+        if key is None or not windows:
+            return ()
+        sampled = np.array(windows, dtype=np.int64).reshape(-1, 2)
+        spans = [x for g in self.models.graphs(key) for x in h2d_spans(g)]
+        sizes = {b for lo, hi, b in spans if overlap(np.array([lo]), np.array([hi]),
+                                                    sampled)[0] > 0}
+        return tuple(sorted((lo, hi) for lo, hi, b in spans if b in sizes))
+
     def _chain_spans(self, path: str, pid: int | None) -> tuple[dict, dict]:
         """Per launch configuration, the range's chains' weighted sums (count, kernels,
         time, time but the shortest, host span) and host spans, over its loop's modeled
@@ -213,9 +229,11 @@ class Pricer:
             return Change("input_ahead", windows=self.input_waits(f.range, pid), scope=scope)
         if f.change in ("batch_on_device", "foreach"):   # where the samples ran the lines
             lines = {(x["function"], int(x["line"])) for x in ev.get("lines_named") or ()}
-            ran = self.chain_windows(f.range, lines, pid) if f.change == "foreach" else ()
-            return Change(f.change, windows=ran or line_windows(
-                self.models.py_samples(), self.threads(f.range, pid), lines), scope=scope)
+            sampled = line_windows(self.models.py_samples(), self.threads(f.range, pid),
+                                   lines)
+            ran = self.chain_windows(f.range, lines, pid) if f.change == "foreach" else \
+                self.copy_windows(f.range, sampled, pid)
+            return Change(f.change, windows=ran or sampled, scope=scope)
         if f.change == "one_pass":                 # the chains of its launch configuration
             return Change("one_pass", grids=(int(ev.get("grid") or 0),), scope=scope)
         if f.change == "pinned_async":
@@ -251,6 +269,28 @@ SYNC_SAID = {"item": "`.item()` (a scalar read back)", "cpu": "`.cpu()` of a ten
              "synchronize": "`torch.cuda.synchronize()`",
              "event": "an event synchronize", "other": "a synchronize call"}
 """What a step's blocking calls are, as the user wrote them."""
+def h2d_spans(g: Graph) -> list[tuple[int, int, int]]:
+    """(end of the thread's launch or sync before it, end of its call, bytes) of each
+    host-to-device copy the step's range thread launched (the queries a copy's dispatch
+    makes, `cudaStreamIsCapturing` and the like, are part of it)."""
+    if "copy_kind" not in g.ops or not len(g.ops):
+        return []
+    ops, by_call = launched(g)
+    row = ops - len(g.calls)
+    h2d = (g.ops["kind"].to_numpy()[row] == 1) & (g.ops["copy_kind"].to_numpy()[row] == 1)
+    label = np.array(g.label, dtype=object)
+    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid)
+                          & np.isin(label, ("launch", "sync")))
+    mine = mine[np.argsort(g.start[mine], kind="stable")]
+    out = []
+    for c, b in zip(by_call[h2d].tolist(), g.ops["bytes"].to_numpy()[row[h2d]].tolist(),
+                    strict=True):
+        k = int(np.searchsorted(g.start[mine], g.start[c]))
+        prev = int(g.end[mine[k - 1]]) if k > 0 else g.lo
+        out.append((prev, int(g.end[c]), int(b)))
+    return out
+
+
 def sync_kinds(g: Graph) -> Counter:
     """The step's blocking calls on its range's thread by what caused them (SYNC_SAID)."""
     return Counter(call_kinds(g).values())

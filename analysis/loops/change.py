@@ -65,8 +65,8 @@ CHANGES = {
     "input_ahead": "the step replayed with its next batch ready: the time its thread "
                    "waited for the DataLoader's workers gone",
     "batch_on_device": "the step replayed with its batch built on the GPU: the CPU time "
-                       "of the lines that built it from Python data (as sampled) gone, "
-                       "its copies asynchronous",
+                       "that built it from Python data (from the launch before its copy "
+                       "to the copy) gone, its copies asynchronous",
     "foreach": "the step replayed with its per-tensor ops made as one multi-tensor op "
                "(torch._foreach_*): the CPU time and launches of their line gone, and of "
                "their kernels one left",

@@ -49,8 +49,9 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    windows the loop's thread waited for its DataLoader (its Python
                    samples in the worker queue's reads)
     batch_on_device  a batch built on the GPU, not from Python data: host_ahead over the
-                   sampling intervals of the lines that built it (their CPU time and
-                   blocking copies gone)
+                   spans from the launch before each of its copies to the copy (else the
+                   sampling intervals of the lines that built it): their CPU time and
+                   blocking copies gone
     foreach        per-tensor ops of a Python loop made as one multi-tensor op: the
                    same over the host spans of the chains its line launched (else the
                    sampling intervals of the line), its launches gone too, and of the
