@@ -58,8 +58,7 @@ def gaps_gone(g: Graph, off: np.ndarray, before: np.ndarray) -> None:
 
 def launchers(g: Graph, op_nodes: np.ndarray) -> np.ndarray:
     """Each operation's launching call node (-1 where no call of the step launched it)."""
-    corr = g.ops["corr"].to_numpy()[op_nodes - len(g.calls)]
-    return np.array([g.corr_of.get(int(c), -1) for c in corr.tolist()], dtype=np.int64)
+    return g.op_calls()[np.asarray(op_nodes, dtype=np.int64) - len(g.calls)]
 
 
 def launched(g: Graph) -> tuple[np.ndarray, np.ndarray]:

@@ -73,6 +73,7 @@ class Graph:
     run_end: bool = False                    # the run's last step (ends with its backlog)
     parts: list[tuple[np.ndarray, np.ndarray, int]] = field(default_factory=list)
     _joined: tuple | None = field(default=None, repr=False)
+    _op_calls: np.ndarray | None = field(default=None, repr=False)
     replayed: object = field(default=None, repr=False)   # replay.Replayed, unchanged
     cache: dict = field(default_factory=dict, repr=False)  # replay's offsets and plan
 
@@ -132,11 +133,17 @@ class Graph:
         pt = self.points
         return pt[self.dst] - pt[self.src]
 
+    def op_calls(self) -> np.ndarray:
+        """Each GPU operation's launching call node (same correlation id; -1 where no call
+        of the step launched it), made once: the nodes are fixed when edges are added."""
+        if self._op_calls is None:
+            self._op_calls = np.array([self.corr_of.get(int(c), -1)
+                                       for c in self.ops["corr"].tolist()], dtype=np.int64)
+        return self._op_calls
+
     def own_ops(self) -> np.ndarray:
         """The nodes of the GPU operations launched by the step's own calls."""
-        ops0 = len(self.calls)
-        mine = np.array([c in self.corr_of for c in self.ops["corr"].tolist()], dtype=bool)
-        return ops0 + np.flatnonzero(mine)
+        return len(self.calls) + np.flatnonzero(self.op_calls() >= 0)
 
     @property
     def end_point(self) -> int:
@@ -305,7 +312,7 @@ def _queued(g: Graph, ops0: int) -> None:
 def _launch(g: Graph, ops0: int) -> None:
     """Each operation after the call that launched it (same correlation id; a call made
     inside another launches as the outer one)."""
-    call = np.array([g.corr_of.get(c, -1) for c in g.ops["corr"].tolist()], dtype=np.int64)
+    call = g.op_calls()
     op = ops0 + np.arange(len(call))
     ok = (call >= 0) & (g.start[np.maximum(call, 0)] <= g.start[op])
     g.add_many(2 * call[ok], 2 * op[ok], LAUNCH)
@@ -387,7 +394,7 @@ def _queue_full(g: Graph, ops0: int) -> None:
     launch = np.flatnonzero(np.array(g.label[:ops0]) == "launch")
     if not len(launch) or not len(g.ops):
         return
-    call = np.array([g.corr_of.get(c, -1) for c in g.ops["corr"].tolist()], dtype=np.int64)
+    call = g.op_calls()
     launched = np.where(call >= 0, g.start[np.maximum(call, 0)], -1)
     for op, i in queue_waits(launch, g.start, g.end, launched,
                              g.ops["end_ns"].to_numpy()):

@@ -50,8 +50,8 @@ def period(g: Graph, off: np.ndarray, keep: np.ndarray) -> int:
     mine[own] = True
     held = np.isin(kind, (STREAM, EVENT)) & ~mine[src // 2] & mine[dst // 2]
     kept, moved = keep & ~held, off.copy()
-    floor = kind == BACKLOG
-    start = int(g.points[src[floor]].min()) if floor.any() else g.lo
+    floor = kind == BACKLOG                  # from the step's START node (graph.py)
+    start = int(g.start[g.n - 2])
     b = _measured_backlog(g, mine)
     host = gpu = used = 0
     for _ in range(ROUNDS):

@@ -274,15 +274,8 @@ def lines_inside(py: PySamples, tids: set[int], spans: np.ndarray) -> Counter:
     """The user's lines ((function, line number)) the threads `tids` were sampled on inside
     the spans ((start, end) rows: the calls where the thread blocked), by samples: the
     line that made the call, whatever CUDA pattern the call shows."""
-    s = _thread_samples(py, tids)
-    if not len(s) or not len(spans):
-        return Counter()
-    times, stacks = s["time_ns"].to_numpy(), s["stack"].to_numpy()
-    lo = np.searchsorted(times, spans[:, 0], side="left")
-    hi = np.searchsorted(times, spans[:, 1], side="right")
-    found = (_user_line(py.stacks[k]) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)
-             for k in stacks[a:b].tolist())
-    return Counter(x for x in found if x is not None)
+    return Counter((f[1], f[2]) for found in lines_before(py, tids, spans)
+                   for f, _ in found)
 
 
 def lines_before(py: PySamples, tids: set[int], spans: np.ndarray
@@ -313,8 +306,8 @@ def _user_frame_of(stack: tuple[Frame, ...]) -> Frame | None:
 
 def _user_line(stack: tuple[Frame, ...]) -> tuple[str, int] | None:
     """(function, line number) of the stack's innermost user frame, or None."""
-    user = user_frame(stack)
-    return None if user is None else (stack[user][1], stack[user][2])
+    frame = _user_frame_of(stack)
+    return None if frame is None else (frame[1], frame[2])
 
 
 def _thread_samples(py: PySamples, tids: set[int]) -> pd.DataFrame:

@@ -32,7 +32,7 @@ from ...documents.types import Finding, RangeEntry
 from ..pricing import SYNC_SAID
 from .lines import SYNC_CALLS, pick
 from .registry import ONCE, Context, Rule, rule
-from .sync_split import HOST_COPY, site_finding, split
+from .sync_split import change_for, site_finding, split
 
 CUDNN = re.compile(r"cudnn|fmha|flash", re.I)
 
@@ -266,7 +266,7 @@ def sync_change(e: RangeEntry) -> str:
     (`.tolist()`, `.numpy()`, `.cpu()`) kept on the device (readback_on_device: the copy,
     its wait and the host's work on it gone); any other sync only stops waiting (no_sync)."""
     line = pick(e.lines, SYNC_CALLS)
-    return "readback_on_device" if line and HOST_COPY.search(line.call or "") else "no_sync"
+    return change_for(None, line.call if line else None)
 
 
 SYNC_REMEDY = {

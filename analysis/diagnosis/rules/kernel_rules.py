@@ -19,9 +19,9 @@ from ...common.settings import (
 from ...documents.types import Finding, KernelStat, RangeEntry
 from ..pricing import ChainStat
 from .host_rules import found_loops, loops, nested_evidence
-from .lines import HOW, inside
+from .lines import HOW, inside, named_lines
 from .registry import Context, Rule, rule
-from .run_rules import named_lines, per_loop, run_ns
+from .run_rules import per_loop, run_ns
 
 FILL = r"FillFunctor|fill_kernel"
 """The kernels of torch.zeros, torch.full and Tensor.fill_ (their demangled names: the

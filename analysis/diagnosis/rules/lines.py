@@ -130,5 +130,11 @@ def remedy_for(call: str, rule: str) -> str | None:
                  if call and rule in rules and re.search(pattern, call)), None)
 
 
+def named_lines(lines: list[PyLine]) -> list[dict]:
+    """The lines a finding's change acts on (Pricer.change_of reads function and line)."""
+    return [{"file": ln.file, "line": ln.line, "function": ln.function, "call": ln.call,
+             "pct": ln.pct} for ln in lines]
+
+
 def _brief(x: PyLine) -> dict:
     return {"file": x.file, "line": x.line, "call": x.call, "pct": x.pct}

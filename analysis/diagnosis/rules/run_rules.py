@@ -27,6 +27,7 @@ from ...documents.types import Finding, PyLine, RangeEntry
 from ...trace.pylines import LOADER_CALLS
 from ..roofline import datasheet
 from .host_rules import found_loops, loops, nested_evidence, per
+from .lines import named_lines
 from .registry import Context, Rule, rule
 
 
@@ -191,12 +192,6 @@ def batch_in_python(r: Rule, ctx: Context) -> list[Finding]:
             "DataLoader workers (num_workers=N, pin_memory=True), not value by value in "
             "Python"}
     return on_lines(r, ctx, build_lines, BUILD_MIN_PCT, make)
-
-
-def named_lines(lines: list[PyLine]) -> list[dict]:
-    """The lines a finding's change acts on (Pricer.change_of reads function and line)."""
-    return [{"file": ln.file, "line": ln.line, "function": ln.function, "call": ln.call,
-             "pct": ln.pct} for ln in lines]
 
 
 PER_TENSOR = re.compile(r"\.(?:mul|add|sub|div|addcmul|addcdiv|lerp|copy|zero|clamp|"

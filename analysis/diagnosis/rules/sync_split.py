@@ -12,6 +12,7 @@ from typing import Any
 from ...documents.types import Finding, PyLine, RangeEntry
 from ..pricing import SYNC_SAID
 from ..sync_sites import SyncSite
+from .lines import named_lines
 
 HOST_COPY = re.compile(r"Tensor\.(?:tolist|numpy|cpu)$")
 """Readbacks the host then works on (a list or array built from the copy)."""
@@ -33,7 +34,8 @@ def site_finding(r: Any, e: RangeEntry, site: SyncSite, evidence: dict,
         "a line the Python samples did not reach"
     call = f" in `{line['call']}`" if line and line["call"] else ""
     return r.finding(
-        range=e.name, iterations=e.wall_instances, change=_change(top, line),
+        range=e.name, iterations=e.wall_instances,
+        change=change_for(top, line["call"] if line else None),
         message=f"{e.name} waits for the GPU at {where}{call}, {len(site.kinds)} sync(s) a "
         f"step ({said}), one of the loop's sync sites; its saving is that line's alone.",
         evidence={**evidence, "syncs": dict(kinds), "site_windows": [list(w) for w in
@@ -51,14 +53,15 @@ def _line_of(e: RangeEntry, site: SyncSite) -> dict | None:
     if kept is None:
         return {"file": site.file, "line": site.line[1], "function": site.line[0],
                 "call": "", "pct": 0.0}
-    return {"file": kept.file, "line": kept.line, "function": kept.function,
-            "call": kept.call, "pct": kept.pct}
+    return named_lines([kept])[0]
 
 
-def _change(top: str, line: dict | None) -> str:
-    """A count read back made fixed-shape; a readback the host converts kept on the
-    device; any other sync only stops waiting."""
+def change_for(top: str | None, call: str | None) -> str:
+    """How the loop model removes a sync's cause, from its kind (pricing.SYNC_SAID's keys)
+    and the user's call: a count read back made fixed-shape (fixed_shape); a readback the
+    host converts (`.tolist()`, `.numpy()`, `.cpu()`) kept on the device
+    (readback_on_device: the copy, its wait and the host's work on it gone); any other
+    sync only stops waiting (no_sync)."""
     if top == "nonzero":
         return "fixed_shape"
-    return "readback_on_device" if line and HOST_COPY.search(line["call"] or "") \
-        else "no_sync"
+    return "readback_on_device" if call and HOST_COPY.search(call) else "no_sync"
