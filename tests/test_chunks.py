@@ -25,7 +25,16 @@ from analysis.trace import runners
 from tests.shared_docs import committed_exports
 
 DATA = Path(__file__).parent / "data"
-EXPORTS = [name + ".sqlite" for name in committed_exports()]
+def _layouts(names: list[str]) -> list[str]:
+    """The committed exports, one per program: a battery program's fixed twin and a
+    twin's unsampled capture are left out (the same program, the same layout of tables,
+    a subset of the rows), which halves the time of the check below."""
+    kept = set(names)
+    return [n for n in names if not n.endswith("_fixed/trace")
+            and n.replace("/trace", "_sampled/trace") not in kept]
+
+
+EXPORTS = [name + ".sqlite" for name in _layouts(committed_exports())]
 
 
 def _trace(path: Path, chunk_rows: int | None, jobs: int = 1, meta=None,
@@ -156,7 +165,7 @@ rng = st.tuples(st.booleans(), st.sampled_from(["step", "fwd", "bwd"]), st.integ
     lambda r: (r[0], r[1], r[2], r[3], r[3] + r[4]))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(op, min_size=1, max_size=40), ranges=st.lists(rng, min_size=1, max_size=8),
        chunk=st.integers(1, 12), shuffle=st.booleans())
