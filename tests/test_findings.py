@@ -21,6 +21,8 @@ from analysis.documents.types import (
     KernelStat,
     Meta,
     RangeEntry,
+    SystemsDoc,
+    SystemsSource,
 )
 from analysis.load import ncu_csv, nsys_sqlite
 from analysis.trace.ranges import leaf_paths
@@ -258,9 +260,11 @@ def test_recompiles_are_placed_in_their_range_and_not_called_launch_bound() -> N
 
 def test_rules_look_at_one_process_at_a_time() -> None:
     """Two ranks' processes in one export: a range name exists in both, and each process
-    gets its own findings, naming it."""
+    gets its own findings, naming it (the fp32 GEMMs of each rank's step are all in its
+    forward, a nested loop: the finding is the forward's)."""
     doc = analyzed("ddp_single/trace")
-    bwd = [f for f in doc.findings if f.rule == "fp32_gemm" and f.range == "ddp_run/ddp_step"]
+    bwd = [f for f in doc.findings if f.rule == "fp32_gemm"
+           and f.range == "ddp_run/ddp_step/fwd"]
     assert sorted(f.evidence["pid"] for f in bwd) == sorted({e.pid for e in doc.ranges})
     assert all(f.message.startswith(f"[pid {f.evidence['pid']}]") for f in bwd)
 
@@ -323,3 +327,69 @@ def test_rules_judge_the_users_ranges_and_find_the_same_without_op_entries(
                                                                                dtype=bool))
     assert len(Context(systems=doc, trace=trace)._names) == len(doc.ranges)
     assert systems.run_rules(doc, None, [], trace) == found and found
+
+
+def test_fp32_gemms_of_a_nested_loop_are_its_own_finding() -> None:
+    """A loop whose step runs fp32 GEMMs itself and in a nested loop: one finding each,
+    the loop's counting only the GEMMs outside the nested loop, whose windows its change
+    leaves out (ranges_apart); a nested loop that holds none gets no finding."""
+    def entry(name: str, gemm_ns: int, other_ns: int = 0) -> RangeEntry:
+        kernels = [KernelStat("ampere_sgemm_128x64_nn", 16, gemm_ns, gemm_ns / 16, 1, 1)]
+        if other_ns:
+            kernels.append(KernelStat("elementwise_kernel", 16, other_ns, other_ns / 16, 1, 1))
+        return RangeEntry(name=name, domain=None, instances=16, kernel_count=32,
+                          kernel_time_ns=gemm_ns + other_ns, gpu_span_ns=1, gpu_idle_ns=0,
+                          wall_instances=16, wall_ns=10**9, kernels=kernels)
+
+    doc = SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[
+        entry("l", 16_000_000 + 4_000_000, 1_000), entry("l/gemm", 4_000_000),
+        entry("l/relu", 0, 1_000)])
+    found = {f.range: f for f in _run("fp32_gemm", Context(systems=doc))}
+    assert sorted(found) == ["l", "l/gemm"]
+    assert found["l"].evidence["gemm_ns"] == pytest.approx(16_000_000)
+    assert found["l"].evidence["ranges_apart"] == ["l/gemm"]
+    assert "outside l/gemm" in found["l"].message
+    assert found["l/gemm"].evidence["gemm_ns"] == 4_000_000
+    assert "ranges_apart" not in found["l/gemm"].evidence
+    doc.ranges[1] = entry("l/gemm", 0, 1_000)        # every GEMM in the loop's own body
+    (only,) = _run("fp32_gemm", Context(systems=doc))
+    assert only.range == "l" and "ranges_apart" not in only.evidence
+
+
+def test_intervals_minus() -> None:
+    from analysis.common.intervals import minus
+    assert minus([(0, 10), (20, 30)], [(2, 4), (3, 5), (8, 22), (25, 26)]) == (
+        (0, 2), (5, 8), (22, 25), (26, 30))
+    assert minus([(0, 10)], []) == ((0, 10),) and minus([(0, 10)], [(0, 10)]) == ()
+
+
+def test_small_pieces_grown_by_cat_are_found_by_their_order() -> None:
+    """Concatenations whose longest is under 1.5x the shortest (small pieces) are a
+    growing tensor when their durations rise through the step (Pricer.growth), and not
+    when they do not."""
+    cat = KernelStat("CatArrayBatchedCopy_vectorized", 320, 320 * 1150, 1150.0, 1024, 1280)
+    e = RangeEntry(name="l", domain=None, instances=16, kernel_count=320,
+                   kernel_time_ns=320 * 1150, gpu_span_ns=1, gpu_idle_ns=0,
+                   wall_instances=16, wall_ns=10**8, kernels=[cat])
+    doc = SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e])
+    for trend, fired in ((0.9, ["l"]), (0.1, []), (None, [])):
+        ctx = Context(systems=doc, growth=lambda path, pattern, least, t=trend: t)
+        assert [f.range for f in _run("cat_in_loop", ctx)] == fired
+
+
+def test_growth_is_the_rank_correlation_of_durations_with_their_order() -> None:
+    from types import SimpleNamespace
+
+    from analysis.diagnosis.pricing import _growth
+
+    def step(ns: list[int]) -> SimpleNamespace:
+        starts = np.arange(len(ns)) * 10_000
+        return SimpleNamespace(calls=pd.DataFrame(index=range(0)), cache={},
+                               ops=pd.DataFrame({"kind": 0, "name": ["CatArrayBatchedCopy"]
+                                                 * len(ns)}),
+                               start=starts, end=starts + np.array(ns))
+    rising = [1000 + 12 * i + (37 * i) % 40 for i in range(24)]
+    assert _growth(step(rising), "Cat", (), 8) > 0.9
+    assert abs(_growth(step([1100 + (37 * i) % 40 for i in range(24)]), "Cat", (), 8)) < 0.5
+    assert _growth(step([1000] * 24), "Cat", (), 8) == 0.0
+    assert _growth(step(rising[:5]), "Cat", (), 8) is None

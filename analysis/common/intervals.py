@@ -2,7 +2,8 @@
 (no module of the analysis below it).
 
 `union` merges intervals into disjoint sorted blocks, `clipped_union` takes a window's
-share of a union, `covered` measures how much of each [lo, hi] the blocks cover.
+share of a union, `covered` measures how much of each [lo, hi] the blocks cover, `minus`
+takes intervals out of others.
 """
 
 from __future__ import annotations
@@ -47,3 +48,24 @@ def covered(block_s: np.ndarray, block_e: np.ndarray, lo: np.ndarray,
         return np.where(i >= 0, before[j] + part, 0)
 
     return np.maximum(upto(hi) - upto(lo), 0)
+
+
+def minus(keep: list[tuple[int, int]] | tuple, cut: list[tuple[int, int]] | tuple
+          ) -> tuple[tuple[int, int], ...]:
+    """The intervals `keep` ([start, end) rows) less every interval of `cut`: what lies
+    in a range's instances outside the ranges nested in them."""
+    if not len(keep):
+        return ()
+    cs, ce = union(np.array([a for a, _ in cut], dtype="int64"),
+                   np.array([b for _, b in cut], dtype="int64"))
+    out: list[tuple[int, int]] = []
+    for a, b in keep:
+        at = a
+        lo, hi = np.searchsorted(ce, a, side="right"), np.searchsorted(cs, b, side="left")
+        for s, e in zip(cs[lo:hi].tolist(), ce[lo:hi].tolist(), strict=True):
+            if s > at:
+                out.append((at, s))
+            at = max(at, e)
+        if at < b:
+            out.append((at, b))
+    return tuple(out)

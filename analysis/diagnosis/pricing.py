@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from ..common.intervals import minus
 from ..common.settings import LOOP_MIN_INSTANCES
 from ..documents.types import Finding
 from ..load.nsys_sqlite import PID_MASK
@@ -136,6 +138,17 @@ class Pricer:
         per = np.array([_kernel_time(g, pattern, scope) for g in graphs])
         return tuple(float(x) for x in (per * w[:, None]).sum(0) / max(w.sum(), 1e-12))
 
+    def growth(self, path: str, pattern: str, least: int, pid: int | None = None
+               ) -> float | None:
+        """How the range's kernels matching `pattern` grow through a step: the median over
+        its loop's modeled steps of _growth (the rank correlation of their durations with
+        their order), steps with fewer than `least` of them left out; None without any."""
+        key = self.modeled_key(path, pid)
+        graphs = self.models.graphs(key) if key is not None else []
+        scope = self.models.windows(path, pid)
+        found = [x for g in graphs if (x := _growth(g, pattern, scope, least)) is not None]
+        return float(np.median(found)) if found else None
+
     def chains(self, path: str, pid: int | None = None) -> dict[int, ChainStat]:
         """The range's chains of elementwise kernels (loops/chains.py) in its loop's
         modeled steps, by launch configuration: per step (weighted as `kernels`), how
@@ -222,6 +235,9 @@ class Pricer:
         ev: dict[str, Any] = f.evidence if isinstance(f.evidence, dict) else {}
         scope = tuple((int(a), int(b)) for a, b in ev["site_windows"]) \
             if ev.get("site_windows") else self.models.windows(f.range, pid)
+        if ev.get("ranges_apart"):        # nested ranges with findings of their own
+            scope = minus(scope, [w for p in ev["ranges_apart"]
+                                  for w in self.models.windows(p, pid)])
         if f.change == "host_ahead":           # the slow steps' windows, or the range's
             given = tuple((int(a), int(b)) for a, b in ev.get("windows") or ())
             return Change("host_ahead", windows=given or scope, scope=given or scope)
@@ -299,6 +315,14 @@ def sync_kinds(g: Graph) -> Counter:
 def _kernel_time(g: Graph, pattern: str, windows) -> tuple[int, int, int]:
     """(kernels matching `pattern`, their ns, every kernel's ns) of one step's graph,
     those launched in `windows` (the range's instances; all where none)."""
+    kernel, hit = _scoped_kernels(g, pattern, windows)
+    ns = g.end - g.start
+    return len(hit), int(ns[hit].sum()), int(ns[kernel].sum())
+
+
+def _scoped_kernels(g: Graph, pattern: str, windows) -> tuple[np.ndarray, np.ndarray]:
+    """The step's kernels launched in `windows` (all where none), and those of them
+    whose name matches `pattern`, in start order."""
     ops0 = len(g.calls)
     kernel = np.flatnonzero(g.ops["kind"].to_numpy() == 0) + ops0
     if windows:
@@ -306,8 +330,20 @@ def _kernel_time(g: Graph, pattern: str, windows) -> tuple[int, int, int]:
         t = np.where(launched >= 0, g.start[np.maximum(launched, 0)], -1)
         kernel = kernel[_started_in(t, np.array(windows, dtype=np.int64))]
     hit = np.intersect1d(kernel, named_ops(g, pattern))
-    ns = g.end - g.start
-    return len(hit), int(ns[hit].sum()), int(ns[kernel].sum())
+    return kernel, hit[np.argsort(g.start[hit], kind="stable")]
+
+
+def _growth(g: Graph, pattern: str, windows, least: int) -> float | None:
+    """How the step's kernels matching `pattern` grow in start order: the rank
+    correlation of their durations with their order (1: each longer than the one
+    before; about 0 for kernels of one size); None under `least` of them."""
+    hit = _scoped_kernels(g, pattern, windows)[1]
+    if len(hit) < least:
+        return None
+    rank = pd.Series((g.end - g.start)[hit]).rank()          # ties share their rank
+    if rank.std() == 0:
+        return 0.0
+    return float(np.corrcoef(np.arange(len(rank)), rank.to_numpy())[0, 1])
 
 
 def _started_in(t: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ import re
 from ...common.settings import (
     CAT_GROWTH,
     CAT_MIN_PER_STEP,
+    CAT_TREND,
     CHAIN_MIN_KERNELS,
     CHAIN_MIN_PCT,
     FILL_MIN_PCT,
@@ -62,19 +63,28 @@ def fill_overwritten(r: Rule, ctx: Context) -> list[Finding]:
                     >= FILL_MIN_PCT * stats[e.name][2], make)
 
 
-def _growing(e: RangeEntry) -> bool:
+def _growing(ctx: Context, e: RangeEntry) -> bool:
+    """At least CAT_MIN_PER_STEP concatenation kernels a step, growing: the longest
+    CAT_GROWTH x the shortest, or (small pieces, whose copies' time grows less than their
+    launches' jitter) their durations ranked in a step's order (Pricer.growth) at least
+    CAT_TREND."""
     cats = _named(e, CAT)
-    n = sum(k.count for k in cats)
-    return (n >= CAT_MIN_PER_STEP * max(e.wall_instances, 1)
-            and max((k.max_ns for k in cats), default=0)
-            >= CAT_GROWTH * min((k.min_ns for k in cats), default=0))
+    if sum(k.count for k in cats) < CAT_MIN_PER_STEP * max(e.wall_instances, 1):
+        return False
+    if max((k.max_ns for k in cats), default=0) >= CAT_GROWTH * min(
+            (k.min_ns for k in cats), default=0):
+        return True
+    trend = ctx.growth(e.name, CAT.pattern, CAT_MIN_PER_STEP) if ctx.growth else None
+    return trend is not None and trend >= CAT_TREND
 
 
 @rule("cat_in_loop", "systems", "warning",
       "a loop launches at least `per_step` concatenation kernels a step, growing (the "
-      "longest `growth`x the shortest or more): a tensor grown by torch.cat in a Python "
+      "longest `growth`x the shortest or more, or their durations' rank correlation with "
+      "their order in a step `trend` or more): a tensor grown by torch.cat in a Python "
       "loop copies everything so far each time",
-      {"per_step": CAT_MIN_PER_STEP, "growth": CAT_GROWTH}, change="one_cat")
+      {"per_step": CAT_MIN_PER_STEP, "growth": CAT_GROWTH, "trend": CAT_TREND},
+      change="one_cat")
 def cat_in_loop(r: Rule, ctx: Context) -> list[Finding]:
     def make(e: RangeEntry) -> dict:
         cats = _named(e, CAT)
@@ -88,7 +98,7 @@ def cat_in_loop(r: Rule, ctx: Context) -> list[Finding]:
                          "kernel_ns": sum(k.total_ns for k in cats)},
             "suggestion": "collect the pieces in a list and concatenate once after the loop "
             "(torch.cat(pieces)), or write into a preallocated tensor by slices"}
-    return per_loop(r, ctx, _growing, make)
+    return per_loop(r, ctx, lambda e: _growing(ctx, e), make)
 
 
 def _chains(ctx: Context, e: RangeEntry) -> dict[int, ChainStat]:

@@ -26,7 +26,7 @@ from ...common.settings import (
 from ...documents.types import Finding, PyLine, RangeEntry
 from ...trace.pylines import LOADER_CALLS
 from ..roofline import datasheet
-from .host_rules import found_loops, loops, nested_evidence, per
+from .host_rules import found_loops, loops, nested_evidence, outermost, per
 from .lines import named_lines
 from .registry import Context, Rule, rule
 
@@ -258,30 +258,52 @@ FP32_GEMM = re.compile(r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm", re.I)
 
 @rule("fp32_gemm", "systems", "warning",
       "fp32 GEMMs on the CUDA cores (cuBLAS `sgemm` / `*_f32f32_*_ffma_*` kernels, by short "
-      "or demangled name) hold at least `kernel_pct` of a loop's kernel time",
+      "or demangled name) hold at least `kernel_pct` of a loop's kernel time; a nested "
+      "loop where they do has its own finding, and its loop's counts the GEMMs outside it "
+      "(if they hold `kernel_pct` of the kernel time outside it)",
       {"kernel_pct": FP32_GEMM_PCT}, change="faster_kernels")
 def fp32_gemm(r: Rule, ctx: Context) -> list[Finding]:
     gpu = ctx.systems.source.gpus[0].name if ctx.systems and ctx.systems.source.gpus else None
-    fp32, tf32 = datasheet(gpu, "float32")[0], datasheet(gpu, "tfloat32")[0]
+    peaks = {"fp32_peak_flops": datasheet(gpu, "float32")[0],
+             "tf32_peak_flops": datasheet(gpu, "tfloat32")[0]}
     found = {e.name: _gemms(ctx, e) for e in loops(ctx)}
 
+    def holds(ns: float, total: float) -> bool:
+        return bool(total) and ns * 100 >= FP32_GEMM_PCT * total
+
     out = []
-    for path, inner in found_loops(ctx, lambda e: found[e.name][1] and found[e.name][0] * 100
-                              >= FP32_GEMM_PCT * found[e.name][1]).items():
+    for path, inner in found_loops(ctx, lambda e: holds(*found[e.name][:2])).items():
+        apart = outermost(inner)                  # the nested loops' GEMMs apart
+        for p, deeper in apart.items():
+            out.append(_gemm_finding(r, ctx.entries[p], found[p], peaks, deeper))
         e = ctx.entries[path]
-        ns, total, names = found[path]
-        out.append(r.finding(
-            range=path, kernel=names[0], iterations=e.wall_instances,
-            message=f"{path} spends {ns / 1e6:,.2f} ms per iteration ({100.0 * ns / total:.0f}% "
-            "of its kernel time) in fp32 GEMMs on the CUDA cores, without tensor cores.",
-            evidence={"gemm_ns": ns * e.wall_instances, "kernels": names[:5],
-                      "fp32_peak_flops": fp32, "tf32_peak_flops": tf32,
-                      **nested_evidence(inner)},
-            suggestion="let fp32 matmuls use TF32 tensor cores: "
-            "torch.set_float32_matmul_precision('high') (or "
-            "torch.backends.cuda.matmul.allow_tf32 = True), or run them in bf16 under "
-            "torch.autocast"))
+        ns, total, names = found[path]       # what is left outside them, of what is left
+        ns -= sum(per(e, found[p][0] * ctx.entries[p].wall_instances) for p in apart)
+        rest = total - sum(per(e, found[p][1] * ctx.entries[p].wall_instances)
+                           for p in apart)
+        if holds(ns, rest):
+            out.append(_gemm_finding(r, e, (ns, rest, names), peaks, [], sorted(apart)))
     return out
+
+
+def _gemm_finding(r: Rule, e: RangeEntry, gemms: tuple[float, float, list[str]],
+                  peaks: dict[str, float | None], inner: list[str],
+                  apart: list[str] | None = None) -> Finding:
+    """The finding of one loop's fp32 GEMMs (per iteration, of its kernel time), those of
+    the nested loops `apart` left out (their own findings; its change's scope too)."""
+    ns, total, names = gemms
+    outside = f" outside {', '.join(apart)}" if apart else ""
+    return r.finding(
+        range=e.name, kernel=names[0] if names else None, iterations=e.wall_instances,
+        message=f"{e.name} spends {ns / 1e6:,.2f} ms per iteration{outside} "
+        f"({100.0 * ns / total:.0f}% of its kernel time) in fp32 GEMMs on the CUDA cores, "
+        "without tensor cores.",
+        evidence={"gemm_ns": ns * e.wall_instances, "kernels": names[:5], **peaks,
+                  **({"ranges_apart": apart} if apart else {}), **nested_evidence(inner)},
+        suggestion="let fp32 matmuls use TF32 tensor cores: "
+        "torch.set_float32_matmul_precision('high') (or "
+        "torch.backends.cuda.matmul.allow_tf32 = True), or run them in bf16 under "
+        "torch.autocast")
 
 
 def _gemms(ctx: Context, e: RangeEntry) -> tuple[float, float, list[str]]:

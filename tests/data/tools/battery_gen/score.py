@@ -41,6 +41,15 @@ def about(f: dict, cause) -> bool:
     return not named or any(x.get("function") == cause.planted.__name__ for x in named)
 
 
+def own_range(fits: list[dict], cause) -> list[dict]:
+    """For a cause the base step shows too (its rule is one of BASE_RULES), the findings
+    on the cause's own range (its `beside` or `nested` layout runs it in a range of its
+    name) where there are some: a finding of the same rule on the loop or its step is
+    about the base's work there as well (the fp32 GEMMs of a `gpu` base step)."""
+    own = [f for f in fits if cause.name in (f.get("range") or "").split("/")[1:]]
+    return own or fits
+
+
 def findings(report: Path) -> list[dict]:
     return json.loads((report / "systems.json").read_text()).get("findings", [])
 
@@ -60,6 +69,8 @@ def score(truth: dict, found: list[dict]) -> list[dict]:
                 fits = [f for f in mine if f["rule"] not in BASE_RULES[spec["base"]]]
             else:
                 fits = [f for f in mine if f["rule"] in cause.rules and about(f, cause)]
+                if set(cause.rules) & set(BASE_RULES[spec["base"]]):
+                    fits = own_range(fits, cause)
             priced = max((f.get("saving_ns", 0.0) / steps for f in fits), default=0.0)
             err = abs(priced - realized)
             slack = 0.05 * cost["all"]
