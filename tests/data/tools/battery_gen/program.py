@@ -2,7 +2,8 @@
 the catalogue (causes.py) and the fix of each, run in one process, the truth measured
 around every variant by its synchronize.
 
-    python program.py --seed 11 [--loops 24] [--steps 16] [--device cuda] [--out truth.json]
+    python program.py --seed 11 [--loops 24] [--steps 16] [--rounds 2] [--device cuda]
+                      [--out truth.json]
     python program.py --seed 11 --plan         # the drawn loops, as JSON, nothing run
 
 Each loop `gNN` is drawn from the seed: a base step (`gpu`: a chain of GEMMs sized
@@ -12,7 +13,9 @@ and a layout: its code in a range nested in the step (`step/<cause>`), in a rang
 the step in the same iteration (`<cause>`), or in no range of its own. A loop runs as
 variants: `all` (every cause planted), and `fix_<cause>` for each cause (that cause's fix,
 the others planted). Variant `v` of loop `gNN` is the range `gNN_v` around its steps,
-each step the range `step`, after three warm-up steps outside any range.
+each step the range `step`, after three warm-up steps outside any range. With
+`--rounds R` each variant runs R times, steps / R steps each, the variants in order and
+then reversed, round after round: range `gNN_v` has R instances.
 
 Truth (--out): per loop, its draw and each variant's cost per step as it runs: (time after
 the synchronize that follows the last step - time before the first step) / steps. The
@@ -122,16 +125,22 @@ def variant(spec: dict, base: State, states: list[State], fix: str | None, steps
     return (t1 - t0) / steps
 
 
-def run(spec: dict, steps: int, dev: str) -> dict:
-    """Every variant of one loop: the spec with `cost_ns` per variant."""
+def run(spec: dict, steps: int, dev: str, rounds: int = 1) -> dict:
+    """Every variant of one loop: the spec with `cost_ns` per variant. With `rounds` > 1
+    the variants run in rounds of steps / rounds steps each, in order and then in
+    reverse (all, fix_a, fix_b, fix_b, fix_a, all, ...): a drift of the machine's speed
+    through the loop falls on every variant alike, not on the later ones."""
     base = base_setup(spec["base"], spec["base_size"], dev)
     states = [BY_NAME[c["name"]].setup(random.Random(c["size"]), c["size"], dev)
               for c in spec["causes"]]
-    cost = {"all": variant(spec, base, states, None, steps, dev == "cuda")}
-    for c in spec["causes"]:
-        cost["fix_" + c["name"]] = variant(spec, base, states, c["name"], steps,
-                                           dev == "cuda")
-    return {**spec, "cost_ns": cost}
+    names = [None] + [c["name"] for c in spec["causes"]]
+    cost = dict.fromkeys(names, 0.0)
+    for r in range(rounds):
+        for fix in names if r % 2 == 0 else names[::-1]:
+            cost[fix] += variant(spec, base, states, fix, steps // rounds,
+                                 dev == "cuda") / rounds
+    return {**spec, "rounds": rounds,
+            "cost_ns": {("fix_" + k if k else "all"): v for k, v in cost.items()}}
 
 
 def main() -> None:
@@ -140,6 +149,9 @@ def main() -> None:
     p.add_argument("--loops", type=int, default=24)
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the variants in this many rounds, alternately in order and "
+                   "reversed (steps must divide by it)")
     p.add_argument("--out", type=Path)
     p.add_argument("--plan", action="store_true", help="print the drawn loops, run nothing")
     a = p.parse_args()
@@ -149,7 +161,7 @@ def main() -> None:
         return
     done = []
     for spec in specs:
-        done.append(run(spec, a.steps, a.device))
+        done.append(run(spec, a.steps, a.device, a.rounds))
         said = ", ".join(f"{k} {v / 1e6:.3f}" for k, v in done[-1]["cost_ns"].items())
         print(f"{spec['loop']} {spec['base']} "
               f"{'+'.join(c['name'] + ':' + c['layout'] for c in spec['causes'])}: {said} ms",
