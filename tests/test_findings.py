@@ -393,3 +393,22 @@ def test_growth_is_the_rank_correlation_of_durations_with_their_order() -> None:
     assert abs(_growth(step([1100 + (37 * i) % 40 for i in range(24)]), "Cat", (), 8)) < 0.5
     assert _growth(step([1000] * 24), "Cat", (), 8) == 0.0
     assert _growth(step(rising[:5]), "Cat", (), 8) is None
+
+
+def test_slow_steps_under_the_tail_factor_make_a_slow_step_finding() -> None:
+    """A loop the GPU holds hides part of a checkpoint: its slow steps take 2x the median,
+    no tail step (3x); the steps read off its runs (Pricer.slow_steps) are the finding's
+    windows, and without them (or with a short tail) nothing fires."""
+    e = RangeEntry(name="l", domain=None, instances=16, kernel_count=0, kernel_time_ns=0,
+                   gpu_span_ns=1, gpu_idle_ns=0, wall_instances=16, wall_ns=16 * 5_000_000,
+                   run_instances=16, run_per_instance_ns=5_200_000,
+                   step_median_ns=4_600_000, tail_ns=540_000)
+    doc = SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e])
+    wins = ((0, 9_200_000), (80_000_000, 89_000_000))
+    ctx = Context(systems=doc, slow_steps=lambda path, factor: (wins, "m.py:9 in save"))
+    (f,) = _run("slow_step", ctx)
+    assert f.evidence["windows"] == [list(w) for w in wins] and "2 of its 16" in f.message
+    assert "2.0x its median" in f.message and "m.py:9 in save" in f.message
+    assert _run("slow_step", Context(systems=doc, slow_steps=lambda p, k: ((), ""))) == []
+    e.tail_ns = 100_000                                   # under 10% of the loop
+    assert _run("slow_step", Context(systems=doc, slow_steps=lambda p, k: (wins, ""))) == []

@@ -92,8 +92,13 @@ PER_TENSOR_MIN_PCT = 10.0
 """per_tensor_ops: a line updating tensors in place one by one holds at least this % of a
 loop's Python samples."""
 SLOW_TAIL_PCT = 10.0
-"""slow_step: a loop whose slow steps (3x its median step or longer) add this share of its
-cost as it runs, or more (the mean step over the median)."""
+"""slow_step: a loop whose slow steps (SLOW_STEP_FACTOR x its median step or longer) add
+this share of its cost as it runs, or more (the mean step over the median)."""
+SLOW_STEP_FACTOR = 1.5
+"""slow_step: the steps this many times the loop's median step or longer are the slow
+ones its change moves off the loop's thread. A periodic checkpoint in a loop the GPU
+holds took 1.9x the median step on the generated battery (the GPU's backlog hides part
+of it), under the 3x that makes a step a tail step (runs.TAIL_FACTOR)."""
 FILL_MIN_PCT = 5.0
 """fill_overwritten: a loop's fill kernels (torch.zeros, torch.full, Tensor.fill_), one a
 step or more, take at least this % of its kernel time."""

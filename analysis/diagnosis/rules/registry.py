@@ -55,6 +55,8 @@ class Context:
     kernels: Callable[[str, str], tuple[float, float, float]] | None = None   # a range's
     # kernels matching a pattern (short or demangled name) per modeled step: count, ns,
     # and all its kernels' ns (Pricer.kernels)
+    slow_steps: Callable[[str, float], Any] | None = None   # a range's steps a factor of
+    # its median or longer: their windows and sampled line (Pricer.slow_steps)
     growth: Callable[[str, str, int], float | None] | None = None   # how a range's kernels
     # matching a pattern grow through a step (Pricer.growth)
     blocked: Callable[[str, str], Any] | None = None   # a range's user lines sampled

@@ -21,6 +21,7 @@ from ...common.settings import (
     GIL_MIN_PCT,
     INPUT_WAIT_MIN_PCT,
     PER_TENSOR_MIN_PCT,
+    SLOW_STEP_FACTOR,
     SLOW_TAIL_PCT,
 )
 from ...documents.types import Finding, PyLine, RangeEntry
@@ -224,32 +225,45 @@ def per_tensor_ops(r: Rule, ctx: Context) -> list[Finding]:
     return on_lines(r, ctx, per_tensor_lines, PER_TENSOR_MIN_PCT, make)
 
 
-def _slow(e: RangeEntry) -> bool:
-    return bool(e.tail_steps) and e.tail_ns * 100 >= SLOW_TAIL_PCT * max(e.run_per_instance_ns, 1)
+def _slow_steps(ctx: Context, e: RangeEntry) -> tuple[list[tuple[int, int]], str]:
+    """The loop's slow steps as (start, end) windows and their sampled line: those
+    SLOW_STEP_FACTOR x its median step or longer, read off its runs (Pricer.slow_steps),
+    else its tail steps (3x, the document's)."""
+    if ("slow", e.name) not in ctx.cache:
+        wins, line = ctx.slow_steps(e.name, SLOW_STEP_FACTOR) if ctx.slow_steps else ((), "")
+        tail = [s.line for s in e.tail_steps if s.line]
+        line = max(set(tail), key=tail.count) if tail else line
+        ctx.cache[("slow", e.name)] = (list(wins) or [
+            (s.start_ns, s.start_ns + s.step_ns) for s in e.tail_steps], line)
+    return ctx.cache[("slow", e.name)]
+
+
+def _slow(ctx: Context, e: RangeEntry) -> bool:
+    return e.tail_ns * 100 >= SLOW_TAIL_PCT * max(e.run_per_instance_ns, 1) \
+        and bool(_slow_steps(ctx, e)[0])
 
 
 @rule("slow_step", "systems", "warning",
       "a loop's steps as they run average `tail_pct` of its cost or more above its median "
-      "step, from steps 3x the median or longer (a periodic checkpoint, evaluation or "
-      "logging step on the loop's thread)", {"tail_pct": SLOW_TAIL_PCT}, change="host_ahead")
+      "step, from steps `factor`x the median or longer (a periodic checkpoint, evaluation "
+      "or logging step on the loop's thread)",
+      {"tail_pct": SLOW_TAIL_PCT, "factor": SLOW_STEP_FACTOR}, change="host_ahead")
 def slow_step(r: Rule, ctx: Context) -> list[Finding]:
     def make(e: RangeEntry) -> dict:
-        slow = e.tail_steps
-        lines = [s.line for s in slow if s.line]
-        line = max(set(lines), key=lines.count) if lines else ""
-        longest = max(s.step_ns for s in slow)
+        wins, line = _slow_steps(ctx, e)
+        longest = max(b - a for a, b in wins)
         return {
-            "message": f"{e.name}: {len(slow)} of its {e.run_instances} steps took up to "
-            f"{longest / max(e.step_median_ns, 1):,.0f}x its median step "
+            "message": f"{e.name}: {len(wins)} of its {e.run_instances} steps took up to "
+            f"{longest / max(e.step_median_ns, 1):,.1f}x its median step "
             f"({e.step_median_ns / 1e6:,.2f} ms), {e.tail_ns / 1e6:,.2f} ms an instance as "
             "it runs" + (f"; their samples fell on {line}" if line else "") + ".",
-            "evidence": {"tail_ns": e.tail_ns, "slow_steps": len(slow),
+            "evidence": {"tail_ns": e.tail_ns, "slow_steps": len(wins),
                          "median_step_ns": e.step_median_ns, "line": line,
-                         "windows": [[s.start_ns, s.start_ns + s.step_ns] for s in slow]},
+                         "windows": [[a, b] for a, b in wins]},
             "suggestion": "move the periodic work off the loop's thread: an asynchronous "
             "checkpoint (torch.distributed.checkpoint.async_save, or a copy to pinned "
             "memory saved by another thread), evaluation in another process or less often"}
-    return per_loop(r, ctx, _slow, make)
+    return per_loop(r, ctx, lambda e: _slow(ctx, e), make)
 
 
 FP32_GEMM = re.compile(r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm", re.I)
