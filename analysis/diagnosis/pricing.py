@@ -153,16 +153,14 @@ class Pricer:
                    ) -> tuple[tuple[tuple[int, int], ...], str]:
         """The range's steps as they run `factor` times its median step or longer, as
         (start, end) windows, and the user's line its threads were sampled on most inside
-        them ("file:line in function"; "" without samples). A run's last step is left
-        out: it ends when the GPU work the run queued does (the backlog drained at the
-        run's end, not work of its own)."""
+        them ("file:line in function"; "" without samples)."""
         key = self.models.key_of(path, pid)
         if key is None:
             return (), ""
-        step, last, median = self.models.steps_of(key)
+        step, _, median = self.models.steps_of(key)
         start = self.models.trace.ranges["start_ns"].to_numpy()
         found = tuple((int(start[r]), int(start[r]) + int(ns)) for r, ns in step.items()
-                      if median > 0 and ns >= factor * median and not last[r])
+                      if median > 0 and ns >= factor * median)
         frames = Counter(f for spans in lines_before(
             self.models.py_samples(), self.threads(path, pid),
             np.array(found, dtype=np.int64).reshape(-1, 2)) for f, _ in spans)

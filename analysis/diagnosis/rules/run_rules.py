@@ -227,14 +227,14 @@ def per_tensor_ops(r: Rule, ctx: Context) -> list[Finding]:
 
 def _slow_steps(ctx: Context, e: RangeEntry) -> tuple[list[tuple[int, int]], str]:
     """The loop's slow steps as (start, end) windows and their sampled line: those
-    SLOW_STEP_FACTOR x its median step or longer, read off its runs (Pricer.slow_steps;
-    a run's last step left out), else (no model) its tail steps (3x, the document's)."""
+    SLOW_STEP_FACTOR x its median step or longer, read off its runs (Pricer.slow_steps),
+    else its tail steps (3x, the document's)."""
     if ("slow", e.name) not in ctx.cache:
-        wins, line = ctx.slow_steps(e.name, SLOW_STEP_FACTOR) if ctx.slow_steps else (
-            [(s.start_ns, s.start_ns + s.step_ns) for s in e.tail_steps], "")
+        wins, line = ctx.slow_steps(e.name, SLOW_STEP_FACTOR) if ctx.slow_steps else ((), "")
         tail = [s.line for s in e.tail_steps if s.line]
-        ctx.cache[("slow", e.name)] = (list(wins), max(set(tail), key=tail.count)
-                                       if tail else line)
+        line = max(set(tail), key=tail.count) if tail else line
+        ctx.cache[("slow", e.name)] = (list(wins) or [
+            (s.start_ns, s.start_ns + s.step_ns) for s in e.tail_steps], line)
     return ctx.cache[("slow", e.name)]
 
 
