@@ -29,7 +29,7 @@ from ..loops.changes import Change, saving
 from ..loops.edits import launched, launchers, named_ops, overlap
 from ..loops.graph import CALL, Graph
 from ..loops.model import MODEL_CALLS, StepModels
-from ..trace.pylines import line_windows, lines_before, lines_inside, wait_windows
+from ..trace.pylines import line_windows, lines_inside, top_line, wait_windows
 from .sync_sites import SyncSite, call_kinds
 from .sync_sites import sync_sites as find_sites
 
@@ -152,20 +152,20 @@ class Pricer:
     def slow_steps(self, path: str, factor: float, pid: int | None = None
                    ) -> tuple[tuple[tuple[int, int], ...], str]:
         """The range's steps as they run `factor` times its median step or longer, as
-        (start, end) windows, and the user's line its threads were sampled on most inside
-        them ("file:line in function"; "" without samples)."""
+        (start, end) windows, and the user's line most of them fell on (pylines.top_line
+        of each, as a tail step's; "" without samples)."""
         key = self.models.key_of(path, pid)
         if key is None:
             return (), ""
         step, _, median = self.models.steps_of(key)
-        start = self.models.trace.ranges["start_ns"].to_numpy()
-        found = tuple((int(start[r]), int(start[r]) + int(ns)) for r, ns in step.items()
-                      if median > 0 and ns >= factor * median)
-        frames = Counter(f for spans in lines_before(
-            self.models.py_samples(), self.threads(path, pid),
-            np.array(found, dtype=np.int64).reshape(-1, 2)) for f, _ in spans)
-        top = frames.most_common(1)[0][0] if frames else None
-        return found, f"{top[0].removeprefix('./')}:{top[2]} in {top[1]}" if top else ""
+        r = self.models.trace.ranges
+        start, tid = r["start_ns"].to_numpy(), r["global_tid"].to_numpy()
+        rows = [row for row, ns in step.items() if median > 0 and ns >= factor * median]
+        found = tuple((int(start[row]), int(start[row]) + int(step[row])) for row in rows)
+        py, cwd = self.models.py_samples(), self.models.trace.export.working_dir
+        lines = Counter(x for row, (a, b) in zip(rows, found, strict=True)
+                        if len(py) and (x := top_line(py, int(tid[row]), a, b, cwd)))
+        return found, lines.most_common(1)[0][0] if lines else ""
 
     def chains(self, path: str, pid: int | None = None) -> dict[int, ChainStat]:
         """The range's chains of elementwise kernels (loops/chains.py) in its loop's
