@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from analysis.common.names import DETECTED
-from analysis.loops.queue import QUEUE_DEPTH, QUEUE_WAIT_NS, queue_waits
+from analysis.loops.queue import (
+    QUEUE_DEPTH,
+    QUEUE_RETURN_NS,
+    QUEUE_SLOTS,
+    QUEUE_WAIT_NS,
+    queue_waits,
+)
 from tests.conftest import DATA
 from tests.shared_docs import analyzed
 
@@ -113,13 +119,18 @@ def test_a_full_launch_queue_is_the_gpus_wait_and_priced_through_it() -> None:
 
 
 def test_a_long_launch_waits_for_the_queue_only_behind_a_deep_one() -> None:
-    """A launch of 200 µs with QUEUE_DEPTH operations ahead of it ends after the one that
-    ended last inside it; the same launch with a short queue ahead (a module load) or a
-    launch of 20 µs waits for nothing."""
+    """A launch of 200 µs with QUEUE_DEPTH operations ahead of it, returning just after
+    one ended inside it, ends after that one; the same launch with a short queue ahead (a
+    module load), returning long after the last operation that ended inside it (it waited
+    for something else), or a launch of 20 µs waits for nothing."""
     launch, start, end = np.arange(3), np.array([0, 1_000, 50_000]), \
         np.array([10, 201_000, 70_000])
     launched = np.full(QUEUE_DEPTH + 2, -1)               # by earlier steps' calls
-    op_end = np.r_[np.full(QUEUE_DEPTH, 2_000_000), 150_000, 190_000]
+    op_end = np.r_[np.full(QUEUE_DEPTH, 2_000_000), 150_000, 200_500]
     assert 20_000 < QUEUE_WAIT_NS <= 200_000
+    assert QUEUE_DEPTH <= 983 < QUEUE_SLOTS          # the H200's queue with GEMMs ahead
     assert queue_waits(launch, start, end, launched, op_end) == [(QUEUE_DEPTH + 1, 1)]
     assert queue_waits(launch, start, end, launched[-10:], op_end[-10:]) == []
+    early = op_end.copy()
+    early[-1] = 201_000 - QUEUE_RETURN_NS - 1_000
+    assert queue_waits(launch, start, end, launched, early) == []

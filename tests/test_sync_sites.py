@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis.diagnosis.sync_sites import SyncSite, sync_sites
 from analysis.load.nsys_pysamples import PySamples
-from analysis.loops.graph import build
+from analysis.loops.edges import build
 from tests.test_whatif import ASYNC, LAUNCH, MAIN, MEMCPY, SYNC, U, _kernel, _step
 
 STEP = 200

@@ -12,8 +12,9 @@ from analysis.load.nsys_host import HOST_PARTS, api_part
 from analysis.load.nsys_pysamples import PySamples
 from analysis.load.nsys_steps import StepRows
 from analysis.loops.changes import Change, saving
+from analysis.loops.edges import build
 from analysis.loops.gil import START_WINDOW_NS, interpreter_samples, mark_gil, thread_starts
-from analysis.loops.graph import EDGES, build
+from analysis.loops.graph import EDGES
 from analysis.loops.replay import CATEGORIES, critical_path, offsets, replay
 from analysis.loops.runs import TAIL_KEEP
 from tests.conftest import DATA
@@ -296,3 +297,38 @@ def test_a_thread_is_named_by_the_line_that_started_it() -> None:
                         "module": "python3.12", "symbol": ""})
     assert thread_starts(py, cpu, {near, old, foreign}) == {near: "train.py:37 in spawn"}
     assert thread_starts(PySamples(), cpu, {near}) == {}
+
+
+def _allocator_step(malloc_at: int) -> StepRows:
+    """The range's thread frees (90 µs) and then syncs on the kernel the autograd thread
+    launches after its own cudaMalloc, which starts `malloc_at`."""
+    return _step([(MAIN, 10_000, 100_000, 1, "cudaFree_v3020"),
+                  (MAIN, 100_500, 200_100, 2, "cudaStreamSynchronize_v3020"),
+                  (AUTOGRAD, 0, 5, 3, "cudaLaunchKernel_v7000"),
+                  (AUTOGRAD, malloc_at, malloc_at + 9_000, 4, "cudaMalloc_v3020"),
+                  (AUTOGRAD, malloc_at + 9_000, malloc_at + 9_010, 5,
+                   "cudaLaunchKernel_v7000")],
+                 [(0, 1_000, 2_000, 3, 7), (0, malloc_at + 10_000, 200_000, 5, 7)],
+                 syncs=[(2, 7)])
+
+
+def test_a_memory_call_that_took_the_allocator_from_another_thread_waits_for_it() -> None:
+    """The allocator is taken in turn (edges.ALLOC_HANDOFF_NS): the autograd thread's
+    cudaMalloc 1 µs after the range thread's cudaFree ended waited for it, so the free is
+    on the path (as another thread's, from the autograd thread's side) and a shorter free
+    moves the malloc, the kernel after it and the step's end; 20 µs later, it did not
+    wait."""
+    from analysis.loops.edges import ALLOC_HANDOFF_NS
+    from analysis.loops.graph import OWN
+    g = build(_allocator_step(101_000), MAIN, 0, 200_200)
+    alloc = np.flatnonzero(g.edge == EDGES.index("alloc"))
+    assert len(alloc) == 1 and (g.src[alloc[0]], g.dst[alloc[0]]) == (2 * 0 + 1, 2 * 3)
+    off, binds = offsets(g)
+    assert binds[alloc[0]]
+    assert replay(g).wall(g) == 200_200
+    free = np.flatnonzero((g.edge == OWN) & (g.src == 0))[0]
+    faster = off.copy()
+    faster[free] = 10_000                                    # the free 80 µs shorter
+    assert replay(g, faster).wall(g) == 200_200 - 80_000
+    late = build(_allocator_step(100_000 + ALLOC_HANDOFF_NS + 15_000), MAIN, 0, 220_000)
+    assert not (late.edge == EDGES.index("alloc")).any()

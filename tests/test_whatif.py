@@ -20,7 +20,7 @@ import pytest
 from analysis.load.nsys_host import api_part
 from analysis.load.nsys_steps import StepRows
 from analysis.loops.changes import CHANGES, Change, saving
-from analysis.loops.graph import build
+from analysis.loops.edges import build
 
 U = 1_000
 MAIN = 1 << 24 | 1

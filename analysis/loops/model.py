@@ -43,8 +43,9 @@ from ..load.nsys_samples import load_samples
 from ..load.nsys_sqlite import PID_MASK
 from ..load.nsys_steps import read_steps
 from ..trace.apart import first_calls
+from .edges import build
 from .gil import interpreter_samples, mark_gil, thread_label
-from .graph import Graph, build
+from .graph import Graph
 from .replay import CATEGORIES, CycleError, critical_path, unchanged
 from .runs import TAIL_FACTOR, TAIL_KEEP, Runs, gpu_ends, key_context, key_runs
 

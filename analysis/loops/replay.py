@@ -25,6 +25,7 @@ import numpy as np
 
 from ..documents.entries import CATEGORIES, SAID
 from .graph import (
+    ALLOC,
     BACKLOG,
     CALL,
     EDGES,
@@ -90,6 +91,7 @@ def _offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
         floor[kind == k] = np.minimum(gap[kind == k], int(np.median(seen)) if len(seen) else 0)
     floor[kind == EVENT] = 0
     floor[kind == BACKLOG] = 0
+    floor[kind == ALLOC] = 0         # the allocator taken in turn: where it bound
     floor[kind == STEP] = 0          # "no earlier than": a call still running at the end
                                      # bounds the end only where nothing later does
     woke = (kind == RELEASE) | (kind == THREAD)
@@ -97,7 +99,27 @@ def _offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
     woken[dst[woke]] = gap[woke]                # the last such edge into a point counts
     own = np.flatnonzero((kind == OWN) & ~binds)
     floor[own] = np.minimum(gap[own], woken[dst[own]])
+    _allocator_waits(g, src, dst, kind, binds, floor)
     return np.where(binds, gap, floor), binds
+
+
+def _allocator_waits(g: Graph, src: np.ndarray, dst: np.ndarray, kind: np.ndarray,
+                     binds: np.ndarray, floor: np.ndarray) -> None:
+    """A thread's time before a memory call that took the allocator from another thread
+    (a binding ALLOC edge) is its own work only up to where that thread's memory call had
+    begun and its own previous node had ended: from there to the handoff it waited. Its
+    program edge keeps the rest as its floor, so that a shorter memory call on the other
+    thread hands the allocator over sooner."""
+    took = np.flatnonzero((kind == ALLOC) & binds)
+    if not len(took):
+        return
+    pt = g.points
+    held_from = dict(zip(dst[took].tolist(), src[took].tolist(), strict=True))
+    prog = np.flatnonzero((kind == PROGRAM) & np.isin(dst, dst[took]))
+    for e in prog.tolist():
+        holder = held_from[int(dst[e])]              # the other call's end point
+        began = max(int(pt[src[e]]), int(pt[holder - 1]))
+        floor[e] = max(0, int(floor[e]) - max(0, int(pt[holder]) - began))
 
 
 def unchanged(g: Graph) -> Replayed:
