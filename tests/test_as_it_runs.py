@@ -134,3 +134,41 @@ def test_a_long_launch_waits_for_the_queue_only_behind_a_deep_one() -> None:
     early = op_end.copy()
     early[-1] = 201_000 - QUEUE_RETURN_NS - 1_000
     assert queue_waits(launch, start, end, launched, early) == []
+
+
+@pytest.mark.parametrize("name", ["loops_ab/trace", "queue_ab/trace"])
+def test_modeling_a_sample_of_the_steps_keeps_the_error_under_the_limit(name, monkeypatch
+                                                                       ) -> None:
+    """Every instance modeled against the sample of strata and tail steps (model.py): on
+    loops whose steps spread (a checkpoint in eight, a GPU backlog) the replay stays within
+    5% of the run either way, the critical path's categories move by 2% of the run or
+    less, and each finding worth 5% of its loop keeps its saving within 1%."""
+    from analysis.commands import systems
+    from analysis.load import nsys_sqlite
+    from analysis.loops import model
+
+    sampled = analyzed(name)
+    monkeypatch.setattr(model, "SAMPLE_INSTANCES", 10**6)
+    monkeypatch.setattr(model, "MODEL_CALLS", 10**9)
+    every = systems.judge(systems.measure(nsys_sqlite.load(DATA / f"{name}.sqlite")))
+    loops = {e.name: e for e in every.ranges if e.critical_path_ns}
+    fewer = 0
+    for e in sampled.ranges:
+        if not e.critical_path_ns:
+            continue
+        full = loops[e.name]
+        run = full.run_per_instance_ns * full.run_instances
+        fewer += e.modeled_instances < full.modeled_instances == full.run_instances
+        for doc_entry in (e, full):
+            assert abs(doc_entry.replayed_run_ns - run) <= 0.05 * run
+        for cat in set(e.critical_path_ns) | set(full.critical_path_ns):
+            if ":" not in cat:
+                assert abs(e.critical_path_ns.get(cat, 0)
+                           - full.critical_path_ns.get(cat, 0)) <= 0.02 * run, (e.name, cat)
+    assert fewer >= 2                                  # the sample is a sample
+    cost = {e.name: e.run_per_instance_ns for e in every.ranges if e.critical_path_ns}
+    saved = {(f.rule, f.range): f.saving_per_instance_ns for f in every.findings}
+    for f in sampled.findings:
+        full_saving = saved.get((f.rule, f.range))
+        if f.range in cost and full_saving and full_saving >= 0.05 * cost[f.range]:
+            assert abs(f.saving_per_instance_ns - full_saving) <= 0.01 * full_saving

@@ -51,7 +51,10 @@ from .runs import TAIL_FACTOR, TAIL_KEEP, Runs, gpu_ends, key_context, key_runs
 
 SAMPLE_INSTANCES = 16
 """Steady instances modeled per loop besides its tail steps (one per stratum of its steps
-by length)."""
+by length). Against every instance modeled, on loops_ab, queue_ab and four sampled twins
+(20 to 80 instances a loop): the replay's error is the same (0.0%), the critical path's
+categories move by 1.5% of the run at most (7% on one nested phase of 24 steps), and the
+savings of findings worth 5% of their loop by 0.3% at most (test_as_it_runs)."""
 MODEL_CALLS = 50_000
 """CUDA calls (rows of the export in the steps' windows) a loop's modeled steps hold at
 most: steps are taken closest to the median first while they fit, so a loop of loops (an
