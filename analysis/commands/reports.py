@@ -166,7 +166,9 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
         data = table_data(measured.doc)              # converted here (that holds the GIL),
         written = pool.submit(tables.write_arrow, stage, data)   # written beside (Arrow's
         doc = systems.judge(measured)                            # writer lets go of it)
-        _systems_files(stage, doc, getattr(opts, "csv", False), written.result())
+        _systems_files(stage, doc, getattr(opts, "csv", False),  # and beside the rest
+                       {name: t.num_rows for name, t in data.items()})
+        written.result()                             # all of it before the folder is kept
     _said(out, "systems", f"{len(doc.ranges)} ranges")
     return doc
 
