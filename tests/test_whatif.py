@@ -86,6 +86,26 @@ def test_a_change_scoped_to_a_range_leaves_the_rest_of_the_step() -> None:
     assert _saved(_copy_step(), 150, Change("prefetch", scope=((6 * U, 95 * U),))) == whole
 
 
+def _cache_emptied_step() -> StepRows:
+    """A host-bound step: a launch (0-5), `torch.cuda.empty_cache()`'s cudaFree (10-40,
+    its range 8-42), then the step's next tensor allocated again (cudaMalloc 50-70) and
+    launched (72-77); the kernels short."""
+    return _step([(0, 5, 1, LAUNCH), (10, 40, 2, "cudaFree_v3020"),
+                  (50, 70, 3, "cudaMalloc_v3020"), (72, 77, 4, LAUNCH)],
+                 [_kernel(6, 8, 1), _kernel(78, 80, 4)])
+
+
+def test_memory_given_back_in_a_range_and_asked_again_after_it_goes_with_it() -> None:
+    """no_memory scoped to the range that empties the cache takes the cudaFree (30 µs)
+    and the cudaMalloc that asks again for the memory later in the step (20 µs); scoped
+    to a range that gives nothing back, the allocation outside it stays."""
+    whole = _saved(_cache_emptied_step(), 80, Change("no_memory"))
+    assert whole == pytest.approx(50, abs=1)
+    assert _saved(_cache_emptied_step(), 80, Change("no_memory", scope=((8 * U, 42 * U),))) \
+        == pytest.approx(whole)
+    assert _saved(_cache_emptied_step(), 80, Change("no_memory", scope=((0, 6 * U),))) == 0
+
+
 @pytest.mark.parametrize("name", [SYNC, "cudaEventSynchronize_v3020"])
 def test_no_sync_lets_the_host_run_ahead_of_the_gpu(name: str) -> None:
     """The host's wait goes: the second launch comes early, the second kernel follows the

@@ -14,7 +14,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
     no_break       a compiled function no longer broken on a value the host reads: no_sync,
                    and the host work between its two graphs gone
     no_memory      the allocator reuses its blocks: memory calls take no time, and a free
-                   no longer waits for the GPU
+                   no longer waits for the GPU; where its range gives memory back, the
+                   thread's allocations in the rest of the step go too (asked again)
     host_ahead     the range's host work is prepared ahead (workers, prefetch): the CPU
                    time between calls, the OS calls and the waits for other threads in
                    its windows are gone, its copies are asynchronous
@@ -65,7 +66,8 @@ priced for a finding is scoped to its range (`scope`: the range's instances on t
 a step as it runs holds the host work between its instances and the other ranges of the
 iteration, and a remedy of the finding's range leaves those as they are. Only the edges
 into nodes of the scope change: calls (any thread) and OS calls that start in one of its
-windows, and the GPU operations those calls launched.
+windows, and the GPU operations those calls launched; and for no_memory, the allocations
+that ask again for what the scope gave back (_asked_again).
 """
 
 from __future__ import annotations
@@ -114,6 +116,8 @@ def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     changed, kept = off.copy(), keep.copy()
     APPLY[change.name](g, change, changed, kept)
     sel = _scoped_edges(g, change.scope)
+    if change.name == "no_memory":
+        sel |= _asked_again(g, change.scope)
     off[sel], keep[sel] = changed[sel], kept[sel]
 
 
@@ -128,6 +132,27 @@ def _scoped_edges(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
     src, dst, kind = edges(g)
     node = np.where(kind == STEP, src // 2, dst // 2)
     return inside[node]
+
+
+FREES = r"Free|MemRelease|MemUnmap"
+ASKS = r"Malloc|MemAlloc|HostAlloc|MemCreate|MemMap"
+
+
+def _asked_again(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """The edges into the range thread's allocations outside the scope, where the scope
+    gives memory back (a free of that thread inside it; else none): memory given back is
+    asked for again by the rest of the step (`torch.cuda.empty_cache()` beside the step:
+    the step's next tensors each a cudaMalloc), and a cache kept takes those calls away
+    too."""
+    src, dst, kind = edges(g)
+    inside = within(g.start, near(scope, g.lo, g.hi))
+    frees = on_thread(g, calls_named(g, FREES))
+    if not inside[frees].any():
+        return np.zeros(len(src), dtype=bool)
+    asks = on_thread(g, calls_named(g, ASKS))
+    again = np.zeros(g.n, dtype=bool)
+    again[asks[~inside[asks]]] = True
+    return again[np.where(kind == STEP, src // 2, dst // 2)]
 
 
 def _no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
