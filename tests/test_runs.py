@@ -532,3 +532,27 @@ def test_tensors_updated_one_by_one_are_named_by_their_line() -> None:
             assert [x["line"] for x in found[0].evidence["lines_named"]] == [248]
             assert found[0].suggestion.startswith("at train.py:248: ")
     assert REGISTRY["per_tensor_ops"].change == "foreach"
+
+
+def test_a_decode_programs_warm_up_calls_are_shown_but_never_gated() -> None:
+    """The decode program (plan/decode_train): the decode range's first calls, set apart
+    as `decode [warm-up]`, twice as slow in the new capture are a row of their own, shown
+    as warm-up and no regression; the steady decode loop, unchanged, is within noise."""
+    from analysis.commands.diff import compare
+    from analysis.documents.range_build import from_entries
+    from analysis.documents.range_table import RangeEntries
+
+    base, new = analyzed("plan/decode_train/trace"), analyzed("plan/decode_train/trace")
+    entries = list(new.ranges)
+    for e in entries:
+        if e.name == "decode [warm-up]":
+            for f in ("wall_ns", "gpu_span_ns", "kernel_time_ns", "busy_ns"):
+                setattr(e, f, 2 * getattr(e, f))
+    new.ranges = RangeEntries(from_entries(entries))
+    out = compare(base, new, 5.0)
+    rows = {r["variant"]: r for r in out["variants"]}
+    warm = rows["decode [warm-up]"]
+    assert warm["warmup"] and not warm["regression"]
+    assert max(warm["change_pct"].values()) > 90               # shown: twice as slow
+    assert rows["decode"]["loop"]["verdict"] == "within noise"
+    assert not out["regressions"]
