@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def test_an_ab_program_is_profiled_exported_scrubbed_and_packed(tmp_path: Path) 
     nsys = bin_dir / "nsys"
     nsys.write_text(FAKE_NSYS)
     nsys.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
+    env = {**os.environ, "PATH": path,                # python3: this environment's
            "OUT": str(out), "SAMPLE": "1", "XZ_OPT": "-0", "CALLS": str(tmp_path / "calls.txt"),
            "TRACE": str(DATA / "queue_ab" / "trace.sqlite"),
            "CAPTURE_DIR": str(tmp_path / "capture")}
