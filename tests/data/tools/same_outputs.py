@@ -150,7 +150,9 @@ def compare(base: Path, new: Path) -> tuple[int, list[str]]:
 
 
 def worktree(ref: str, where: Path) -> Path:
-    tree = where / "base"
+    """BASE_REF checked out in `where`/tree: apart from the outputs (`where`/base), which
+    removing the worktree would take with it."""
+    tree = where / "tree"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), ref],
                    check=True, capture_output=True)
     return tree
