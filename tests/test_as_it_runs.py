@@ -172,3 +172,15 @@ def test_modeling_a_sample_of_the_steps_keeps_the_error_under_the_limit(name, mo
         full_saving = saved.get((f.rule, f.range))
         if f.range in cost and full_saving and full_saving >= 0.05 * cost[f.range]:
             assert abs(f.saving_per_instance_ns - full_saving) <= 0.01 * full_saving
+
+
+def test_a_cuda_graphs_kernels_take_one_entry_of_the_launch_queue() -> None:
+    """QUEUE_DEPTH kernels ahead of a long launch, all of one CUDA graph launch (one
+    correlation id), are one entry of the queue: the launch did not wait for it."""
+    launch, start, end = np.arange(2), np.array([0, 1_000]), np.array([10, 201_000])
+    launched = np.full(QUEUE_DEPTH + 2, -1)
+    op_end = np.r_[np.full(QUEUE_DEPTH, 2_000_000), 150_000, 200_500]
+    apart = np.arange(QUEUE_DEPTH + 2)
+    graph = np.r_[np.zeros(QUEUE_DEPTH, dtype=int), 1, 2]
+    assert queue_waits(launch, start, end, launched, op_end, apart) == [(QUEUE_DEPTH + 1, 1)]
+    assert queue_waits(launch, start, end, launched, op_end, graph) == []

@@ -187,7 +187,7 @@ def _queue_full(g: Graph, ops0: int) -> None:
     call = g.op_calls()
     launched = np.where(call >= 0, g.start[np.maximum(call, 0)], -1)
     for op, i in queue_waits(launch, g.start, g.end, launched,
-                             g.ops["end_ns"].to_numpy()):
+                             g.ops["end_ns"].to_numpy(), g.ops["corr"].to_numpy()):
         g.add(2 * (ops0 + op) + 1, 2 * i + 1, RELEASE)
 
 

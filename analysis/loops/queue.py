@@ -15,7 +15,8 @@ long launch with a few hundred operations ahead and none ending inside it (batte
 
 `queue_waits` finds those launches in a step, for graph.py's RELEASE edges: a launch call
 that lasted QUEUE_WAIT_NS or more while QUEUE_DEPTH or more operations it did not launch
-itself were queued or running (launched by earlier calls, not yet done), and that
+itself were queued or running (launched by earlier calls, not yet done; the kernels of
+one CUDA graph launch count once: one entry of the queue), and that
 returned within QUEUE_RETURN_NS of the end of an operation that ended inside it (the slot
 it waited for). It ends after that operation, as a synchronize does: a change that makes
 the GPU's work faster frees the slot sooner, and one that makes it the host's turn again
@@ -43,18 +44,21 @@ QUEUE_RETURN_NS = 20_000
 
 
 def queue_waits(launch: np.ndarray, start: np.ndarray, end: np.ndarray,
-                op_launched: np.ndarray, op_end: np.ndarray) -> list[tuple[int, int]]:
+                op_launched: np.ndarray, op_end: np.ndarray,
+                op_entry: np.ndarray | None = None) -> list[tuple[int, int]]:
     """(operation, launch call) pairs: each launch call that waited for the queue (see the
     module doc) and the operation that ended last inside it. `launch`: the launch calls'
     indices into `start`/`end` (the calls' times); `op_launched`: each operation's launch
     time (its call's start; -1 where the step does not hold its call, an earlier step's),
-    `op_end`: its end."""
+    `op_end`: its end; `op_entry`: the queue entry each operation came in (its correlation
+    id: the kernels of one CUDA graph launch are one entry), else one each."""
     out: list[tuple[int, int]] = []
     long = launch[(end[launch] - start[launch]) >= QUEUE_WAIT_NS]
     for i in long.tolist():
         s, e = int(start[i]), int(end[i])
         ahead = (op_launched < s) & (op_end > s)
-        if int(ahead.sum()) < QUEUE_DEPTH:
+        entries = int(ahead.sum()) if op_entry is None else len(np.unique(op_entry[ahead]))
+        if entries < QUEUE_DEPTH:
             continue
         inside = np.flatnonzero((op_end >= s) & (op_end <= e))
         if not len(inside):
