@@ -191,7 +191,6 @@ def _queue_full(g: Graph, ops0: int) -> None:
         g.add(2 * (ops0 + op) + 1, 2 * i + 1, RELEASE)
 
 
-
 def _allocator(g: Graph) -> None:
     """The allocator as an engine of the process: a memory call that starts within
     ALLOC_HANDOFF_NS of the end of the memory call of another thread of its process that
@@ -207,6 +206,7 @@ def _allocator(g: Graph) -> None:
     took = (os_pid(g.thread[a]) == os_pid(g.thread[b])) & (g.thread[a] != g.thread[b]) \
         & (gap >= 0) & (gap <= ALLOC_HANDOFF_NS)
     g.add_many(2 * a[took] + 1, 2 * b[took], ALLOC)
+
 
 def _thread(g: Graph) -> None:
     """A thread resumes after the other thread's work it waited for: a wait (WAITS) ends
