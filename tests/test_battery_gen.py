@@ -69,6 +69,36 @@ def test_score_matches_rules_and_limits(score):
     assert "1 of 2" in score.table(rows, "t")
 
 
+def test_a_truth_whose_rounds_disagree_is_said_not_to_repeat(score, tmp_path):
+    """Per round, the cause's saving is its `all` instance less its fix's (NVTX ranges of
+    the capture): 1.0 and 1.1 ms agree within the band, 1.0 and 0.2 ms do not."""
+    import sqlite3
+
+    db = tmp_path / "t.sqlite"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+        c.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, text TEXT, textId INT)")
+        t = 0
+        for name, ms in [("g00_all", 3.0), ("g00_fix_item", 2.0), ("g00_fix_item", 1.9),
+                         ("g00_all", 3.0), ("g01_all", 3.0), ("g01_fix_item", 2.0),
+                         ("g01_fix_item", 2.8), ("g01_all", 3.0), ("step", 0.1)]:
+            c.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, NULL)",
+                      (t, t + int(ms * 1e6), name))
+            t += 10**7
+    per = score.round_costs(db, 1)
+    assert per["g00_fix_item"] == [2e6, 1.9e6] and "step" not in per
+    assert score.repeats(per, "g00", "item", 0.05 * 3e6)
+    assert not score.repeats(per, "g01", "item", 0.05 * 3e6)
+    assert score.repeats({}, "g01", "item", 0.0)          # one round: nothing to compare
+    truth = {"steps": 1, "loops": [
+        {"loop": f"g0{i}", "base": "gpu", "cost_ns": {"all": 3e6, "fix_item": 2e6},
+         "causes": [{"name": "item", "layout": "none", "size": 0.5}]} for i in (0, 1)]}
+    found = [{"rule": "sync_in_loop", "range": "g00_all/step", "saving_ns": 1e6}]
+    rows = score.score(truth, found, per)
+    assert [r["repeats"] for r in rows] == [True, False]
+    assert "1 of 2; of those, within ±15%: 1" in score.table(rows, "t")
+
+
 def test_no_strata_when_every_kept_step_is_a_tail_step():
     """A loop whose steady steps are all 3x its median or longer (seen on the generated
     battery, seed 11) is modeled by its tail steps alone, not an error."""

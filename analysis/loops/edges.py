@@ -79,12 +79,14 @@ def _program(g: Graph) -> None:
 
 
 def _backlog(g: Graph) -> None:
-    """The step's end after the last operation its calls launched that ends by then (the
-    run's end waits for its GPU backlog)."""
-    own = g.own_ops()
-    own = own[g.end[own] <= g.hi]
-    if len(own):
-        g.add(2 * int(own[np.argmax(g.end[own])]) + 1, g.end_point - 1, STEP)
+    """The step's end after the last GPU operation that ends by then, its calls' or an
+    earlier step's (the run's end waits for its GPU backlog: a range beside the step
+    that only syncs, last in its run, launched nothing, and the work it waited for still
+    ends the run)."""
+    ops = len(g.calls) + np.arange(len(g.ops))
+    ops = ops[g.end[ops] <= g.hi]
+    if len(ops):
+        g.add(2 * int(ops[np.argmax(g.end[ops])]) + 1, g.end_point - 1, STEP)
 
 
 def _queued(g: Graph, ops0: int) -> None:
