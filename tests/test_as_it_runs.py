@@ -58,7 +58,12 @@ def test_a_python_thread_holding_the_gil_is_named_and_priced() -> None:
     gil = next(f for f in doc.findings if f.rule == "gil_contention")
     assert "started at gil_thread.py:37 in thread" in gil.message
     assert "NSys PySampling" not in gil.message            # under 1%: not a holder
-    assert doc.findings[0].rule == "gil_contention"
+    top = doc.findings[0]                # the thread's removal, or fusing the ops that
+    assert top.rule == "gil_contention" or (   # each wait for the GIL: within 5% of it
+        top.rule == "unfused_elementwise" and 0.95 * top.saving_ns <= max(
+            f.saving_ns for f in doc.findings
+            if f.rule == "gil_contention" and f.range == top.range))
+    assert [f for f in doc.findings if f.range == "planted/step"][0].rule == "gil_contention"
     assert not [f for f in doc.findings if f.rule == "host_bound"
                 and f.range in ("planted", "control")]           # the GIL explains it
 

@@ -38,19 +38,24 @@ def test_a_chain_in_one_cuda_graph_saves_its_kernels_not_the_launch() -> None:
     assert 0 < f.saving_per_instance_ns <= f.evidence["kernel_ns"]
 
 
-def test_fusing_a_chain_leaves_the_waits_for_the_gil() -> None:
+def test_fusing_a_chain_takes_the_waits_for_the_gil_of_its_ops() -> None:
     """gil_thread.py's loop waits for the GIL 95% of its time; its chains of 90 kernels
-    are named on the line that launches them, and fusing them saves their own dispatch,
-    not the waits for the other thread: the GIL finding leads."""
+    are named on the line that launches them. Each op's dispatch lets the GIL go and waits
+    to take it back, so fusing the chain saves the waits of the ops it removes: most of
+    the loop (the generated battery measured it: a per-parameter AdamW made fused beside
+    a thread that holds the GIL saved 80% of its loop), yet no more than the thread's
+    removal, which takes every wait: the GIL finding leads."""
     doc = analyzed("twins/gil_thread_sampled/trace")
     chain = next(f for f in doc.findings if f.rule == "unfused_elementwise"
                  and f.range == "planted/step")
     gil = next(f for f in doc.findings if f.rule == "gil_contention"
                and f.range == "planted/step")
-    assert chain.saving_ns < 0.05 * gil.saving_ns
+    assert 0.5 * gil.saving_ns < chain.saving_ns <= gil.saving_ns
     (line,) = chain.evidence["lines_named"]
     assert (line["file"], line["function"]) == ("gil_thread.py", "work")
-    assert "gil_thread.py:" in chain.message and doc.findings[0].rule == "gil_contention"
+    assert "gil_thread.py:" in chain.message
+    mine = [f for f in doc.findings if f.range == "planted/step"]
+    assert mine[0].rule == "gil_contention"
 
 
 def test_without_python_samples_the_finding_says_how_to_get_them() -> None:

@@ -57,7 +57,8 @@ CHANGES = {
                "host's dispatch of each (its calls and waits since the launch before)",
     "one_pass": "the step replayed with each chain of elementwise kernels made one fused "
                 "kernel: of each chain, its shortest kernel stays (one pass over the "
-                "tensor), the others and the host's dispatch of each take no time",
+                "tensor), the others and the host's dispatch of each (its calls and waits, "
+                "for the GIL among them, since the launch before) take no time",
     "prefetch": "the step replayed with its host-to-device copies made a step ahead on a "
                 "side stream: no wait for them, the copy engine beside the kernels",
     "no_gil": "the step replayed with no other Python thread holding the GIL: its waits "

@@ -39,7 +39,7 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    each (its calls and waits since the launch before) gone
     one_pass       each chain of elementwise kernels (chains.py) made one: its shortest
                    kernel stays (one pass over the tensor); the others, and the host's
-                   dispatch of each, gone
+                   dispatch of each (its calls and waits, the GIL's among them), gone
     prefetch       the host-to-device copies made a step ahead on a side stream: the
                    calls that launched them and the synchronize calls after them no
                    longer wait, and the copies leave the compute stream (their time on it
@@ -220,7 +220,7 @@ def _fixed_shape(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) ->
         if i < j:                      # a count read back: its kernels and its copy
             out += kern[i:j].tolist() + ops[by_call == copy].tolist()
     if out:
-        undispatched(g, off, np.array(sorted(set(out)), dtype=np.int64), waits=False)
+        undispatched(g, off, np.array(sorted(set(out)), dtype=np.int64))
 
 
 def _no_memory(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:

@@ -148,5 +148,6 @@ def _chain_fields(e: RangeEntry, grid: int, c: ChainStat, nested: dict) -> dict:
                      "lines_named": named_lines([line]) if line else [], **nested},
         "suggestion": (f"at {line.file}:{line.line}: " if line else "") + "fuse the "
         "expression: a fused op where one exists (F.gelu(x, approximate='tanh'), "
-        "torch.addcmul, torch.lerp, F.silu), torch.compile on the function that holds it, "
-        "or one Triton kernel"}
+        "torch.addcmul, torch.lerp, F.silu; an optimizer's per-parameter update: "
+        "fused=True, as torch.optim.AdamW(params, fused=True)), torch.compile on the "
+        "function that holds it, or one Triton kernel"}

@@ -364,7 +364,11 @@ CATALOGUE: tuple[Cause, ...] = (
           _prep_fixed),
     Cause("small_ops", ("launch_bound", "host_bound", "per_tensor_ops"), _small_setup, _small_ops,
           _small_ops_fixed),
-    Cause("adam_single", ("launch_bound", "host_bound"), _adam_setup, _adam, _adam_fixed),
+    # AdamW(foreach=False) runs each parameter's update as a chain of elementwise
+    # kernels, each op dispatched from Python; its fix (fused=True) is one kernel: what
+    # unfused_elementwise names at its line (and one_pass models) as well as the launches
+    Cause("adam_single", ("launch_bound", "host_bound", "unfused_elementwise"), _adam_setup,
+          _adam, _adam_fixed),
     Cause("checkpoint", ("slow_step",), _save_setup, _save, _nothing),
     Cause("gil_thread", ("gil_contention",), _gil_setup, _gil, _nothing),
     Cause("fp32_gemm", ("fp32_gemm",), _gemm_setup, _fp32, _fp32_fixed),
