@@ -244,7 +244,18 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
     copies = on_thread(g, calls_named(g, r"Memcpy|Memset"))
     met = overlap(g.start[copies], g.end[copies], w) > 0 if change.name in SAMPLED \
         else within(g.start[copies], w)       # sampled windows: a copy they meet
-    free(g, off, keep, copies[met])
+    free(g, off, keep, _and_its_sync(g, copies[met]))
+
+
+def _and_its_sync(g: Graph, copies: np.ndarray) -> np.ndarray:
+    """The copy calls and the synchronize call right after each, the thread's next call
+    (PyTorch's copy from pageable memory waits for its stream there): an asynchronous
+    copy has neither wait."""
+    calls = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
+    calls = calls[np.argsort(g.start[calls], kind="stable")]
+    at = np.flatnonzero(np.isin(calls, copies)) + 1
+    after = calls[at[at < len(calls)]]
+    return np.union1d(copies, after[np.array(g.label, dtype=object)[after] == "sync"])
 
 
 def _foreach(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:

@@ -66,8 +66,8 @@ def fill_overwritten(r: Rule, ctx: Context) -> list[Finding]:
 def _growing(ctx: Context, e: RangeEntry) -> bool:
     """At least CAT_MIN_PER_STEP concatenation kernels a step, growing: the longest
     CAT_GROWTH x the shortest, or (small pieces, whose copies' time grows less than their
-    launches' jitter) their durations ranked in a step's order (Pricer.growth) at least
-    CAT_TREND."""
+    launches' jitter) their durations or grids ranked in a step's order (Pricer.growth)
+    at least CAT_TREND."""
     cats = _named(e, CAT)
     if sum(k.count for k in cats) < CAT_MIN_PER_STEP * max(e.wall_instances, 1):
         return False
@@ -80,9 +80,9 @@ def _growing(ctx: Context, e: RangeEntry) -> bool:
 
 @rule("cat_in_loop", "systems", "warning",
       "a loop launches at least `per_step` concatenation kernels a step, growing (the "
-      "longest `growth`x the shortest or more, or their durations' rank correlation with "
-      "their order in a step `trend` or more): a tensor grown by torch.cat in a Python "
-      "loop copies everything so far each time",
+      "longest `growth`x the shortest or more, or their durations' or grids' rank "
+      "correlation with their order in a step `trend` or more): a tensor grown by "
+      "torch.cat in a Python loop copies everything so far each time",
       {"per_step": CAT_MIN_PER_STEP, "growth": CAT_GROWTH, "trend": CAT_TREND},
       change="one_cat")
 def cat_in_loop(r: Rule, ctx: Context) -> list[Finding]:
