@@ -51,6 +51,16 @@ def test_draws_vary_and_repeat(program):
         assert len(set(names)) == len(names)
 
 
+def test_rounds_alternate_and_never_run_a_variant_twice_in_a_row(program):
+    for names in ([None, "a"], [None, "a", "b"], [None, "a", "b", "c"]):
+        for rounds in (1, 2, 4, 5):
+            seq = [x for order in program.orders(names, rounds) for x in order]
+            assert all(sorted(o, key=str) == sorted(names, key=str)
+                       for o in program.orders(names, rounds))
+            assert all(x != y for x, y in zip(seq, seq[1:]))
+    assert program.orders([None, "a", "b"], 2) == [[None, "a", "b"], ["a", None, "b"]]
+
+
 def test_score_matches_rules_and_limits(score):
     truth = {"steps": 10, "loops": [
         {"loop": "g00", "base": "gpu", "cost_ns": {"all": 2e6, "fix_item": 1e6},

@@ -15,7 +15,8 @@ variants: `all` (every cause planted), and `fix_<cause>` for each cause (that ca
 the others planted). Variant `v` of loop `gNN` is the range `gNN_v` around its steps,
 each step the range `step`, after three warm-up steps outside any range. With
 `--rounds R` each variant runs R times, steps / R steps each, the variants in order and
-then reversed, round after round: range `gNN_v` has R instances.
+then reversed, round after round, never one variant twice in a row (`orders`): range
+`gNN_v` has R instances.
 
 Truth (--out): per loop, its draw and each variant's cost per step as it runs: (time after
 the synchronize that follows the last step - time before the first step) / steps. The
@@ -125,18 +126,32 @@ def variant(spec: dict, base: State, states: list[State], fix: str | None, steps
     return (t1 - t0) / steps
 
 
+def orders(names: list, rounds: int) -> list[list]:
+    """The variants' order in each round: in order, then in reverse, round after round,
+    so that a drift of the machine's speed through the loop falls on every variant alike;
+    where a round would start with the variant the round before ended with, its first
+    moves to its end (all, fix_a, fix_b | fix_a, all, fix_b | ...): a variant run twice in
+    a row, its warm-up steps between, would make its range a loop of its own whose step
+    holds those warm-up steps (seeds 32 to 34, captured before this)."""
+    out: list[list] = []
+    for r in range(rounds):
+        order = list(names) if r % 2 == 0 else list(names[::-1])
+        if out and order[0] == out[-1][-1]:
+            order = order[1:] + order[:1]
+        out.append(order)
+    return out
+
+
 def run(spec: dict, steps: int, dev: str, rounds: int = 1) -> dict:
     """Every variant of one loop: the spec with `cost_ns` per variant. With `rounds` > 1
-    the variants run in rounds of steps / rounds steps each, in order and then in
-    reverse (all, fix_a, fix_b, fix_b, fix_a, all, ...): a drift of the machine's speed
-    through the loop falls on every variant alike, not on the later ones."""
+    the variants run in rounds of steps / rounds steps each, in the orders of `orders`."""
     base = base_setup(spec["base"], spec["base_size"], dev)
     states = [BY_NAME[c["name"]].setup(random.Random(c["size"]), c["size"], dev)
               for c in spec["causes"]]
     names = [None] + [c["name"] for c in spec["causes"]]
     cost = dict.fromkeys(names, 0.0)
-    for r in range(rounds):
-        for fix in names if r % 2 == 0 else names[::-1]:
+    for order in orders(names, rounds):
+        for fix in order:
             cost[fix] += variant(spec, base, states, fix, steps // rounds,
                                  dev == "cuda") / rounds
     return {**spec, "rounds": rounds,

@@ -167,7 +167,8 @@ def main() -> None:
     rounds = max(int(spec.get("rounds", 1)) for spec in truth["loops"])
     rows = score(truth, findings(report),
                  round_costs(a.capture / "trace.sqlite", truth["steps"] // rounds))
-    env = a.capture.parent / "env.txt"
+    env = next((p for p in (a.capture / "env.txt", a.capture.parent / "env.txt")
+                if p.exists()), a.capture / "env.txt")     # a seed's own machine first
     made = "; ".join(x.strip() for x in env.read_text().splitlines()[:3]) if env.exists() \
         else f"torch {truth['torch']}"
     text = table(rows, f"Generated battery, seed {truth['seed']}") \
