@@ -57,7 +57,7 @@ def test_rounds_alternate_and_never_run_a_variant_twice_in_a_row(program):
             seq = [x for order in program.orders(names, rounds) for x in order]
             assert all(sorted(o, key=str) == sorted(names, key=str)
                        for o in program.orders(names, rounds))
-            assert all(x != y for x, y in zip(seq, seq[1:]))
+            assert all(x != y for x, y in zip(seq[:-1], seq[1:], strict=True))
     assert program.orders([None, "a", "b"], 2) == [[None, "a", "b"], ["a", None, "b"]]
 
 
