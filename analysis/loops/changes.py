@@ -183,11 +183,17 @@ def _scalar_reads(g: Graph) -> list[tuple[int, int]]:
         return []
     ops0 = len(g.calls)
     small = (g.ops["copy_kind"].to_numpy() == 2) & (g.ops["bytes"].to_numpy() <= SCALAR_BYTES)
-    copies = set(launcher(g, ops0 + np.flatnonzero(small)).tolist())
+    return _synced_after(g, launcher(g, ops0 + np.flatnonzero(small)))
+
+
+def _synced_after(g: Graph, copies: np.ndarray) -> list[tuple[int, int]]:
+    """(copy call, sync call) of each of `copies` whose next call on the range's thread
+    is a synchronize (PyTorch's copy back, or from pageable memory, waits there)."""
+    wanted = set(copies.tolist())
     mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
     mine = mine[np.argsort(g.start[mine], kind="stable")].tolist()
     return [(a, b) for a, b in zip(mine[:-1], mine[1:], strict=True)
-            if a in copies and g.label[b] == "sync"]
+            if a in wanted and g.label[b] == "sync"]
 
 
 SELECTING = r"select|flagged|compact|nonzero"
@@ -248,14 +254,10 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
 
 
 def _and_its_sync(g: Graph, copies: np.ndarray) -> np.ndarray:
-    """The copy calls and the synchronize call right after each, the thread's next call
-    (PyTorch's copy from pageable memory waits for its stream there): an asynchronous
-    copy has neither wait."""
-    calls = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
-    calls = calls[np.argsort(g.start[calls], kind="stable")]
-    at = np.flatnonzero(np.isin(calls, copies)) + 1
-    after = calls[at[at < len(calls)]]
-    return np.union1d(copies, after[np.array(g.label, dtype=object)[after] == "sync"])
+    """The copy calls and the synchronize call right after each (_synced_after): an
+    asynchronous copy has neither wait."""
+    return np.union1d(copies, np.array([b for _, b in _synced_after(g, copies)],
+                                       dtype=np.int64))
 
 
 def _foreach(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:

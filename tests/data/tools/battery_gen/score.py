@@ -85,8 +85,13 @@ def repeats(per_round: dict[str, list[float]], loop: str, cause: str, slack: flo
     saved = [x - y for x, y in zip(a, b, strict=False)]
     if len(saved) < 2:
         return True
-    band = max(0.15 * abs(sum(saved) / len(saved)), slack)
-    return max(saved) - min(saved) <= 2 * band
+    return max(saved) - min(saved) <= 2 * band(sum(saved) / len(saved), slack)
+
+
+def band(realized: float, slack: float, share: float = 0.15) -> float:
+    """The half-width of the band a price must fall in: `share` of the realized saving,
+    or the slack (5% of the loop) where that is wider."""
+    return max(share * abs(realized), slack)
 
 
 def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | None = None
@@ -118,9 +123,9 @@ def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | No
                 "rules": sorted({f["rule"] for f in fits}),
                 "repeats": repeats(per_round or {}, spec["loop"], c["name"], slack),
                 "within15": (priced <= slack) if cause.control else
-                err <= max(0.15 * abs(realized), slack),
+                err <= band(realized, slack),
                 "within50": (priced <= slack) if cause.control else
-                err <= max(0.5 * abs(realized), slack)})
+                err <= band(realized, slack, 0.5)})
     return rows
 
 
