@@ -556,3 +556,27 @@ def test_a_decode_programs_warm_up_calls_are_shown_but_never_gated() -> None:
     assert max(warm["change_pct"].values()) > 90               # shown: twice as slow
     assert rows["decode"]["loop"]["verdict"] == "within noise"
     assert not out["regressions"]
+
+
+def test_a_host_side_finding_names_its_line_in_its_evidence() -> None:
+    """locate puts the line it names in the finding's evidence (`lines_named`: file, line,
+    function, call), not in its message alone, so a reader of systems.json, or the
+    battery's score, can tell which of a loop's causes it is about; a finding that named
+    its line already (a sync site's) keeps it."""
+    from analysis.diagnosis.rules.lines import locate
+    from analysis.documents.entries import PyLine
+    from analysis.documents.findings import Finding
+
+    doc = analyzed("loops_ab/trace")
+    name = "nofill/step"
+    read = PyLine("train.py", 42, "step", "Tensor.cpu", "a = (x + 1).cpu()", 30, 60.0)
+    base = PyLine("train.py", 40, "step", "", "v = v * 0.5", 20, 40.0)
+    entries = [dataclasses.replace(x, lines=[read, base], py_samples=50)
+               if x.name == name else x for x in doc.ranges]
+    own = {"file": "train.py", "line": 40, "function": "step", "call": "", "pct": 40.0}
+    found = [Finding("readback_in_loop", "warning", name, None, "m.", {}, "s"),
+             Finding("sync_in_loop", "warning", name, None, "m.", {"lines_named": [own]}, "s")]
+    locate(found, dataclasses.replace(doc, ranges=entries), {x.name: x for x in entries})
+    assert [(x["line"], x["call"]) for x in found[0].evidence["lines_named"]] == \
+        [(42, "Tensor.cpu")]
+    assert found[1].evidence["lines_named"] == [own]

@@ -61,7 +61,7 @@ def test_every_change_is_said() -> None:
                             "pinned_async", "readback_on_device", "no_building",
                             "faster_kernels", "fused", "prefetch", "no_gil", "input_ahead",
                             "gpu_fed", "no_fill", "one_cat", "batch_on_device", "foreach",
-                            "one_pass", "fixed_shape"}
+                            "one_pass", "fixed_shape", "size_given"}
 
 
 def test_a_runs_last_sync_on_earlier_work_still_ends_with_that_work() -> None:
@@ -454,3 +454,67 @@ def test_a_python_batch_spans_from_the_launch_before_to_its_copy() -> None:
                   (42, 50, 3, ASYNC)],
                  [_kernel(10, 20, 1), (MEMCPY, 45, 48, 3, 12_544, 1, 1, "")])
     assert h2d_spans(build(rows, MAIN, 0, 60 * U)) == [(5 * U, 50 * U, 12_544)]
+
+
+def _repeat_step(between: int) -> StepRows:
+    """repeat_interleave without output_size, host-bound: a scan, its total read back
+    (an 8-byte copy and its sync), `between` check kernels (the comparison and the
+    reduction of `(repeats >= 0).all()`), that flag read back (a 1-byte copy and its
+    sync), then the kernels that fill the output; each call after 10 µs of dispatch."""
+    calls, ops, t, corr = [], [], 0, 1
+
+    def call(name: str, length: int = 5) -> int:
+        nonlocal t, corr
+        calls.append((t, t + length, corr, name))
+        t, corr = t + length + 10, corr + 1
+        return corr - 1
+
+    def launch(name: str) -> None:
+        c = call(LAUNCH)
+        ops.append(_kernel(calls[-1][1] + 1, calls[-1][1] + 3, c, name))
+
+    def read(size: int) -> int:
+        c = call(ASYNC)
+        ops.append((MEMCPY, calls[-1][1] - 2, calls[-1][1] - 1, c, size, 2, 0, ""))
+        return call(SYNC, 4)
+
+    launch("DeviceScanKernel")
+    syncs = [read(8)]
+    for k in range(between):
+        launch("reduce_kernel" if k == between - 1 else EW)
+    syncs.append(read(1))
+    launch("compute_cuda_kernel")
+    launch("_scatter_gather_elementwise_kernel")
+    return _step(calls, ops, syncs=syncs)
+
+
+def test_a_size_given_takes_both_reads_and_the_check_between_them() -> None:
+    """repeat_interleave(output_size=n): besides the waits, both reads (copy, sync and the
+    dispatch before each) and the check between them (two kernels and their dispatch)
+    go; the scan and the kernels that fill the output stay. Five kernels between the
+    reads are no check of one call (CHECK_OPS): they stay, the reads still go."""
+    rows = _repeat_step(2)
+    end = rows.calls["end_ns"].max() // U + 10
+    plain = _saved(rows, end, Change("no_sync"))
+    given = _saved(rows, end, Change("size_given"))
+    assert plain == 28 and given == 88       # 2 reads of 15 + 14, 2 checks of 15
+    two = _repeat_step(5)
+    end = two.calls["end_ns"].max() // U + 10
+    assert _saved(two, end, Change("no_sync")) < _saved(two, end, Change("size_given")) \
+        < given
+
+
+def test_a_total_read_back_after_a_scan_is_a_size_and_given_by_its_change() -> None:
+    """Without a line (a range the Python samples missed), the CUDA pattern says it: a
+    scalar read right after a scan is the total repeat_interleave sizes its output by
+    (`size`), the next read an `.item()`; the finding's change is then size_given."""
+    from analysis.diagnosis.rules.sync_split import change_for
+    from analysis.diagnosis.sync_sites import call_kinds
+
+    rows = _repeat_step(2)
+    g = build(rows, MAIN, 0, (rows.calls["end_ns"].max() // U + 10) * U)
+    assert list(call_kinds(g).values()) == ["size", "item"]
+    assert change_for("size", None) == "size_given"
+    assert change_for("item", "torch.repeat_interleave") == "size_given"
+    assert change_for("item", "Tensor.tolist") == "readback_on_device"
+    assert change_for("nonzero", None) == "fixed_shape"

@@ -301,6 +301,8 @@ def pid_of(global_tid: int) -> int:
 
 SYNC_SAID = {"item": "`.item()` (a scalar read back)", "cpu": "`.cpu()` of a tensor",
              "nonzero": "`nonzero` / boolean-mask indexing (a count read back)",
+             "size": "a total read back after a scan (`repeat_interleave` without "
+                     "output_size)",
              "synchronize": "`torch.cuda.synchronize()`",
              "event": "an event synchronize", "other": "a synchronize call"}
 """What a step's blocking calls are, as the user wrote them."""

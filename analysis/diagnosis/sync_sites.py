@@ -72,6 +72,9 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
 SCALAR_BYTES = 64 * 1024
 """A device-to-host copy of at most this many bytes before a sync: a scalar read back."""
 NONZERO = re.compile(COUNTING, re.I)
+SCAN = re.compile(r"Scan", re.I)
+"""A scan launched right before a scalar read back: the read is a total a library call
+sizes its output by (`repeat_interleave` without output_size sums its repeats so)."""
 
 
 def call_kinds(g: Graph) -> dict[int, str]:
@@ -101,8 +104,11 @@ def call_kinds(g: Graph) -> dict[int, str]:
             out[i] = "event"
         elif last_copy is not None:
             at, size = last_copy
-            nonzero = any(NONZERO.search(n) and t < g.start[at] for t, n in kernels)
-            out[i] = "cpu" if size > SCALAR_BYTES else "nonzero" if nonzero else "item"
+            before = [n for t, n in kernels if t < g.start[at]]
+            nonzero = any(NONZERO.search(n) for n in before)
+            out[i] = "cpu" if size > SCALAR_BYTES else \
+                "size" if before and SCAN.search(before[-1]) else \
+                "nonzero" if nonzero else "item"
             last_copy = None
         else:
             out[i] = "other"

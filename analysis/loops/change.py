@@ -30,6 +30,9 @@ CHANGES = {
                    "(torch.where): no count read back, no wait, and the kernels that count "
                    "before it (CUB's select and reduce; a sort stays) and select after "
                    "it gone with their dispatch",
+    "size_given": "the step replayed with the size the library reads back given "
+                  "(repeat_interleave(..., output_size=n)): no read back, no wait, and the "
+                  "check it runs between its reads gone with their dispatch",
     "no_break": "the step replayed as one compiled graph: no read back between its two "
                 "graphs, no sync, no host work resuming the second",
     "no_memory": "the step replayed with the allocator reusing its blocks: memory calls "

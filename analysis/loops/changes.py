@@ -11,6 +11,9 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    count read back, the counting kernels before it (CUB's select and
                    reduce; a sort stays), the selecting ones after it and the host's
                    dispatch of each gone
+    size_given     a size the library reads back given by the caller (repeat_interleave's
+                   output_size): no_sync, and its reads, their syncs and the check it
+                   runs between them (`(repeats >= 0).all()`) gone with their dispatch
     no_break       a compiled function no longer broken on a value the host reads: no_sync,
                    and the host work between its two graphs gone
     no_memory      the allocator reuses its blocks: memory calls take no time, and a free
@@ -78,31 +81,35 @@ import numpy as np
 
 from .change import CHANGES, Change
 from .edits import (
-    COUNTING,
     calls_named,
-    dispatch,
     edges,
     free,
-    gaps_gone,
     gone,
     launched,
     launcher,
     launchers,
-    named_ops,
     near,
     on_thread,
     overlap,
     within,
 )
 from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, STREAM, THREAD, Graph
-from .kernel_changes import faster_kernels, no_fill, one_cat, one_pass, undispatched
+from .kernel_changes import faster_kernels, no_fill, one_cat, one_pass
 from .replay import offsets
 from .steady import period, steady_unchanged
+from .sync_changes import (
+    fixed_shape,
+    no_break,
+    no_sync,
+    readback_on_device,
+    size_given,
+    synced_after,
+    then_syncs,
+)
 
 Windows = list[tuple[int, int]]
 
 
-SYNCS = r"Synchronize|^cu(?:da)?Memcpy(?!.*Async)|^cu(?:da)?Memset(?!.*Async)|^cudaMemcpyAsync"
 MEMORY = r"Malloc|Free|MemAlloc|MemFree|HostAlloc|MemPool|MemCreate|MemMap|MemUnmap|MemRelease"
 MODULES = r"ModuleLoad|LibraryLoad"
 
@@ -155,80 +162,6 @@ def _asked_again(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
     return again[np.where(kind == STEP, src // 2, dst // 2)]
 
 
-def _no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    """No wait; and a scalar read back (`.item()`, a count behind `nonzero`) takes its own
-    dispatch with it: the CPU time just before its copy."""
-    free(g, off, keep, on_thread(g, calls_named(g, SYNCS)))
-    src, dst, kind = edges(g)
-    for copy, _ in _scalar_reads(g):
-        off[(kind == PROGRAM) & (dst == 2 * copy)] = 0
-
-
-SCALAR_BYTES = 64 * 1024
-"""A device-to-host copy of at most this many bytes, then a sync: a scalar read back."""
-
-
-def _no_break(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    """A graph that no longer breaks on a value the host reads: no sync, no dispatch of
-    the read, and no host work between the two graphs (the resume into the second)."""
-    _no_sync(g, change, off, keep)
-    src, dst, kind = edges(g)
-    for _, sync in _scalar_reads(g):
-        off[np.isin(kind, (PROGRAM, STEP)) & (src == 2 * sync + 1)] = 0
-
-
-def _scalar_reads(g: Graph) -> list[tuple[int, int]]:
-    """(copy call, sync call) of each scalar read back on the range's thread."""
-    if "copy_kind" not in g.ops or not len(g.ops):
-        return []
-    ops0 = len(g.calls)
-    small = (g.ops["copy_kind"].to_numpy() == 2) & (g.ops["bytes"].to_numpy() <= SCALAR_BYTES)
-    return _synced_after(g, launcher(g, ops0 + np.flatnonzero(small)))
-
-
-def _synced_after(g: Graph, copies: np.ndarray) -> list[tuple[int, int]]:
-    """(copy call, sync call) of each of `copies` whose next call on the range's thread
-    is a synchronize (PyTorch's copy back, or from pageable memory, waits there)."""
-    wanted = set(copies.tolist())
-    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
-    mine = mine[np.argsort(g.start[mine], kind="stable")].tolist()
-    return [(a, b) for a, b in zip(mine[:-1], mine[1:], strict=True)
-            if a in wanted and g.label[b] == "sync"]
-
-
-SELECTING = r"select|flagged|compact|nonzero"
-"""The kernels that gather what a count read back sized (CUB's select and compact)."""
-
-
-def _fixed_shape(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    """no_sync, and of each scalar read back, the copy, the run of counting kernels
-    (edits.COUNTING) launched right before its copy (a sort before them stays: torch.unique's fix
-    still orders or bins) and the run of selecting ones right after its sync
-    (SELECTING: a scan that follows, as repeat_interleave's, stays) gone,
-    with the host's dispatch of each (kernel_changes.undispatched)."""
-    _no_sync(g, change, off, keep)
-    reads = _scalar_reads(g)
-    if not reads:
-        return
-    ops, by_call = launched(g)
-    kernel = g.ops["kind"].to_numpy()[ops - len(g.calls)] == 0
-    kern, call = ops[kernel], by_call[kernel]
-    counting = np.isin(kern, named_ops(g, COUNTING)) & ~np.isin(kern, named_ops(g, "sort"))
-    selecting = np.isin(kern, named_ops(g, SELECTING))
-    out: list[int] = []
-    for copy, _ in reads:
-        k = int(np.searchsorted(g.start[call], g.start[copy]))
-        i, j = k, k
-        while i > 0 and counting[i - 1]:
-            i -= 1
-        while j < len(kern) and selecting[j]:
-            j += 1
-        if i < j:                      # a count read back: its kernels and its copy
-            out += kern[i:j].tolist() + ops[by_call == copy].tolist()
-    if out:
-        undispatched(g, off, np.array(sorted(set(out)), dtype=np.int64))
-
-
 def _no_memory(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     nodes = on_thread(g, calls_named(g, MEMORY))
     free(g, off, keep, nodes)
@@ -254,9 +187,9 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
 
 
 def _and_its_sync(g: Graph, copies: np.ndarray) -> np.ndarray:
-    """The copy calls and the synchronize call right after each (_synced_after): an
+    """The copy calls and the synchronize call right after each (synced_after): an
     asynchronous copy has neither wait."""
-    return np.union1d(copies, np.array([b for _, b in _synced_after(g, copies)],
+    return np.union1d(copies, np.array([b for _, b in synced_after(g, copies)],
                                        dtype=np.int64))
 
 
@@ -318,41 +251,6 @@ def _pinned_async(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -
             off[sel] = np.minimum(off[sel], int(b / change.pinned_bps * 1e9))
 
 
-def _readback_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    ops0 = len(g.calls)
-    d2h = ops0 + np.flatnonzero((g.ops["kind"].to_numpy() == 1)
-                                & (g.ops["copy_kind"].to_numpy() == 2)
-                                if "copy_kind" in g.ops else np.zeros(len(g.ops), dtype=bool))
-    calls = on_thread(g, launcher(g, d2h))
-    if not len(calls):
-        return
-    free(g, off, keep, calls)
-    gone(g, off, d2h)
-    asked = dispatch(g, calls)             # the read's own dispatch (`.item()`, `.tolist()`)
-    gone(g, off, asked)
-    gaps_gone(g, off, asked)
-    src, dst, kind = edges(g)
-    after = _then_syncs(g, calls)          # the copy's own wait, then the host work on it
-    off[np.isin(kind, (PROGRAM, STEP)) & np.isin(src, 2 * after + 1)] = 0
-    free(g, off, keep, after)
-
-
-def _then_syncs(g: Graph, calls: np.ndarray) -> np.ndarray:
-    """The calls, each with the synchronize calls that follow it on its thread."""
-    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
-    mine = mine[np.argsort(g.start[mine], kind="stable")]
-    pos = {int(c): k for k, c in enumerate(mine.tolist())}
-    out = set()
-    for c in calls.tolist():
-        k = pos.get(int(c))
-        while k is not None and k < len(mine):
-            out.add(int(mine[k]))
-            k += 1
-            if k >= len(mine) or g.label[mine[k]] != "sync":
-                break
-    return np.array(sorted(out), dtype=np.int64)
-
-
 def _no_building(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """In a step that loads modules, the host's work beside its launches and syncs is
     building kernels (runtime compilation, plans, attributes): gone."""
@@ -374,7 +272,7 @@ def _prefetch(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> No
     calls = on_thread(g, launcher(g, h2d))
     if not len(calls):
         return
-    free(g, off, keep, _then_syncs(g, calls))
+    free(g, off, keep, then_syncs(g, calls))
     gone(g, off, h2d[np.isin(launchers(g, h2d), calls)])
 
 
@@ -389,10 +287,11 @@ def _gpu_fed(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> Non
 
 
 APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
-    "no_sync": _no_sync, "fixed_shape": _fixed_shape, "no_break": _no_break,
+    "no_sync": no_sync, "fixed_shape": fixed_shape, "no_break": no_break,
+    "size_given": size_given,
     "no_memory": _no_memory, "host_ahead": _host_ahead,
     "one_graph": _one_graph, "pinned_async": _pinned_async,
-    "readback_on_device": _readback_on_device, "no_building": _no_building,
+    "readback_on_device": readback_on_device, "no_building": _no_building,
     "faster_kernels": faster_kernels, "fused": faster_kernels, "prefetch": _prefetch,
     "no_fill": no_fill, "one_cat": one_cat, "one_pass": one_pass,
     "no_gil": _no_gil,

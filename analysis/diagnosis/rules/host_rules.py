@@ -248,7 +248,7 @@ def _sync_finding(r: Rule, e: RangeEntry, inner: list[str], kinds: dict[str, int
     top = max(kinds, key=kinds.get) if kinds else "item"
     return r.finding(
         range=e.name, iterations=e.wall_instances,
-        change="fixed_shape" if top == "nonzero" else sync_change(e),
+        change=sync_change(e, top),
         message=f"{e.name} waits for the GPU in {e.sync_instances} of its "
         f"{e.wall_instances} iterations: {per(e, calls):g} synchronize call(s) and "
         f"{per(e, wait) / 1e6:,.2f} ms waiting per iteration, while the GPU was busy "
@@ -260,13 +260,14 @@ def _sync_finding(r: Rule, e: RangeEntry, inner: list[str], kinds: dict[str, int
         suggestion=SYNC_REMEDY.get(top, SYNC_REMEDY["item"]))
 
 
-def sync_change(e: RangeEntry) -> str:
+def sync_change(e: RangeEntry, top: str | None = None) -> str:
     """How the loop model removes the cause of a loop's syncs, from the user's call where
     its Python samples name one (lines.pick): a readback the host converts
     (`.tolist()`, `.numpy()`, `.cpu()`) kept on the device (readback_on_device: the copy,
-    its wait and the host's work on it gone); any other sync only stops waiting (no_sync)."""
+    its wait and the host's work on it gone); any other sync only stops waiting (no_sync);
+    by the syncs' `top` kind where no call says (sync_split.change_for)."""
     line = pick(e.lines, SYNC_CALLS)
-    return change_for(None, line.call if line else None)
+    return change_for(top, line.call if line else None)
 
 
 SYNC_REMEDY = {
@@ -277,6 +278,8 @@ SYNC_REMEDY = {
     "nonzero": "replace boolean-mask indexing (x[mask], nonzero, masked_select) with a "
                "fixed-shape torch.where / masked reduction: the output size needs no "
                "readback",
+    "size": "give the size the call reads back: repeat_interleave(..., output_size=n), "
+            "with n known on the host or computed once before the loop",
     "synchronize": "time the steps with CUDA events (torch.cuda.Event(enable_timing=True): "
                    "record around the step, read elapsed_time after the loop) instead of "
                    "torch.cuda.synchronize() per step",

@@ -21,7 +21,9 @@ from ...documents.types import Finding, PyLine, RangeEntry, SystemsDoc, entry_co
 
 READBACK = r"Tensor\.(?:item|cpu|tolist|numpy)$|nonzero|_local_scalar"
 UPLOAD = r"Tensor\.to$|\.cuda$"
-SYNC_CALLS = rf"{READBACK}|{UPLOAD}|synchronize"
+SYNCING = r"repeat_interleave$|unique$|Tensor\.__bool__$|masked_select$"
+"""Library calls that read back a size or a value inside (the line of a sync they make)."""
+SYNC_CALLS = rf"{READBACK}|{UPLOAD}|{SYNCING}|synchronize"
 LINE_RULES = {
     "host_bound": "", "input_starved": "", "launch_bound": "",
     "sync_in_loop": SYNC_CALLS, "readback_in_loop": SYNC_CALLS,
@@ -35,6 +37,18 @@ LINE_RULES = {
 matches; "" or no match: the range's hottest line)."""
 
 REMEDIES = (
+    (r"repeat_interleave$", {"sync_in_loop"},
+     "pass output_size= (the total, known on the host or computed once before the loop): "
+     "repeat_interleave then reads back neither the total nor its check"),
+    (r"unique$", {"sync_in_loop"},
+     "torch.unique reads its output's size back: mark what occurs with a fixed-size "
+     "torch.bincount(x, minlength=n) > 0, or call it outside the loop"),
+    (r"Tensor\.__bool__$", {"sync_in_loop"},
+     "an `if` on a tensor reads it back: check on the device (torch._assert_async) or "
+     "every N steps"),
+    (r"nonzero|masked_select$", {"sync_in_loop"},
+     "replace the boolean mask (x[mask], nonzero, masked_select) with a fixed-shape "
+     "torch.where or a masked reduction: the output size needs no readback"),
     (READBACK, {"sync_in_loop", "readback_in_loop", "pageable_copy", "host_bound"},
      "keep the value on the device (accumulate on the GPU, read it once after the loop)"),
     (UPLOAD, {"sync_in_loop", "pageable_copy"},
@@ -95,7 +109,8 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         if line is None:
             continue
         f.message += " " + said(e, line)
-        f.evidence = {**f.evidence, "lines": [_brief(x) for x in e.lines[:3]]}
+        f.evidence = {**f.evidence, "lines": [_brief(x) for x in e.lines[:3]],
+                      "lines_named": f.evidence.get("lines_named") or named_lines([line])}
         remedy = remedy_for(line.call, f.rule)
         where = f"{line.file}:{line.line}" + (f" (`{line.code}`)" if line.code else "")
         f.suggestion = f"at {where}: {remedy or f.suggestion}"

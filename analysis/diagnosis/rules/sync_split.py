@@ -16,6 +16,9 @@ from .lines import named_lines
 
 HOST_COPY = re.compile(r"Tensor\.(?:tolist|numpy|cpu)$")
 """Readbacks the host then works on (a list or array built from the copy)."""
+SIZE_READ = re.compile(r"repeat_interleave$")
+"""Library calls that read back the size of their output, which the caller can give
+(`output_size=`)."""
 
 
 def split(sites: list[SyncSite]) -> bool:
@@ -61,7 +64,10 @@ def change_for(top: str | None, call: str | None) -> str:
     and the user's call: a count read back made fixed-shape (fixed_shape); a readback the
     host converts (`.tolist()`, `.numpy()`, `.cpu()`) kept on the device
     (readback_on_device: the copy, its wait and the host's work on it gone); any other
-    sync only stops waiting (no_sync)."""
+    sync only stops waiting (no_sync); `repeat_interleave`, or a total read back after a
+    scan, given its output size (size_given: its reads and the check between them gone)."""
+    if (call and SIZE_READ.search(call)) or top == "size":
+        return "size_given"
     if top == "nonzero":
         return "fixed_shape"
     return "readback_on_device" if call and HOST_COPY.search(call) else "no_sync"

@@ -1,0 +1,172 @@
+"""The changes that take a sync away (changes.py applies them; CHANGES says each in one
+sentence): the host stops waiting, and with the wait goes what the remedy removes around
+it, by the user's call: a scalar read back loses its dispatch (no_sync), a count read back
+its counting and selecting kernels (fixed_shape), a size the library reads back its reads
+and the check between them (size_given), a readback the host converts its copy and the
+host work on it (readback_on_device), a broken graph its resume (no_break)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .change import Change
+from .edits import (
+    COUNTING,
+    calls_named,
+    dispatch,
+    edges,
+    free,
+    gaps_gone,
+    gone,
+    launched,
+    launcher,
+    named_ops,
+    on_thread,
+)
+from .graph import CALL, PROGRAM, STEP, Graph
+from .kernel_changes import undispatched
+
+SYNCS = r"Synchronize|^cu(?:da)?Memcpy(?!.*Async)|^cu(?:da)?Memset(?!.*Async)|^cudaMemcpyAsync"
+
+
+def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """No wait; and a scalar read back (`.item()`, a count behind `nonzero`) takes its own
+    dispatch with it: the CPU time just before its copy."""
+    free(g, off, keep, on_thread(g, calls_named(g, SYNCS)))
+    src, dst, kind = edges(g)
+    for copy, _ in scalar_reads(g):
+        off[(kind == PROGRAM) & (dst == 2 * copy)] = 0
+
+
+SCALAR_BYTES = 64 * 1024
+"""A device-to-host copy of at most this many bytes, then a sync: a scalar read back."""
+
+
+def no_break(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """A graph that no longer breaks on a value the host reads: no sync, no dispatch of
+    the read, and no host work between the two graphs (the resume into the second)."""
+    no_sync(g, change, off, keep)
+    src, dst, kind = edges(g)
+    for _, sync in scalar_reads(g):
+        off[np.isin(kind, (PROGRAM, STEP)) & (src == 2 * sync + 1)] = 0
+
+
+def scalar_reads(g: Graph) -> list[tuple[int, int]]:
+    """(copy call, sync call) of each scalar read back on the range's thread."""
+    if "copy_kind" not in g.ops or not len(g.ops):
+        return []
+    ops0 = len(g.calls)
+    small = (g.ops["copy_kind"].to_numpy() == 2) & (g.ops["bytes"].to_numpy() <= SCALAR_BYTES)
+    return synced_after(g, launcher(g, ops0 + np.flatnonzero(small)))
+
+
+def synced_after(g: Graph, copies: np.ndarray) -> list[tuple[int, int]]:
+    """(copy call, sync call) of each of `copies` whose next call on the range's thread
+    is a synchronize (PyTorch's copy back, or from pageable memory, waits there)."""
+    wanted = set(copies.tolist())
+    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
+    mine = mine[np.argsort(g.start[mine], kind="stable")].tolist()
+    return [(a, b) for a, b in zip(mine[:-1], mine[1:], strict=True)
+            if a in wanted and g.label[b] == "sync"]
+
+
+SELECTING = r"select|flagged|compact|nonzero"
+"""The kernels that gather what a count read back sized (CUB's select and compact)."""
+
+
+def fixed_shape(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """no_sync, and of each scalar read back, the copy, the run of counting kernels
+    (edits.COUNTING) launched right before its copy (a sort before them stays: torch.unique's fix
+    still orders or bins) and the run of selecting ones right after its sync
+    (SELECTING: a scan that follows, as repeat_interleave's, stays) gone,
+    with the host's dispatch of each (kernel_changes.undispatched)."""
+    no_sync(g, change, off, keep)
+    reads = scalar_reads(g)
+    if not reads:
+        return
+    ops, by_call = launched(g)
+    kernel = g.ops["kind"].to_numpy()[ops - len(g.calls)] == 0
+    kern, call = ops[kernel], by_call[kernel]
+    counting = np.isin(kern, named_ops(g, COUNTING)) & ~np.isin(kern, named_ops(g, "sort"))
+    selecting = np.isin(kern, named_ops(g, SELECTING))
+    out: list[int] = []
+    for copy, _ in reads:
+        k = int(np.searchsorted(g.start[call], g.start[copy]))
+        i, j = k, k
+        while i > 0 and counting[i - 1]:
+            i -= 1
+        while j < len(kern) and selecting[j]:
+            j += 1
+        if i < j:                      # a count read back: its kernels and its copy
+            out += kern[i:j].tolist() + ops[by_call == copy].tolist()
+    if out:
+        undispatched(g, off, np.array(sorted(set(out)), dtype=np.int64))
+
+
+CHECK_OPS = 4
+"""The most operations between two reads of one library call: the check it runs on its
+input between them (repeat_interleave's `(repeats >= 0).all()`: a comparison, a fill and
+a reduction). More, and the reads are two calls (two steps' `repeat_interleave`)."""
+
+
+def size_given(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """no_sync, and a size the library reads back given by the caller
+    (`repeat_interleave(..., output_size=n)`): of its scalar reads back, each copy and
+    its sync (with the host's work between them), and the operations launched between
+    one read's sync and the next read's copy (the check it runs on its input:
+    `(repeats >= 0).all()`, at most CHECK_OPS of them), gone with the host's dispatch
+    of each."""
+    no_sync(g, change, off, keep)
+    reads = scalar_reads(g)
+    if not reads:
+        return
+    ops, by_call = launched(g)
+    out: list[int] = []
+    for k, (copy, _) in enumerate(reads):
+        out += ops[by_call == copy].tolist()
+        if k == 0:
+            continue
+        between = ops[(g.start[by_call] > g.end[reads[k - 1][1]])
+                      & (g.start[by_call] < g.start[copy])]
+        if len(between) <= CHECK_OPS:        # more: the two reads are two calls
+            out += between.tolist()
+    if out:
+        undispatched(g, off, np.array(sorted(set(out)), dtype=np.int64))
+    syncs = np.array([s for _, s in reads], dtype=np.int64)
+    gone(g, off, syncs)                  # each sync, and the read's host work before it
+    gaps_gone(g, off, syncs)
+
+
+def readback_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    ops0 = len(g.calls)
+    d2h = ops0 + np.flatnonzero((g.ops["kind"].to_numpy() == 1)
+                                & (g.ops["copy_kind"].to_numpy() == 2)
+                                if "copy_kind" in g.ops else np.zeros(len(g.ops), dtype=bool))
+    calls = on_thread(g, launcher(g, d2h))
+    if not len(calls):
+        return
+    free(g, off, keep, calls)
+    gone(g, off, d2h)
+    asked = dispatch(g, calls)             # the read's own dispatch (`.item()`, `.tolist()`)
+    gone(g, off, asked)
+    gaps_gone(g, off, asked)
+    src, dst, kind = edges(g)
+    after = then_syncs(g, calls)          # the copy's own wait, then the host work on it
+    off[np.isin(kind, (PROGRAM, STEP)) & np.isin(src, 2 * after + 1)] = 0
+    free(g, off, keep, after)
+
+
+def then_syncs(g: Graph, calls: np.ndarray) -> np.ndarray:
+    """The calls, each with the synchronize calls that follow it on its thread."""
+    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
+    mine = mine[np.argsort(g.start[mine], kind="stable")]
+    pos = {int(c): k for k, c in enumerate(mine.tolist())}
+    out = set()
+    for c in calls.tolist():
+        k = pos.get(int(c))
+        while k is not None and k < len(mine):
+            out.add(int(mine[k]))
+            k += 1
+            if k >= len(mine) or g.label[mine[k]] != "sync":
+                break
+    return np.array(sorted(out), dtype=np.int64)
