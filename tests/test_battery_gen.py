@@ -79,6 +79,19 @@ def test_score_matches_rules_and_limits(score):
     assert "1 of 2" in score.table(rows, "t")
 
 
+def test_a_cause_whose_fix_is_one_rules_remedy_is_priced_by_that_rule(score):
+    """blocking_upload's fix is a pinned non_blocking copy, pageable_copy's remedy: its
+    finding prices it, not copy_on_compute_stream's larger prefetch on a side stream
+    (another fix); without a pageable_copy finding, the largest of the others does."""
+    truth = {"steps": 1, "loops": [
+        {"loop": "g00", "base": "gpu", "cost_ns": {"all": 3e6, "fix_blocking_upload": 2e6},
+         "causes": [{"name": "blocking_upload", "layout": "none", "size": 0.5}]}]}
+    prefetch = {"rule": "copy_on_compute_stream", "range": "g00_all", "saving_ns": 1.4e6}
+    pinned = {"rule": "pageable_copy", "range": "g00_all", "saving_ns": 0.95e6}
+    assert score.score(truth, [prefetch, pinned])[0]["priced_ms"] == pytest.approx(0.95)
+    assert score.score(truth, [prefetch])[0]["priced_ms"] == pytest.approx(1.4)
+
+
 def test_a_truth_whose_rounds_disagree_is_said_not_to_repeat(score, tmp_path):
     """Per round, the cause's saving is its `all` instance less its fix's (NVTX ranges of
     the capture): 1.0 and 1.1 ms agree within the band, 1.0 and 0.2 ms do not."""

@@ -518,3 +518,17 @@ def test_a_total_read_back_after_a_scan_is_a_size_and_given_by_its_change() -> N
     assert change_for("item", "torch.repeat_interleave") == "size_given"
     assert change_for("item", "Tensor.tolist") == "readback_on_device"
     assert change_for("nonzero", None) == "fixed_shape"
+
+
+def test_a_scoped_change_takes_the_host_work_leaving_its_range_up_to_the_range_end() -> None:
+    """A `.tolist()` range (0-60): its copy read back and waited for, then the list built
+    in Python until the next range's first call at 100. Its readback kept on the device
+    takes the list's CPU time inside the range (20-60), not the next range's (60-100);
+    before, none of it (the next call lies outside the scope)."""
+    rows = _step([(0, 5, 1, LAUNCH), (10, 15, 2, ASYNC), (16, 20, 3, SYNC),
+                  (100, 105, 4, LAUNCH)],
+                 [_kernel(6, 8, 1), (MEMCPY, 11, 12, 2, 16 << 10, 2, 0, ""),
+                  _kernel(106, 108, 4)], syncs=[3])
+    whole = _saved(rows, 110, Change("readback_on_device"))
+    scoped = _saved(rows, 110, Change("readback_on_device", scope=((0, 60 * U),)))
+    assert whole - scoped == 40

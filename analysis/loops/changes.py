@@ -25,7 +25,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
     one_graph      the launches are replayed as one CUDA graph: the launch calls and the
                    CPU time between them are gone, kernels start back to back
     pinned_async   pageable copies made pinned and asynchronous: the calling thread no
-                   longer waits for them, and they run at the pinned rate
+                   longer waits for them, nor at the synchronize right after each (a
+                   blocking `.to()`'s), and they run at the pinned rate
     readback_on_device  a device-to-host readback kept on the device: the copy, its wait,
                    the read's own dispatch before it (edits.dispatch) and the host work on
                    the copy after it are gone
@@ -116,7 +117,8 @@ MODULES = r"ModuleLoad|LibraryLoad"
 
 def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """`change` applied to the offsets and the kept edges (in place), on the edges into
-    its scope's nodes only where it has one."""
+    its scope's nodes only where it has one, and on the CPU time leaving the scope up to
+    its part inside (_leaving)."""
     if not change.scope:
         APPLY[change.name](g, change, off, keep)
         return
@@ -126,6 +128,25 @@ def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     if change.name == "no_memory":
         sel |= _asked_again(g, change.scope)
     off[sel], keep[sel] = changed[sel], kept[sel]
+    out = _leaving(g, change.scope) & ~sel
+    cut = np.minimum(off[out] - np.minimum(changed[out], off[out]),
+                     _inside_span(g, change.scope)[out])
+    off[out] -= cut
+
+
+def _leaving(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """The host's CPU time leaving the scope: PROGRAM edges from a call that starts in it
+    to one that does not (the list `.tolist()` builds after its copy, up to the next
+    range's first call)."""
+    src, dst, kind = edges(g)
+    inside = np.isin(g.kind, (CALL, OS)) & within(g.start, near(scope, g.lo, g.hi))
+    return (kind == PROGRAM) & inside[src // 2] & ~inside[dst // 2]
+
+
+def _inside_span(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """How much of each edge's span lies in the scope's windows (ns)."""
+    src, dst, _ = edges(g)
+    return overlap(g.points[src], g.points[dst], near(scope, g.lo, g.hi))
 
 
 def _scoped_edges(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
@@ -241,7 +262,7 @@ def _pinned_async(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -
     ops = _copy_ops(g, pageable=True)
     if not len(ops):
         return
-    free(g, off, keep, on_thread(g, launcher(g, ops)))
+    free(g, off, keep, _and_its_sync(g, on_thread(g, launcher(g, ops))))
     if change.pinned_bps and "bytes" in g.ops:
         src, dst, kind = edges(g)
         ops0 = len(g.calls)

@@ -8,7 +8,8 @@ CAPTURE_DIR holds trace.sqlite and truth.json; the systems report is made into -
 realized = cost(all) - cost(fix_<cause>) per step; priced = the largest saving per step
 of the findings on the loop's ranges (gNN_all/...) whose rule names that cause
 (causes.py) and that name no line, or a line of the function that plants it (`about`),
-0 where none. A cause is within ±15% when |priced - realized| is at most 15%
+0 where none; where the cause says which rule's remedy its fix applies (`fix_rule`), that
+rule's findings where it has some (another rule's remedy is another fix, not measured). A cause is within ±15% when |priced - realized| is at most 15%
 of the realized or 5% of the loop's cost, within ±50% likewise. A negative control
 passes when no finding on its loop saves more than 5% of the loop's cost (BASE_RULES: the
 findings that name the base step, not the control, are left out).
@@ -112,6 +113,7 @@ def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | No
                 fits = [f for f in mine if f["rule"] in cause.rules and about(f, cause)]
                 if set(cause.rules) & set(BASE_RULES[spec["base"]]):
                     fits = own_range(fits, cause)
+                fits = [f for f in fits if f["rule"] == cause.fix_rule] or fits
             priced = max((f.get("saving_ns", 0.0) / steps for f in fits), default=0.0)
             err = abs(priced - realized)
             slack = 0.05 * cost["all"]
