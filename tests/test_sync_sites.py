@@ -16,26 +16,26 @@ from tests.test_whatif import ASYNC, LAUNCH, MAIN, MEMCPY, SYNC, U, _kernel, _st
 STEP = 200
 
 
-def _graph(k: int):
-    """Step k: a kernel (the step's own work), a small read back and its sync (ends at
-    100), then a guard's kernel, its read and sync (ends at 150)."""
+def _graph(k: int, first: str = "k"):
+    """Step k: a kernel (the step's own work, named `first`), a small read back and its
+    sync (ends at 100), then a guard's kernel, its read and sync (ends at 150)."""
     t = k * STEP
     rows = _step([(t + 0, t + 5, 1, LAUNCH), (t + 70, t + 72, 2, ASYNC),
                   (t + 73, t + 100, 3, SYNC), (t + 110, t + 115, 4, LAUNCH),
                   (t + 131, t + 133, 5, ASYNC), (t + 134, t + 150, 6, SYNC)],
-                 [_kernel(t + 10, t + 60, 1), (MEMCPY, t + 60, t + 61, 2, 4, 2, 0, ""),
+                 [_kernel(t + 10, t + 60, 1, first), (MEMCPY, t + 60, t + 61, 2, 4, 2, 0, ""),
                   _kernel(t + 120, t + 130, 4), (MEMCPY, t + 131, t + 132, 5, 4, 2, 0, "")],
                  syncs=[3, 6])
     return build(rows, MAIN, t * U, (t + STEP) * U)
 
 
-def _pricer(samples: list[tuple[int, tuple]], steps: int = 4):
+def _pricer(samples: list[tuple[int, tuple]], steps: int = 4, first: str = "k"):
     """A pricer over `steps` steps, whose range's thread was sampled at (µs, line)."""
     stacks = sorted({line for _, line in samples})
     py = PySamples(pd.DataFrame({"global_tid": MAIN, "time_ns": [t * U for t, _ in samples],
                                  "stack": [stacks.index(x) for _, x in samples]}),
                    [(("train.py", fn, ln),) for fn, ln in stacks])
-    graphs = [_graph(k) for k in range(steps)]
+    graphs = [_graph(k, first) for k in range(steps)]
     models = SimpleNamespace(windows=lambda path, pid: tuple(
         (g.lo, g.hi) for g in graphs), graphs=lambda key: graphs, py_samples=lambda: py)
     return SimpleNamespace(models=models, modeled_key=lambda path, pid: 0,
@@ -83,3 +83,15 @@ def test_a_site_finding_names_its_line_and_acts_on_its_segments() -> None:
     assert mask["evidence"]["site_windows"] == [[10, 20]]
     assert "train.py:20 in read in `Tensor.tolist`" in read["message"]
     assert mask["suggestion"] == SYNC_REMEDY["nonzero"]
+
+
+def test_a_size_read_and_the_read_after_it_are_one_call_and_one_site() -> None:
+    """A scan before the first read makes it a total (`size`, repeat_interleave's), and
+    the read after it that call's check: one site, named from both segments' samples (the
+    line sampled only in the check's segment, nearer its end than the step's own line in
+    the first)."""
+    samples = [(k * STEP + dt, line) for k in range(4) for dt, line in
+               ((50, ("step", 10)), (145, ("rep", 88)))]
+    sites = sync_sites(_pricer(samples, first="DeviceScanKernel"), "loop/step")
+    assert [(s.line, s.kinds, len(s.windows)) for s in sites] == \
+        [(("rep", 88), ("size", "item"), 8)]

@@ -8,7 +8,8 @@ number of syncs in most modeled steps). Its *segment* is the time from the sync 
 it (or the instance's start) to its end; the line is the one the Python samples of the
 segments fell on nearest the syncs' ends (the smallest median distance: the step's own
 work before the read lies further back). Ordinals of one line are one site
-(`repeat_interleave` syncs twice).
+(`repeat_interleave` syncs twice: a total read back after a scan and the read after it
+are named together, from both segments' samples).
 
 Each site's scope (what its change acts on) is its segments, through to the next call
 after each sync: the host's work on the value read back belongs to it.
@@ -60,7 +61,11 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
     alike = [x for x in per_step if len(x) == n]
     spans = np.array([(a, b) for x in alike for a, b, _, _ in x], dtype=np.int64)
     near = lines_before(pricer.models.py_samples(), pricer.threads(path, pid), spans)
-    frames = [_nearest([d for i, d in enumerate(near) if i % n == k]) for k in range(n)]
+    frames: list[Frame | None] = [None] * n
+    for ks in _calls([kind for _, _, kind, _ in alike[0]]):
+        found = _nearest([d for i, d in enumerate(near) if i % n in ks])
+        for k in ks:
+            frames[k] = found
     files = {(f[1], f[2]): f[0] for f in frames if f is not None}
     lines = [(f[1], f[2]) if f is not None else None for f in frames]
     return [SyncSite(line, tuple(x[k][2] for x in alike[:1] for k in ks),
@@ -87,8 +92,9 @@ def call_kinds(g: Graph) -> dict[int, str]:
         g.ops["corr"].tolist(), g.ops["kind"].tolist(),
         g.ops["bytes"].tolist() if "bytes" in g.ops else [0] * len(g.ops), strict=True)
         if int(k) == 1}
-    kernels = [(g.start[ops0 + j], str(n)) for j, n in enumerate(
-        g.ops["name"].tolist() if "name" in g.ops else [])]
+    kernels = [(g.start[ops0 + j], str(n)) for j, (n, kind) in enumerate(zip(
+        g.ops["name"].tolist() if "name" in g.ops else [], g.ops["kind"].tolist(),
+        strict=False)) if kind == 0]
     mine = sorted((i for i in range(len(names)) if g.thread[i] == g.tid),
                   key=lambda i: g.start[i])
     last_copy = None
@@ -139,6 +145,19 @@ def _nearest(spans: list[list[tuple[Frame, int]]]) -> Frame | None:
         for line, d in found:
             by.setdefault(line, []).append(d)
     return min(by, key=lambda x: (float(np.median(by[x])), x)) if by else None
+
+
+def _calls(kinds: list[str]) -> list[list[int]]:
+    """The step's sync ordinals by the call that makes them: a total read back after a
+    scan (`size`) and the read right after it are one `repeat_interleave` (its check of
+    the repeats), named by one line; every other sync is a call of its own."""
+    out: list[list[int]] = []
+    for k in range(len(kinds)):
+        if k and kinds[k - 1] == "size" and out[-1] == [k - 1]:
+            out[-1].append(k)
+        else:
+            out.append([k])
+    return out
 
 
 def _grouped(lines: list[Line | None]) -> dict[Line | None, list[int]]:

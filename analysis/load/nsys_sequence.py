@@ -45,7 +45,13 @@ def from_ops(ops: pd.DataFrame) -> pd.DataFrame:
 
 def kernel_sequence(path: Path, limit: int = SEQUENCE_ROWS) -> pd.DataFrame:
     """Every kernel of the export (at most `limit`), by start: COLUMNS (`nccl`: a
-    communication kernel)."""
+    communication kernel). Read once per limit (steps are detected, then found, on the
+    same first kernels); the frame is shared, so no caller changes it."""
+    return shared(path).once(f"kernel_sequence/{int(limit)}",
+                             lambda: _kernel_sequence(path, limit))
+
+
+def _kernel_sequence(path: Path, limit: int) -> pd.DataFrame:
     conn = shared(path).conn
     cols = {r[1] for r in conn.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
     if not cols:

@@ -6,10 +6,7 @@ A cause is `Cause(name, rules, setup, planted, fixed)`:
   0..1: the generator draws it);
 - `planted(state, i)` and `fixed(state, i)` run in step `i` of a loop, on the loop's
   thread, between the step's own work; the fixed one does what the remedy says;
-- `rules`: the findings that name this cause (any of them), "" for a negative control;
-- `fix_rule`: where those rules give different remedies, the one whose remedy `fixed`
-  applies (a pinned non_blocking copy is pageable_copy's; copy_on_compute_stream's is a
-  prefetch on a side stream, which the program does not run).
+- `rules`: the findings that name this cause (any of them), "" for a negative control.
 
 The lines below are the user's lines the Python samples see (this file is not a library).
 """
@@ -37,7 +34,6 @@ class Cause:
     planted: Callable[[State, int], None]
     fixed: Callable[[State, int], None]
     control: bool = False
-    fix_rule: str = ""       # the rule whose remedy `fixed` applies ("": any of `rules`)
 
 
 def _vec(rng: random.Random, size: float, dev: str, lo: int = 18, hi: int = 24) -> torch.Tensor:
@@ -356,7 +352,7 @@ CATALOGUE: tuple[Cause, ...] = (
           _index_setup, _cpu_index, _cpu_index_fixed),
     Cause("synchronize", ("sync_in_loop",), _x_setup, _sync, _nothing),
     Cause("blocking_upload", ("pageable_copy", "copy_on_compute_stream", "sync_in_loop"),
-          _upload_setup, _upload, _upload_fixed, fix_rule="pageable_copy"),
+          _upload_setup, _upload, _upload_fixed),
     Cause("readback", ("readback_in_loop", "sync_in_loop"), _x_setup, _readback,
           _readback_fixed),
     Cause("empty_cache", ("alloc_in_loop",), _cache_setup, _empty_cache, _empty_cache_fixed),
