@@ -25,6 +25,7 @@ import numpy as np
 
 from ..loops.edits import COUNTING
 from ..loops.graph import CALL, Graph
+from ..loops.sync_changes import SCALAR_BYTES
 from ..trace.pylines import lines_before
 
 SAME_SHARE = 0.8
@@ -74,8 +75,6 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
             for line, ks in _grouped(lines).items()]
 
 
-SCALAR_BYTES = 64 * 1024
-"""A device-to-host copy of at most this many bytes before a sync: a scalar read back."""
 NONZERO = re.compile(COUNTING, re.I)
 SCAN = re.compile(r"Scan", re.I)
 """A scan launched right before a scalar read back: the read is a total a library call

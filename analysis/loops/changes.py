@@ -118,7 +118,7 @@ MODULES = r"ModuleLoad|LibraryLoad"
 def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """`change` applied to the offsets and the kept edges (in place), on the edges into
     its scope's nodes only where it has one, and on the CPU time leaving the scope up to
-    its part inside (_leaving)."""
+    its part inside (_leaving_cut)."""
     if not change.scope:
         APPLY[change.name](g, change, off, keep)
         return
@@ -128,31 +128,35 @@ def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     if change.name == "no_memory":
         sel |= _asked_again(g, change.scope)
     off[sel], keep[sel] = changed[sel], kept[sel]
-    out = _leaving(g, change.scope) & ~sel
-    cut = np.minimum(off[out] - np.minimum(changed[out], off[out]),
-                     _inside_span(g, change.scope)[out])
-    off[out] -= cut
+    _leaving_cut(g, change.scope, off, changed, ~sel)
 
 
-def _leaving(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """The host's CPU time leaving the scope: PROGRAM edges from a call that starts in it
-    to one that does not (the list `.tolist()` builds after its copy, up to the next
-    range's first call)."""
+def _in_scope(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """Per node, whether it is a call or OS call that starts in one of the scope's
+    windows."""
+    return np.isin(g.kind, (CALL, OS)) & within(g.start, near(scope, g.lo, g.hi))
+
+
+def _leaving_cut(g: Graph, scope: tuple[tuple[int, int], ...], off: np.ndarray,
+                 changed: np.ndarray, free_edges: np.ndarray) -> None:
+    """The host's CPU time leaving the scope (PROGRAM edges, of `free_edges`, from a call
+    that starts in it to one that does not: the list `.tolist()` builds after its copy,
+    up to the next range's first call) loses what the change took off it, at most its
+    span inside the scope's windows."""
     src, dst, kind = edges(g)
-    inside = np.isin(g.kind, (CALL, OS)) & within(g.start, near(scope, g.lo, g.hi))
-    return (kind == PROGRAM) & inside[src // 2] & ~inside[dst // 2]
-
-
-def _inside_span(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """How much of each edge's span lies in the scope's windows (ns)."""
-    src, dst, _ = edges(g)
-    return overlap(g.points[src], g.points[dst], near(scope, g.lo, g.hi))
+    inside = _in_scope(g, scope)
+    out = np.flatnonzero(free_edges & (kind == PROGRAM) & inside[src // 2]
+                         & ~inside[dst // 2])
+    if not len(out):
+        return
+    span = overlap(g.points[src[out]], g.points[dst[out]], near(scope, g.lo, g.hi))
+    off[out] -= np.minimum(np.maximum(off[out] - changed[out], 0), span)
 
 
 def _scoped_edges(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
     """The edges into nodes of the scope (see the module doc); a STEP edge by its
     source."""
-    inside = np.isin(g.kind, (CALL, OS)) & within(g.start, near(scope, g.lo, g.hi))
+    inside = _in_scope(g, scope)
     if len(g.ops):
         ops0 = len(g.calls)
         launcher = launchers(g, ops0 + np.arange(len(g.ops)))

@@ -30,7 +30,7 @@ from ...common.settings import (
 )
 from ...documents.types import Finding, RangeEntry
 from ..pricing import SYNC_SAID
-from .lines import SYNC_CALLS, pick
+from .lines import MASK_REMEDY, SIZE_REMEDY, SYNC_CALLS, pick
 from .registry import ONCE, Context, Rule, rule
 from .sync_split import change_for, site_finding, split
 
@@ -275,11 +275,8 @@ SYNC_REMEDY = {
             "tensors, read them with .item() every N steps or after the loop",
     "cpu": "keep the statistic on the device and read it after the loop, or copy into a "
            "pinned buffer with non_blocking=True and read it steps later",
-    "nonzero": "replace boolean-mask indexing (x[mask], nonzero, masked_select) with a "
-               "fixed-shape torch.where / masked reduction: the output size needs no "
-               "readback",
-    "size": "give the size the call reads back: repeat_interleave(..., output_size=n), "
-            "with n known on the host or computed once before the loop",
+    "nonzero": MASK_REMEDY,
+    "size": SIZE_REMEDY,
     "synchronize": "time the steps with CUDA events (torch.cuda.Event(enable_timing=True): "
                    "record around the step, read elapsed_time after the loop) instead of "
                    "torch.cuda.synchronize() per step",

@@ -21,7 +21,10 @@ from ...documents.types import Finding, PyLine, RangeEntry, SystemsDoc, entry_co
 
 READBACK = r"Tensor\.(?:item|cpu|tolist|numpy)$|nonzero|_local_scalar"
 UPLOAD = r"Tensor\.to$|\.cuda$"
-SYNCING = r"repeat_interleave$|unique$|Tensor\.__bool__$|masked_select$"
+SIZE_CALL = r"repeat_interleave$"
+"""A library call that reads back the size of its output, which the caller can give
+(`output_size=`)."""
+SYNCING = rf"{SIZE_CALL}|unique$|Tensor\.__bool__$|masked_select$"
 """Library calls that read back a size or a value inside (the line of a sync they make)."""
 SYNC_CALLS = rf"{READBACK}|{UPLOAD}|{SYNCING}|synchronize"
 LINE_RULES = {
@@ -36,19 +39,22 @@ LINE_RULES = {
 """Rule id -> the library calls that fit it (its line is the first line whose call
 matches; "" or no match: the range's hottest line)."""
 
+MASK_REMEDY = ("replace boolean-mask indexing (x[mask], nonzero, masked_select) with a "
+               "fixed-shape torch.where / masked reduction: the output size needs no "
+               "readback")
+SIZE_REMEDY = ("give the size the call reads back: repeat_interleave(..., output_size=n), "
+               "with n known on the host or computed once before the loop")
+"""Remedies said by the call (REMEDIES) and by the kind of sync (host_rules.SYNC_REMEDY)."""
+
 REMEDIES = (
-    (r"repeat_interleave$", {"sync_in_loop"},
-     "pass output_size= (the total, known on the host or computed once before the loop): "
-     "repeat_interleave then reads back neither the total nor its check"),
+    (SIZE_CALL, {"sync_in_loop"}, SIZE_REMEDY),
     (r"unique$", {"sync_in_loop"},
      "torch.unique reads its output's size back: mark what occurs with a fixed-size "
      "torch.bincount(x, minlength=n) > 0, or call it outside the loop"),
     (r"Tensor\.__bool__$", {"sync_in_loop"},
      "an `if` on a tensor reads it back: check on the device (torch._assert_async) or "
      "every N steps"),
-    (r"nonzero|masked_select$", {"sync_in_loop"},
-     "replace the boolean mask (x[mask], nonzero, masked_select) with a fixed-shape "
-     "torch.where or a masked reduction: the output size needs no readback"),
+    (r"nonzero|masked_select$", {"sync_in_loop"}, MASK_REMEDY),
     (READBACK, {"sync_in_loop", "readback_in_loop", "pageable_copy", "host_bound"},
      "keep the value on the device (accumulate on the GPU, read it once after the loop)"),
     (UPLOAD, {"sync_in_loop", "pageable_copy"},

@@ -12,13 +12,11 @@ from typing import Any
 from ...documents.types import Finding, PyLine, RangeEntry
 from ..pricing import SYNC_SAID
 from ..sync_sites import SyncSite
-from .lines import named_lines
+from .lines import SIZE_CALL, named_lines
 
 HOST_COPY = re.compile(r"Tensor\.(?:tolist|numpy|cpu)$")
 """Readbacks the host then works on (a list or array built from the copy)."""
-SIZE_READ = re.compile(r"repeat_interleave$")
-"""Library calls that read back the size of their output, which the caller can give
-(`output_size=`)."""
+SIZE_READ = re.compile(SIZE_CALL)
 
 
 def split(sites: list[SyncSite]) -> bool:
