@@ -26,8 +26,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,13 +34,14 @@ import numpy as np
 import pandas as pd
 
 from ..common.errors import InputError
+from ..common.forks import beside
 from ..common.names import user_path
 from ..common.progress import progress_bar
 from ..common.settings import NCU_INSTANCES, NCU_MAX_RUNS
 from ..diagnosis import compute_wall, rules
 from ..diagnosis.ranks import rank_of
 from ..documents import tables
-from ..documents.files import load_systems, table_data, write_csv, write_systems
+from ..documents.files import load_systems, write_csv, write_systems, write_tables
 from ..documents.io import (
     load_json_doc,
     load_meta,
@@ -159,16 +159,15 @@ def systems_doc(trace: Path, meta_path: Path | None, logs: Path | None,
 def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | None,
                    opts: argparse.Namespace | None = None) -> SystemsDoc:
     """DIR's systems report of one export: the Parquet tables, systems.json, systems.md
-    and its plots (CSV tables with `opts.csv`). The whole document is returned."""
-    with report_folder(out, "systems") as stage, ThreadPoolExecutor(1) as pool:
+    and its plots (CSV tables with `opts.csv`). The whole document is returned. The
+    tables hold what `measure` made (findings change none of them): they are converted
+    and written on another core (forks.beside) while the document is judged."""
+    with report_folder(out, "systems") as stage:
         measured = measure_systems(trace, meta_path, logs, opts)
-        stage.mkdir(parents=True, exist_ok=True)     # the tables written while judged:
-        data = table_data(measured.doc)              # converted here (that holds the GIL),
-        written = pool.submit(tables.write_arrow, stage, data)   # written beside (Arrow's
-        doc = systems.judge(measured)                            # writer lets go of it)
-        _systems_files(stage, doc, getattr(opts, "csv", False),  # and beside the rest
-                       {name: t.num_rows for name, t in data.items()})
-        written.result()                             # all of it before the folder is kept
+        stage.mkdir(parents=True, exist_ok=True)
+        with beside(lambda: write_tables(stage, measured.doc)) as written:
+            doc = systems.judge(measured)
+            _systems_files(stage, doc, getattr(opts, "csv", False), written.result)
     _said(out, "systems", f"{len(doc.ranges)} ranges")
     return doc
 
@@ -193,11 +192,10 @@ def ranks_report(out: Path, paths: list[Path], opts: argparse.Namespace) -> None
 
 
 def _systems_files(out: Path, doc: SystemsDoc, csv: bool = False,
-                   counts: dict[str, int] | None = None) -> None:
-    """The tables (unless `counts` says they are written) and systems.json
-    (documents.files.write_systems), systems.md and its plots."""
+                   counts: Callable[[], dict[str, int]] | None = None) -> None:
+    """systems.md and its plots, then the tables (unless `counts()` gives them written:
+    file -> rows) and systems.json (documents.files.write_systems)."""
     out.mkdir(parents=True, exist_ok=True)
-    write_systems(out, doc, csv, counts)
     images = {k: name for k, name, draw in (
         ("time", "time_per_iter.png", plots.time_bars_png),
         ("timeline", "timeline.png", plots.timeline_png))
@@ -207,6 +205,7 @@ def _systems_files(out: Path, doc: SystemsDoc, csv: bool = False,
         write_atomic(out / "critical_path.svg", critical)
         images["critical"] = "critical_path.svg"
     write_atomic(out / "systems.md", render_systems(doc, images))
+    write_systems(out, doc, csv, counts() if counts else None)
 
 
 def compute_report(out: Path, source: Path, meta_path: Path | None) -> ComputeDoc:

@@ -122,10 +122,15 @@ class StepModels:
     def runs(self, key: int) -> Runs:
         """The key's runs and its steps as they run (loops/runs.py), made once."""
         if key not in self._runs:
-            if self._run_ctx is None:
-                self._run_ctx = (gpu_ends(self.trace), key_context(self.trace))
-            self._runs[key] = key_runs(self.trace, key, *self._run_ctx)
+            self._runs[key] = key_runs(self.trace, key, *self.run_context())
         return self._runs[key]
+
+    def run_context(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """gpu_ends and key_context of the trace (loops/runs.py), made once for every
+        loop: the range table's run columns and the pricing read the same."""
+        if self._run_ctx is None:
+            self._run_ctx = (gpu_ends(self.trace), key_context(self.trace))
+        return self._run_ctx
 
     def steps_of(self, key: int) -> tuple[dict[int, int], dict[int, bool], float]:
         """Per range row of the key: its step as it runs, whether it is its run's last;
