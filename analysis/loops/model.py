@@ -47,7 +47,7 @@ from .edges import build
 from .gil import interpreter_samples, mark_gil, thread_label
 from .graph import Graph
 from .replay import CATEGORIES, CycleError, critical_path, unchanged
-from .runs import TAIL_FACTOR, TAIL_KEEP, Runs, gpu_ends, key_context, key_runs
+from .runs import TAIL_FACTOR, TAIL_KEEP, Runs, gpu_ends, gpu_reach, key_context, key_runs
 
 SAMPLE_INSTANCES = 16
 """Steady instances modeled per loop besides its tail steps (one per stratum of its steps
@@ -232,13 +232,9 @@ class StepModels:
         windows = [(k, int(i)) for k in keys for i in picked[k]]
         steps = {k: self.steps_of(k) for k in keys}
         hi = [int(lo[i]) + int(steps[k][0][i]) for k, i in windows]
-        inst = self.trace.instances
-        last = dict(zip(inst["range"].tolist(), inst["last_ns"].tolist(), strict=True)) \
-            if "last_ns" in inst else {}
-        read = read_steps(self.db, [(int(tid[i] & PID_MASK), int(lo[i]), h)
-                                    for (_, i), h in zip(windows, hi, strict=True)],
-                          [max(h, int(last.get(i, 0))) for (_, i), h in zip(windows, hi,
-                                                                             strict=True)],
+        spans = [(int(tid[i] & PID_MASK), int(lo[i]), h)
+                 for (_, i), h in zip(windows, hi, strict=True)]
+        read = read_steps(self.db, spans, gpu_reach(self.trace, self.run_context()[0], spans),
                           [k for k, _ in windows], MODEL_CALLS)
         for k in keys:
             self.built[k], self.skipped[k], self.rows[k] = [], 0, []

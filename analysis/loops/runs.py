@@ -31,6 +31,7 @@ import pandas as pd
 from ..common.names import steady_path, tagged_paths
 from ..documents.types import TailStep
 from ..load.nsys_pysamples import PySamples
+from ..load.nsys_sqlite import PID_MASK
 from ..trace.pylines import top_line
 from ..trace.types import Trace
 from .stats import median_interval
@@ -63,6 +64,30 @@ def gpu_ends(trace: Trace) -> np.ndarray:
             np.maximum.at(end, frame["range"].to_numpy(dtype="int64"),
                           frame["last_ns"].to_numpy(dtype="int64"))
     return end
+
+
+def gpu_reach(trace: Trace, ends: np.ndarray, windows: list[tuple[int, int, int]]
+              ) -> list[int]:
+    """Per step window (global pid, lo, hi): how late the GPU operations its calls launched
+    may end, at least hi: the latest `ends` (gpu_ends) of the process's ranges that start
+    in it. A step as it runs holds more than its own range (the iteration's other ranges
+    beside it: a `step` range after a `load` one), and where the GPU runs behind, what
+    they launched runs after the window; read only up to the range's own work, the step
+    misses it and is priced alone, as if the host held it."""
+    r = trace.ranges
+    pid = r["global_tid"].to_numpy(dtype="int64") & PID_MASK
+    start = r["start_ns"].to_numpy(dtype="int64")
+    by: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for p in {w[0] for w in windows}:
+        rows = np.flatnonzero(pid == p)
+        rows = rows[np.argsort(start[rows], kind="stable")]
+        by[p] = (start[rows], ends[rows])
+    out = []
+    for p, lo, hi in windows:
+        at, end = by[p]
+        a, b = np.searchsorted(at, [lo, hi])
+        out.append(max(hi, int(end[a:b].max())) if b > a else hi)
+    return out
 
 
 def key_context(trace: Trace) -> dict[str, np.ndarray]:
