@@ -8,9 +8,11 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from analysis.diagnosis.sync_sites import SyncSite, sync_sites
+from analysis.diagnosis.sync_sites import SyncSite, call_kinds, sync_sites
 from analysis.load.nsys_pysamples import PySamples
+from analysis.loops.changes import Change, saving
 from analysis.loops.edges import build
+from analysis.loops.sync_changes import index_uploads
 from tests.test_whatif import ASYNC, LAUNCH, MAIN, MEMCPY, SYNC, U, _kernel, _step
 
 STEP = 200
@@ -95,3 +97,32 @@ def test_a_size_read_and_the_read_after_it_are_one_call_and_one_site() -> None:
     sites = sync_sites(_pricer(samples, first="DeviceScanKernel"), "loop/step")
     assert [(s.line, s.kinds, len(s.windows)) for s in sites] == \
         [(("rep", 88), ("size", "item"), 8)]
+
+
+def _indexing(kernel: str):
+    """`x[idx]` with idx on the host: a kernel of the step's own (launched at 0), the
+    index's copy to the GPU (a capture query at 50, the copy call 52-60, its copy 55-58,
+    a synchronize 61-70), then the launch of `kernel` at 80 (it runs 90-95)."""
+    return _step([(0, 5, 1, LAUNCH), (50, 51, 2, "cudaStreamIsCapturing_v10000"),
+                  (52, 60, 3, ASYNC), (61, 70, 4, SYNC), (80, 85, 5, LAUNCH)],
+                 [_kernel(10, 40, 1), (MEMCPY, 55, 58, 3, 8192, 1, 1, ""),
+                  _kernel(90, 95, 5, kernel)], syncs=[4])
+
+
+def test_an_upload_before_an_indexing_kernel_is_indexing_with_a_cpu_index() -> None:
+    """The synchronize after a host-to-device copy is an upload's, not a readback's: the
+    indexing op's when the next kernel indexes, a blocking `.to()`'s otherwise."""
+    for kernel, said in (("index_elementwise_kernel", "index"), ("k", "upload")):
+        g = build(_indexing(kernel), MAIN, 0, 100 * U)
+        assert list(call_kinds(g).values()) == [said]
+        assert bool(index_uploads(g)) == (said == "index")
+
+
+def test_index_on_device_drops_the_upload_its_wait_and_its_dispatch() -> None:
+    """The index kept on the GPU: the capture query, the copy call, the synchronize and
+    the CPU time after each (1 + 8 + 1 + 9 + 10 = 29, and the query's 1) gone; the host's
+    work before them (5 -> 50: the indexing op's own dispatch) stays: the launch moves
+    from 80 to 50."""
+    rows = _indexing("index_elementwise_kernel")
+    assert saving(build(rows, MAIN, 0, 100 * U), Change("index_on_device")) / U == 30
+    assert saving(build(_indexing("k"), MAIN, 0, 100 * U), Change("index_on_device")) == 0

@@ -61,7 +61,7 @@ def test_every_change_is_said() -> None:
                             "pinned_async", "readback_on_device", "no_building",
                             "faster_kernels", "fused", "prefetch", "no_gil", "input_ahead",
                             "gpu_fed", "no_fill", "one_cat", "batch_on_device", "foreach",
-                            "one_pass", "fixed_shape", "size_given"}
+                            "one_pass", "fixed_shape", "size_given", "index_on_device"}
 
 
 def test_a_runs_last_sync_on_earlier_work_still_ends_with_that_work() -> None:

@@ -10,9 +10,10 @@ touches an SQLite connection of the parent (a connection must not cross a fork) 
 through os._exit (no atexit handler, no buffered output flushed twice).
 
 The same value either way: where fork is missing, only one core is free, another Python
-thread runs (a lock it holds would stay held in the child), or ANALYSIS_FORKS=0, fn() runs in the parent when its result is asked for; a child that
-raises or dies makes the parent compute fn() itself, so an error is raised where and as it
-would have been without the fork.
+thread runs (a lock it holds would stay held in the child), or ANALYSIS_FORKS=0, fn() runs
+in the parent when its result is asked for; a child that raises or dies makes the parent
+compute fn() itself, so an error is raised where and as it would have been without the
+fork.
 """
 
 from __future__ import annotations

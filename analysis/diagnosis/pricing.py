@@ -304,7 +304,10 @@ SYNC_SAID = {"item": "`.item()` (a scalar read back)", "cpu": "`.cpu()` of a ten
              "size": "a total read back after a scan (`repeat_interleave` without "
                      "output_size)",
              "synchronize": "`torch.cuda.synchronize()`",
-             "event": "an event synchronize", "other": "a synchronize call"}
+             "event": "an event synchronize", "other": "a synchronize call",
+             "index": "indexing with a CPU index tensor (the index copied to the GPU and "
+                      "waited for)",
+             "upload": "a blocking host-to-device copy (`Tensor.to` from pageable memory)"}
 """What a step's blocking calls are, as the user wrote them."""
 def h2d_spans(g: Graph) -> list[tuple[int, int, int]]:
     """(end of the thread's launch or sync before it, end of its call, bytes) of each

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..loops.edits import COUNTING
+from ..loops.edits import COUNTING, launcher
 from ..loops.graph import CALL, Graph
-from ..loops.sync_changes import SCALAR_BYTES
+from ..loops.sync_changes import SCALAR_BYTES, index_uploads
 from ..trace.pylines import lines_before
 
 SAME_SHARE = 0.8
@@ -91,6 +91,8 @@ def call_kinds(g: Graph) -> dict[int, str]:
         g.ops["corr"].tolist(), g.ops["kind"].tolist(),
         g.ops["bytes"].tolist() if "bytes" in g.ops else [0] * len(g.ops), strict=True)
         if int(k) == 1}
+    index = {sync for _, sync in index_uploads(g)}
+    uploads = set(_uploads(g).tolist())
     kernels = [(g.start[ops0 + j], str(n)) for j, (n, kind) in enumerate(zip(
         g.ops["name"].tolist() if "name" in g.ops else [], g.ops["kind"].tolist(),
         strict=False)) if kind == 0]
@@ -107,6 +109,9 @@ def call_kinds(g: Graph) -> dict[int, str]:
             out[i] = "synchronize"
         elif "EventSynchronize" in name:
             out[i] = "event"
+        elif last_copy is not None and last_copy[0] in uploads:
+            out[i] = "index" if i in index else "upload"
+            last_copy = None
         elif last_copy is not None:
             at, size = last_copy
             before = [n for t, n in kernels if t < g.start[at]]
@@ -118,6 +123,14 @@ def call_kinds(g: Graph) -> dict[int, str]:
         else:
             out[i] = "other"
     return out
+
+
+def _uploads(g: Graph) -> np.ndarray:
+    """The calls that launched the step's host-to-device copies."""
+    if "copy_kind" not in g.ops or not len(g.ops):
+        return np.zeros(0, dtype=np.int64)
+    ops0 = len(g.calls)
+    return launcher(g, ops0 + np.flatnonzero(g.ops["copy_kind"].to_numpy() == 1))
 
 
 def _segments(g, kinds: dict[int, str], scope: np.ndarray) -> list[tuple[int, int, str, int]]:

@@ -46,6 +46,9 @@ CHANGES = {
     "readback_on_device": "the step replayed with its device-to-host readbacks kept on the "
                           "device: the copy, its wait, the read's dispatch and the host "
                           "work on the copy gone",
+    "index_on_device": "the step replayed with its index tensor kept on the device: the "
+                       "index's copy to the GPU before each indexing, its dispatch and "
+                       "the wait for it gone",
     "no_building": "the step replayed without building kernels every call: its module "
                    "loads, plan-building CUDA calls and CPU time between calls gone",
     "faster_kernels": "the step replayed with the named kernels at the speed they can "

@@ -30,6 +30,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
     readback_on_device  a device-to-host readback kept on the device: the copy, its wait,
                    the read's own dispatch before it (edits.dispatch) and the host work on
                    the copy after it are gone
+    index_on_device  a CPU index tensor kept on the GPU: the index's copy before each
+                   indexing (sync_changes.index_uploads), its dispatch and its wait gone
     no_building    kernels not built every call: in a step that loads modules, its
                    module loads, other CUDA calls and CPU time between calls are gone
     faster_kernels the named kernels run at the speed given (their roofline, or the
@@ -100,6 +102,7 @@ from .replay import offsets
 from .steady import period, steady_unchanged
 from .sync_changes import (
     fixed_shape,
+    index_on_device,
     no_break,
     no_sync,
     readback_on_device,
@@ -317,6 +320,7 @@ APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
     "no_memory": _no_memory, "host_ahead": _host_ahead,
     "one_graph": _one_graph, "pinned_async": _pinned_async,
     "readback_on_device": readback_on_device, "no_building": _no_building,
+    "index_on_device": index_on_device,
     "faster_kernels": faster_kernels, "fused": faster_kernels, "prefetch": _prefetch,
     "no_fill": no_fill, "one_cat": one_cat, "one_pass": one_pass,
     "no_gil": _no_gil,

@@ -3,7 +3,8 @@ sentence): the host stops waiting, and with the wait goes what the remedy remove
 it, by the user's call: a scalar read back loses its dispatch (no_sync), a count read back
 its counting and selecting kernels (fixed_shape), a size the library reads back its reads
 and the check between them (size_given), a readback the host converts its copy and the
-host work on it (readback_on_device), a broken graph its resume (no_break)."""
+host work on it (readback_on_device), an index tensor uploaded for each indexing its copy
+(index_on_device), a broken graph its resume (no_break)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,56 @@ def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None
 
 SCALAR_BYTES = 64 * 1024
 """A device-to-host copy of at most this many bytes, then a sync: a scalar read back."""
+
+
+INDEXING = r"index|gather"
+"""The kernels of indexing with an index tensor (index_elementwise_kernel, indexSelect,
+a gather)."""
+
+
+def index_uploads(g: Graph) -> list[tuple[int, int]]:
+    """(copy call, sync call) of each host-to-device copy on the range's thread that a
+    synchronize follows and whose next kernel launched on the thread indexes: a GPU tensor
+    indexed with a CPU index tensor (`x[idx]`), which PyTorch copies to the GPU each time
+    and waits for."""
+    if "copy_kind" not in g.ops or not len(g.ops):
+        return []
+    ops0 = len(g.calls)
+    up = ops0 + np.flatnonzero(g.ops["copy_kind"].to_numpy() == 1)
+    pairs = synced_after(g, launcher(g, up))
+    if not pairs:
+        return []
+    ops, by_call = launched(g)
+    kernel = g.ops["kind"].to_numpy()[ops - ops0] == 0
+    ops, by_call = ops[kernel], by_call[kernel]
+    starts = g.start[by_call]
+    order = np.argsort(starts, kind="stable")
+    ops, starts = ops[order], starts[order]
+    indexing = set(named_ops(g, INDEXING).tolist())
+    out = []
+    for copy, sync in pairs:
+        k = int(np.searchsorted(starts, g.start[sync], side="right"))
+        if k < len(ops) and int(ops[k]) in indexing:
+            out.append((copy, sync))
+    return out
+
+
+def index_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """The index tensor kept on the device: each index upload (index_uploads) gone, its
+    copy's dispatch (the queries it makes, cudaStreamIsCapturing), the copy call, the copy,
+    the synchronize after it, and the CPU time after each of those calls (the copy's
+    return into the indexing op)."""
+    pairs = index_uploads(g)
+    if not pairs:
+        return
+    copies = np.array([c for c, _ in pairs], dtype=np.int64)
+    calls = np.union1d(dispatch(g, copies), np.array([b for _, b in pairs], dtype=np.int64))
+    free(g, off, keep, calls)
+    gone(g, off, calls)
+    ops, by_call = launched(g)
+    gone(g, off, ops[np.isin(by_call, copies)])
+    src, dst, kind = edges(g)
+    off[(kind == PROGRAM) & np.isin(src, 2 * calls + 1)] = 0
 
 
 def no_break(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:

@@ -30,7 +30,7 @@ from ...common.settings import (
 )
 from ...documents.types import Finding, RangeEntry
 from ..pricing import SYNC_SAID
-from .lines import MASK_REMEDY, SIZE_REMEDY, SYNC_CALLS, pick
+from .lines import MASK_REMEDY, SIZE_REMEDY, SYNC_CALLS, UPLOAD_REMEDY, pick
 from .registry import ONCE, Context, Rule, rule
 from .sync_split import change_for, site_finding, split
 
@@ -282,6 +282,9 @@ SYNC_REMEDY = {
                    "torch.cuda.synchronize() per step",
     "event": "wait for the event on the GPU (stream.wait_event) or only where the host "
              "needs the result",
+    "index": "move the index tensor to the GPU once, before the loop (idx = "
+             "idx.to(device)), and index with it there: no copy and no wait per step",
+    "upload": UPLOAD_REMEDY,
     "other": "find the call that synchronizes (CUDA API row in the step) and move it out "
              "of the loop"}
 """The remedy of each kind of sync (pricing.SYNC_SAID), in torch's layer."""

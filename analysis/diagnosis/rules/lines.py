@@ -42,6 +42,8 @@ matches; "" or no match: the range's hottest line)."""
 MASK_REMEDY = ("replace boolean-mask indexing (x[mask], nonzero, masked_select) with a "
                "fixed-shape torch.where / masked reduction: the output size needs no "
                "readback")
+UPLOAD_REMEDY = ("pin the source once (tensor.pin_memory(), DataLoader(pin_memory=True)) "
+                 "and copy with .to(device, non_blocking=True)")
 SIZE_REMEDY = ("give the size the call reads back: repeat_interleave(..., output_size=n), "
                "with n known on the host or computed once before the loop")
 """Remedies said by the call (REMEDIES) and by the kind of sync (host_rules.SYNC_REMEDY)."""
@@ -57,9 +59,7 @@ REMEDIES = (
     (r"nonzero|masked_select$", {"sync_in_loop"}, MASK_REMEDY),
     (READBACK, {"sync_in_loop", "readback_in_loop", "pageable_copy", "host_bound"},
      "keep the value on the device (accumulate on the GPU, read it once after the loop)"),
-    (UPLOAD, {"sync_in_loop", "pageable_copy"},
-     "pin the source once (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy "
-     "with .to(device, non_blocking=True)"),
+    (UPLOAD, {"sync_in_loop", "pageable_copy"}, UPLOAD_REMEDY),
     (r"synchronize", {"sync_in_loop"},
      "time with CUDA events (torch.cuda.Event(enable_timing=True)) rather than "
      "synchronizing every step"),

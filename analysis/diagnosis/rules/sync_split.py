@@ -61,11 +61,14 @@ def change_for(top: str | None, call: str | None) -> str:
     """How the loop model removes a sync's cause, from its kind (pricing.SYNC_SAID's keys)
     and the user's call: a count read back made fixed-shape (fixed_shape); a readback the
     host converts (`.tolist()`, `.numpy()`, `.cpu()`) kept on the device
-    (readback_on_device: the copy, its wait and the host's work on it gone); any other
+    (readback_on_device: the copy, its wait and the host's work on it gone); indexing
+    with a CPU index tensor, the index kept on the device (index_on_device); any other
     sync only stops waiting (no_sync); `repeat_interleave`, or a total read back after a
     scan, given its output size (size_given: its reads and the check between them gone)."""
     if (call and SIZE_READ.search(call)) or top == "size":
         return "size_given"
     if top == "nonzero":
         return "fixed_shape"
+    if top == "index":
+        return "index_on_device"
     return "readback_on_device" if call and HOST_COPY.search(call) else "no_sync"
