@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..loops.edits import COUNTING, launcher
+from ..loops.edits import COUNTING
 from ..loops.graph import CALL, Graph
 from ..loops.sync_changes import SCALAR_BYTES, index_uploads
 from ..trace.pylines import lines_before
@@ -87,12 +87,13 @@ def call_kinds(g: Graph) -> dict[int, str]:
     out: dict[int, str] = {}
     names = g.calls["name"].tolist()
     ops0 = len(g.calls)
-    copy_of = {g.corr_of.get(int(c)): (int(k), int(b)) for c, k, b in zip(
+    none = [0] * len(g.ops)
+    copy_of = {g.corr_of.get(int(c)): (int(b), int(ck) == 1) for c, k, b, ck in zip(
         g.ops["corr"].tolist(), g.ops["kind"].tolist(),
-        g.ops["bytes"].tolist() if "bytes" in g.ops else [0] * len(g.ops), strict=True)
-        if int(k) == 1}
+        g.ops["bytes"].tolist() if "bytes" in g.ops else none,
+        g.ops["copy_kind"].tolist() if "copy_kind" in g.ops else none, strict=True)
+        if int(k) == 1}                       # call -> (bytes, host to device)
     index = {sync for _, sync in index_uploads(g)}
-    uploads = set(_uploads(g).tolist())
     kernels = [(g.start[ops0 + j], str(n)) for j, (n, kind) in enumerate(zip(
         g.ops["name"].tolist() if "name" in g.ops else [], g.ops["kind"].tolist(),
         strict=False)) if kind == 0]
@@ -102,18 +103,18 @@ def call_kinds(g: Graph) -> dict[int, str]:
     for i in mine:
         name = names[i]
         if i in copy_of:
-            last_copy = (i, copy_of[i][1])
+            last_copy = (i, *copy_of[i])
         if g.label[i] != "sync":
             continue
         if "DeviceSynchronize" in name or "CtxSynchronize" in name:
             out[i] = "synchronize"
         elif "EventSynchronize" in name:
             out[i] = "event"
-        elif last_copy is not None and last_copy[0] in uploads:
+        elif last_copy is not None and last_copy[2]:
             out[i] = "index" if i in index else "upload"
             last_copy = None
         elif last_copy is not None:
-            at, size = last_copy
+            at, size, _ = last_copy
             before = [n for t, n in kernels if t < g.start[at]]
             nonzero = any(NONZERO.search(n) for n in before)
             out[i] = "cpu" if size > SCALAR_BYTES else \
@@ -123,14 +124,6 @@ def call_kinds(g: Graph) -> dict[int, str]:
         else:
             out[i] = "other"
     return out
-
-
-def _uploads(g: Graph) -> np.ndarray:
-    """The calls that launched the step's host-to-device copies."""
-    if "copy_kind" not in g.ops or not len(g.ops):
-        return np.zeros(0, dtype=np.int64)
-    ops0 = len(g.calls)
-    return launcher(g, ops0 + np.flatnonzero(g.ops["copy_kind"].to_numpy() == 1))
 
 
 def _segments(g, kinds: dict[int, str], scope: np.ndarray) -> list[tuple[int, int, str, int]]:

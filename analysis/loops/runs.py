@@ -222,12 +222,12 @@ def tail_steps(trace: Trace, runs: Runs, median: float, ends: np.ndarray,
 
 
 def run_columns(trace: Trace, keys: np.ndarray, rows: list[int],
-                py: PySamples | None = None, cwd: str | None = None,
-                made: tuple[np.ndarray, dict[str, np.ndarray]] | None = None) -> pd.DataFrame:
+                made: tuple[np.ndarray, dict[str, np.ndarray]],
+                py: PySamples | None = None, cwd: str | None = None) -> pd.DataFrame:
     """RUN_COLUMNS by range-table row, for the loop rows `rows` (`keys`: the key of each
-    table row; `py`, `cwd`: as run_fields; `made`: gpu_ends and key_context when the
-    caller holds them)."""
-    ends, ctx = made or (gpu_ends(trace), key_context(trace))
+    table row; `made`: the trace's gpu_ends and key_context, as the step models hold them
+    (StepModels.run_context); `py`, `cwd`: as run_fields)."""
+    ends, ctx = made
     fields = [run_fields(trace, int(keys[row]), ends, ctx, py, cwd) for row in rows]
     frame = pd.DataFrame({c: pd.Series([f[c] for f in fields], dtype=object)
                           for c in RUN_COLUMNS})
