@@ -5,8 +5,9 @@ A `systems` run reads one export through ranges, operations, the host split, sam
 Python samples, the step windows and the kernel sequence; each loader asks `shared(path)`
 for the connection instead of opening its own, so the file is opened once and SQLite's page
 cache serves them all. A worker process (another pid) opens its own: a connection never
-crosses a fork. A file written anew at the same path (another inode, size or time) gets a
-new connection. `close_all()` ends them (tests; a long-lived notebook).
+crosses a fork. The connection `prefetch.start` opened before the imports is this one. A
+file written anew at the same path (another inode, size or time) gets a new connection.
+`close_all()` ends them (tests; a long-lived notebook).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 import sqlite_utils
 
 from ..common.errors import InputError
+from . import prefetch
 from .rows import Db
 
 T = TypeVar("T")
@@ -77,7 +79,7 @@ def shared(path: str | Path) -> Reader:
     key = _key(path)
     reader = _OPEN.get(key)
     if reader is None:
-        reader = _OPEN[key] = Reader(path, connect(path))
+        reader = _OPEN[key] = Reader(path, connect(path, prefetch.adopt(path)))
     return reader
 
 
@@ -87,13 +89,15 @@ def close_all() -> None:
         if key[0] == os.getpid():
             reader.conn.close()
     _OPEN.clear()
+    prefetch.forget()
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open `path` read-only after checking it is an SQLite file; InputError if not."""
+def connect(path: Path, opened: sqlite3.Connection | None = None) -> sqlite3.Connection:
+    """Open `path` read-only after checking it is an SQLite file; InputError if not.
+    `opened`: the connection prefetch.start opened on it, checked and used instead."""
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if not path.is_file():
@@ -105,7 +109,7 @@ def connect(path: Path) -> sqlite3.Connection:
         raise InputError(f"{path}: {what}; expected an export from "
                          "`nsys export --type=sqlite`")
     try:
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        conn = opened or sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: unreadable SQLite file ({exc})") from exc

@@ -36,7 +36,7 @@ from ..common.errors import InputError
 from ..common.intervals import union
 from .export import shared
 from .nsys_meta import table_columns
-from .nsys_sqlite import PUSHPOP, STARTEND
+from .prefetch import PUSHPOP, STARTEND
 from .rows import Db, fetch, first_rowid
 
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"

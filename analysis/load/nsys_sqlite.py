@@ -43,10 +43,9 @@ from .nsys_meta import (
     table_columns,
     versioned,
 )
+from .prefetch import PUSHPOP, ranges_query
 from .rows import columns, int_rows
 
-PUSHPOP = (59, 70)     # NvtxPushPopRange, NvtxtPushPopRange
-STARTEND = (60, 71)    # NvtxStartEndRange, NvtxtStartEndRange
 DOMAIN_CREATE = 75
 PID_MASK = np.int64(-0x1000000)  # 0xFFFFFFFFFF000000: globalTid -> globalPid, as nsys stats
 OP_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -158,17 +157,8 @@ def load_ranges(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path)
                                   "start_ns", "end_ns"])
     if not cols:
         return empty
-    name = "coalesce(s.value, e.text)" if "textId" in cols else "e.text"
-    join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in cols else ""
-    same_thread = "AND e.endGlobalTid IS NULL" if "endGlobalTid" in cols else ""
-    kinds = PUSHPOP + STARTEND
-    marks = ",".join("?" * len(kinds))
-    df = _query_texts(conn, path, f"""
-        SELECT e.rowid AS range_id, e.eventType AS event_type, {name} AS name,
-               e.domainId AS domain_id, e.globalTid AS global_tid,
-               e.start AS start_ns, e.end AS end_ns
-        FROM NVTX_EVENTS e {join}
-        WHERE e.eventType IN ({marks}) {same_thread}""", kinds, texts=("name",))
+    sql, params = ranges_query(cols)
+    df = _query_texts(conn, path, sql, params, texts=("name",))
     if df.empty:
         return empty
     last = int(pd.concat([df["start_ns"], df["end_ns"]]).max())

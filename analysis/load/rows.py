@@ -13,6 +13,9 @@ from itertools import chain
 
 import numpy as np
 
+from . import prefetch
+from .prefetch import SEP, concat_query
+
 
 @dataclass
 class Db:
@@ -81,9 +84,6 @@ def int_rows(rows: list[tuple], ncols: int) -> np.ndarray:
     return flat.reshape(len(rows), ncols)
 
 
-SEP = "\x1f"
-"""Between the text values of a column read whole (the ASCII unit separator: no name
-holds it; a column that does is read row by row)."""
 
 
 def columns(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int,
@@ -97,12 +97,10 @@ def columns(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int,
     real or text in an integer column, a number or a text holding SEP in a text column; a
     NULL, unless `nulls`): the caller reads rows."""
     cols = [f"c{i}" for i in range(ncols)]
-    parts = [f"count({c}), group_concat(ifnull({c}, ''), '{SEP}')" if i in texts else
-             f"count({c}), group_concat(ifnull({c}, 0), ',')" for i, c in enumerate(cols)]
-    odd = " + ".join([f"(typeof({cols[i]}) NOT IN ('text', 'null'))" for i in texts] or ["0"])
+    query = concat_query(sql, ncols, texts)
+    got = prefetch.take(conn, query, params)
     try:
-        got = conn.execute(f"WITH q({','.join(cols)}) AS ({sql}) SELECT count(*), "
-                           f"total({odd}), {', '.join(parts)} FROM q", params).fetchone()
+        got = got or conn.execute(query, params).fetchone()
     except (sqlite3.DataError, sqlite3.OperationalError):     # a string too long
         return None
     n, got = got[0], got[1:]
