@@ -580,3 +580,35 @@ def test_a_host_side_finding_names_its_line_in_its_evidence() -> None:
     assert [(x["line"], x["call"]) for x in found[0].evidence["lines_named"]] == \
         [(42, "Tensor.cpu")]
     assert found[1].evidence["lines_named"] == [own]
+
+
+def test_copies_on_the_compute_stream_name_the_line_sampled_inside_them() -> None:
+    """copy_on_compute_stream is about the calls the thread blocks in, as pageable_copy
+    is: its line is the one sampled inside the copy calls (`blocked`), not the range's
+    hottest one, so a loop's index copy and its upload are told apart."""
+    from collections import Counter
+
+    from analysis.diagnosis.rules.lines import locate
+    from analysis.documents.entries import PyLine
+    from analysis.documents.findings import Finding
+
+    doc = analyzed("loops_ab/trace")
+    name = "nofill/step"
+    hot = PyLine("train.py", 40, "step", "", "v = v * 0.5", 40, 80.0)
+    up = PyLine("train.py", 44, "load", "Tensor.to", "b = host.to(dev)", 10, 20.0)
+    entries = [dataclasses.replace(x, lines=[hot, up], py_samples=50)
+               if x.name == name else x for x in doc.ranges]
+    asked = []
+
+    def blocked(path: str, kind: str) -> Counter:
+        asked.append((path, kind))
+        return Counter({("load", 44): 3})
+
+    found = [Finding("copy_on_compute_stream", "warning", name, None, "m.", {}, "prefetch")]
+    locate(found, dataclasses.replace(doc, ranges=entries), {x.name: x for x in entries},
+           blocked)
+    assert asked == [(name, "copy")]
+    assert [(x["line"], x["call"]) for x in found[0].evidence["lines_named"]] == \
+        [(44, "Tensor.to")]
+    assert "train.py:44 in load" in found[0].message
+    assert found[0].suggestion.startswith("at train.py:44")

@@ -30,7 +30,7 @@ SYNC_CALLS = rf"{READBACK}|{UPLOAD}|{SYNCING}|synchronize"
 LINE_RULES = {
     "host_bound": "", "input_starved": "", "launch_bound": "",
     "sync_in_loop": SYNC_CALLS, "readback_in_loop": SYNC_CALLS,
-    "pageable_copy": SYNC_CALLS + r"|copy_",
+    "pageable_copy": SYNC_CALLS + r"|copy_", "copy_on_compute_stream": SYNC_CALLS + r"|copy_",
     "alloc_in_loop": r"empty_cache|memory|alloc|empty",
     "kernel_loads_per_call": r"scaled_dot_product_attention|cudnn|compile|jit",
     "fill_overwritten": r"zeros|full|fill_|ones",
@@ -51,8 +51,9 @@ SIZE_REMEDY = ("give the size the call reads back: repeat_interleave(..., output
 REMEDIES = (
     (SIZE_CALL, {"sync_in_loop"}, SIZE_REMEDY),
     (r"unique$", {"sync_in_loop"},
-     "torch.unique reads its output's size back: mark what occurs with a fixed-size "
-     "torch.bincount(x, minlength=n) > 0, or call it outside the loop"),
+     "torch.unique reads its output's size back: mark what occurs in a fixed-size mask "
+     "(seen = x.new_zeros(n, dtype=torch.bool).index_fill_(0, x, True); torch.bincount "
+     "reads its size back too), or call it outside the loop"),
     (r"Tensor\.__bool__$", {"sync_in_loop"},
      "an `if` on a tensor reads it back: check on the device (torch._assert_async) or "
      "every N steps"),
@@ -82,7 +83,8 @@ HOW = ("Python samples (make systems SAMPLE=cpu) would name the line of your cod
        "spends it.")
 
 
-BLOCKING_RULES = {"sync_in_loop": "sync", "readback_in_loop": "copy", "pageable_copy": "copy"}
+BLOCKING_RULES = {"sync_in_loop": "sync", "readback_in_loop": "copy", "pageable_copy": "copy",
+                  "copy_on_compute_stream": "copy"}
 """Rules whose cause is a call the thread blocks in (Pricer.blocked's kinds: synchronize
 calls, copy calls): their line is first the one the thread was sampled on inside those
 calls (`blocked`), then the one whose call fits."""

@@ -101,7 +101,7 @@ def _unique(s: State, i: int) -> None:
 
 
 def _unique_fixed(s: State, i: int) -> None:
-    s["seen"] = torch.bincount(s["y"], minlength=1000) > 0
+    s["seen"] = s["y"].new_zeros(1000, dtype=torch.bool).index_fill_(0, s["y"], True)
 
 
 def _index_setup(rng: random.Random, size: float, dev: str) -> State:
