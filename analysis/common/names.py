@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from .emit_nvtx import OP_ID, WRAPPER
 from .settings import LIBRARY_DOMAINS
 
 _OPS = [re.compile(p) for p in (
@@ -89,11 +90,6 @@ def kernel_labels(names: list[str]) -> dict[str, str]:
     return out
 
 
-WRAPPER = "autograd::engine::evaluate_function"
-
-
-OP_ID = ", op_id = "
-"""What every emit_nvtx op range's name holds after the op (its `op_id` field)."""
 
 
 _NESTED_WRAPPER = "/" + WRAPPER

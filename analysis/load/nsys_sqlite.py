@@ -33,6 +33,7 @@ import pandas as pd
 import sqlite_utils
 
 from ..common.errors import InputError
+from . import prefetch
 from .export import shared
 from .nsys_meta import (
     export_meta,
@@ -43,7 +44,7 @@ from .nsys_meta import (
     table_columns,
     versioned,
 )
-from .prefetch import PUSHPOP, ranges_query
+from .prefetch import OPS_TEXTS, PUSHPOP, concat_query, ops_query, ranges_query
 from .rows import columns, int_rows
 
 DOMAIN_CREATE = 75
@@ -93,6 +94,9 @@ class NsysExport:
     working_dir: str | None = None            # the profiled program's working directory
     sqlite: Path | None = None                # the SQLite file read (path: what the user
                                               # named, a .nsys-rep exported to it)
+    op_names: pd.DataFrame | None = None      # per range row: its emit_nvtx op and seq
+                                              # (-2: no op range), read in SQL; None: not
+                                              # read (trace/ops.py reads the names then)
 
     @property
     def db(self) -> Path:
@@ -152,21 +156,43 @@ def _numbers(values: tuple) -> np.ndarray | pd.Series:
 
 def load_ranges(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> pd.DataFrame:
     """NVTX range instances with names resolved and domains attached (see module doc)."""
+    return ranges_and_ops(conn, db, path)[0]
+
+
+def ranges_and_ops(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path
+                   ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """load_ranges' frame and, row for row, the emit_nvtx op each range's name starts with
+    and its seq (-1 where none; -2: the range is no op range), where prefetch read them
+    (NsysExport.op_names; else None)."""
     cols = table_columns(db, "NVTX_EVENTS")
     empty = pd.DataFrame(columns=["range_id", "style", "name", "domain", "global_tid",
                                   "start_ns", "end_ns"])
     if not cols:
-        return empty
+        return empty, None
     sql, params = ranges_query(cols)
     df = _query_texts(conn, path, sql, params, texts=("name",))
     if df.empty:
-        return empty
+        return empty, None
     last = int(pd.concat([df["start_ns"], df["end_ns"]]).max())
     df["end_ns"] = df["end_ns"].fillna(last).astype("int64")
     df["style"] = pd.Series(np.where(df["event_type"].isin(PUSHPOP), "PushPop", "StartEnd"),
                             dtype=object)
     df["domain"] = _domains(conn, path, df)
-    return df[empty.columns].reset_index(drop=True)
+    return df[empty.columns].reset_index(drop=True), _op_names(conn, path, sql, params, df)
+
+
+def _op_names(conn: sqlite3.Connection, path: Path, sql: str, params: tuple,
+              ranges: pd.DataFrame) -> pd.DataFrame | None:
+    """Per range row, its emit_nvtx op and seq (-2: no op range), where prefetch read them
+    on its thread (ops_query); else None."""
+    query = ops_query(sql)
+    if not prefetch.holds(conn, concat_query(query, 3, OPS_TEXTS), params):
+        return None
+    found = _query_texts(conn, path, query, params, texts=("op",))
+    at = pd.Index(ranges["range_id"]).get_indexer(found["range_id"])
+    op, seq = np.full(len(ranges), "", dtype=object), np.full(len(ranges), -2, dtype="int64")
+    op[at], seq[at] = found["op"].to_numpy(dtype=object), found["seq"].to_numpy(dtype="int64")
+    return pd.DataFrame({"op": op, "seq": seq})
 
 
 def _domains(conn: sqlite3.Connection, path: Path, ranges: pd.DataFrame) -> pd.Series:
@@ -338,7 +364,7 @@ def load(path: str | Path, ops: bool = True) -> NsysExport:
     _check_tables(db, path)
     meta = export_meta(db)
     with versioned(meta.get("EXPORT_SCHEMA_VERSION"), meta.get("EXPORT_PRODUCT_VERSION")):
-        ranges = load_ranges(conn, db, path)
+        ranges, op_names = ranges_and_ops(conn, db, path)
         frame = load_ops(conn, db, path) if ops else empty_ops()
         launches = load_graph_launches(conn, path)
     notes = [] if len(ranges) else ["the export holds no NVTX ranges "
@@ -349,4 +375,4 @@ def load(path: str | Path, ops: bool = True) -> NsysExport:
                       product_version=meta.get("EXPORT_PRODUCT_VERSION"), notes=notes,
                       thread_names=load_thread_names(conn, db),
                       session_start_utc_ns=load_session_start(conn, db),
-                      working_dir=load_working_dir(conn, db))
+                      working_dir=load_working_dir(conn, db), op_names=op_names)

@@ -6,7 +6,10 @@ the GIL go while it steps a query, so `start(path)`, called before those imports
 the run's one connection and runs the ranges query on a thread (the largest single read
 of an NVTX-heavy export: a quarter second of SQLite on 66k ranges). `export.shared(path)`
 adopts that connection (joining the thread first: nothing else touches it meanwhile), and
-`rows.columns` takes the prefetched result when it asks for the same query on it.
+`rows.columns` takes the prefetched result when it asks for the same query on it. The
+emit_nvtx ops of those ranges are read next (their names parsed by SQLite, off the main
+thread); the loader takes them where they were read, and trace/ops.py parses the names
+itself otherwise.
 
 Standard library only: this module runs before numpy is imported. Anything unexpected
 (not a file, not an export, a failing query) leaves nothing prefetched and the loaders
@@ -20,6 +23,8 @@ import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..common.emit_nvtx import OP_ID, SEQ, WRAPPER
 
 SEP = "\x1f"
 """Between the text values of a column read whole (the ASCII unit separator: no name
@@ -60,6 +65,23 @@ def ranges_query(nvtx_columns: set[str]) -> tuple[str, tuple[int, ...]]:
 
 RANGE_TEXTS = frozenset({2})
 """The text columns of ranges_query (the name)."""
+
+
+def ops_query(ranges_sql: str) -> str:
+    """The emit_nvtx op ranges among those of `ranges_sql` (same parameters): range_id,
+    the op the name starts with (up to its first comma) and its seq (-1 where none),
+    read by SQLite's string functions instead of Python's (trace/ops.py reads the same
+    from the names where this was not read); a backward node's wrapper is none."""
+    at = f"instr(name, '{SEQ}') + {len(SEQ)}"
+    return (f"SELECT range_id, substr(name, 1, instr(name, ',') - 1) AS op, "
+            f"CASE WHEN instr(name, '{SEQ}') > 0 AND substr(name, {at}, 1) BETWEEN '0' "
+            f"AND '9' THEN CAST(substr(name, {at}) AS INTEGER) ELSE -1 END AS seq "
+            f"FROM ({ranges_sql}) WHERE instr(name, '{OP_ID}') > 0 "
+            f"AND substr(name, 1, {len(WRAPPER)}) != '{WRAPPER}'")
+
+
+OPS_TEXTS = frozenset({1})
+"""The text columns of ops_query (the op)."""
 
 
 @dataclass
@@ -105,9 +127,9 @@ def _read_ranges(early: Early) -> None:
         if not cols:
             return
         sql, params = ranges_query(cols)
-        ncols = len(early.conn.execute(f"SELECT * FROM ({sql}) LIMIT 0", params).description)
-        query = concat_query(sql, ncols, RANGE_TEXTS)
-        early.results[(query, params)] = early.conn.execute(query, params).fetchone()
+        for query in (concat_query(sql, 7, RANGE_TEXTS),          # the ranges, then their
+                      concat_query(ops_query(sql), 3, OPS_TEXTS)):   # emit_nvtx ops
+            early.results[(query, params)] = early.conn.execute(query, params).fetchone()
     except sqlite3.Error:                  # the loader reads it again, and says what failed
         early.results.clear()
 
@@ -130,9 +152,15 @@ def adopt(path: str | Path) -> sqlite3.Connection | None:
 
 def take(conn: sqlite3.Connection, query: str, params: tuple) -> tuple | None:
     """The prefetched row of `query` on `conn` (once), else None."""
-    if not _EARLY or _EARLY[0].conn is not conn or _EARLY[0].thread is not None:
+    if not holds(conn, query, params):
         return None
-    return _EARLY[0].results.pop((query, tuple(params)), None)
+    return _EARLY[0].results.pop((query, tuple(params)))
+
+
+def holds(conn: sqlite3.Connection, query: str, params: tuple) -> bool:
+    """Whether the row of `query` on `conn` was prefetched (and not yet taken)."""
+    return bool(_EARLY) and _EARLY[0].conn is conn and _EARLY[0].thread is None \
+        and (query, tuple(params)) in _EARLY[0].results
 
 
 def forget() -> None:

@@ -137,7 +137,8 @@ def context(export: NsysExport, watch_paths: tuple[str, ...] = (), ranks: bool =
     graph = export.graph_launches
     ids = graph["correlation_id"].dropna().to_numpy(dtype="int64") if len(graph) else \
         np.zeros(0, dtype="int64")
-    ops = _of(export.ranges, "op_ranges", lambda: op_ranges(ranges))   # tags change no op
+    ops = _of(export.ranges, "op_ranges",                 # tags change no op
+              lambda: op_ranges(ranges, export.op_names))
     return ChunkContext(ranges=ranges, keys=keys, op_ranges=ops, watch=watch,
                         gap_ns=GAP_NS, graph_ids=ids, spans=range_spans(ranges),
                         steps=step_rows(ranges, step) if ranks else None)

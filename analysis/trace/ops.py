@@ -21,34 +21,31 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..common.emit_nvtx import OP_ID, SEQ, WRAPPER
 from ..common.frames import aggregate
-from ..common.names import OP_ID, WRAPPER
 from ..documents.types import OpRow
 from .ranges import plain_names
 
 if TYPE_CHECKING:
     from .types import Trace
 
-_SEQ = re.compile(r", seq = (\d+)")
+_SEQ = re.compile(re.escape(SEQ) + r"(\d+)")
 _BACKWARD = re.compile(r"Backward\d*$")
 
 
-def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
+def op_ranges(ranges: pd.DataFrame, named: pd.DataFrame | None = None) -> pd.DataFrame:
     """Range instances (rows of the keyed ranges) that are emit_nvtx op ranges: range, op,
     seq (or -1), backward (the op runs in backward: a backward node, or an op inside one),
-    node (a backward node itself, `XBackward0`: the range the forward op's seq links to)."""
-    names = plain_names(ranges["name"])
-    rows, ops, seqs = [], [], []
-    for i, name in enumerate(names):              # plain string work: 100k+ names
-        if OP_ID not in name:
-            continue
-        op = name[:name.find(",")]               # there is a comma: ", op_id = "
-        if op.startswith(WRAPPER):
-            continue
-        m = _SEQ.search(name) if ", seq = " in name else None
-        rows.append(i)
-        ops.append(op)
-        seqs.append(int(m.group(1)) if m else -1)
+    node (a backward node itself, `XBackward0`: the range the forward op's seq links to).
+    `named`: the ops and seqs the loader read in SQL, row for row (NsysExport.op_names);
+    else the names are read here."""
+    if named is not None and len(named) == len(ranges):
+        seq_of = named["seq"].to_numpy(dtype="int64")
+        rows = np.flatnonzero(seq_of >= -1).tolist()      # -2: no op range, or a wrapper
+        ops = named["op"].to_numpy(dtype=object)[rows].tolist()
+        seqs = seq_of[rows].tolist()
+    else:
+        rows, ops, seqs = _read_names(plain_names(ranges["name"]))
     if not rows:
         return pd.DataFrame(columns=["range", "op", "seq", "backward", "node"])
     is_node = {o: bool(_BACKWARD.search(o)) for o in set(ops)}     # a few hundred names
@@ -59,6 +56,23 @@ def op_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
                          "op": pd.Series(ops, dtype=object),
                          "seq": np.array(seqs, dtype="int64"),
                          "backward": node | inside, "node": node})
+
+
+def _read_names(names: list[str]) -> tuple[list[int], list[str], list[int]]:
+    """The op ranges' rows, ops and seqs, read from the names in Python (where the loader
+    did not read them)."""
+    rows, ops, seqs = [], [], []
+    for i, name in enumerate(names):              # plain string work: 100k+ names
+        if OP_ID not in name:
+            continue
+        op = name[:name.find(",")]               # there is a comma: ", op_id = "
+        if op.startswith(WRAPPER):
+            continue
+        m = _SEQ.search(name) if SEQ in name else None
+        rows.append(i)
+        ops.append(op)
+        seqs.append(int(m.group(1)) if m else -1)
+    return rows, ops, seqs
 
 
 def _per_instance(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame:
