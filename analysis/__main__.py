@@ -35,6 +35,8 @@ import ctypes
 import gc
 import sys
 
+from .load import prefetch  # standard library only: it runs before pandas is imported
+
 PR_SET_THP_DISABLE = 41                 # linux/prctl.h
 
 
@@ -55,7 +57,6 @@ def prefetch_export(argv: list[str]) -> None:
     below run (load/prefetch.py says why; the run's one connection is that one)."""
     named = [a for a in argv[1:] if a.endswith(".sqlite")]
     if argv[:1] == ["systems"] and len(named) == 1:
-        from .load import prefetch
         prefetch.start(named[0])
 
 
