@@ -61,7 +61,8 @@ def test_every_change_is_said() -> None:
                             "pinned_async", "readback_on_device", "no_building",
                             "faster_kernels", "fused", "prefetch", "no_gil", "input_ahead",
                             "gpu_fed", "no_fill", "one_cat", "batch_on_device", "foreach",
-                            "one_pass", "fixed_shape", "size_given", "index_on_device"}
+                            "one_pass", "fixed_shape", "size_given", "index_on_device",
+                            "unique_mask"}
 
 
 def test_a_runs_last_sync_on_earlier_work_still_ends_with_that_work() -> None:
@@ -419,6 +420,20 @@ def test_fixed_shape_takes_the_count_and_its_dispatch() -> None:
     assert _saved(plain, 80, Change("fixed_shape")) == _saved(plain, 80, Change("no_sync"))
 
 
+def test_unique_mask_takes_the_sort_too() -> None:
+    """torch.unique made a fixed-size mask: its radix sort (the first kernel here, in
+    place of the compare) goes with the count, the copy and the select, and the dispatch
+    of each: the sort's launch call (5; the step's first call, no host time before it)
+    more than fixed_shape, which leaves a sort to another op; a step with no count read
+    back is no_sync."""
+    rows = _mask_step("cub::DeviceReduceSingleTileKernel", "DeviceSelectSweepKernel")
+    rows.ops.loc[rows.ops.index[0], "name"] = "DeviceRadixSortOnesweepKernel"
+    assert _saved(rows, 80, Change("fixed_shape")) == 55
+    assert _saved(rows, 80, Change("unique_mask")) == 60
+    plain = _mask_step("reduce_kernel", "vectorized_elementwise_kernel")
+    assert _saved(plain, 80, Change("unique_mask")) == _saved(plain, 80, Change("no_sync"))
+
+
 def test_the_steady_period_carries_the_backlog_into_the_next_step() -> None:
     """A step whose host syncs on its 90 µs kernel, then runs 40 µs of Python before the
     next step's launch: alone, removing the sync saves only the wait's tail; in a run,
@@ -518,6 +533,7 @@ def test_a_total_read_back_after_a_scan_is_a_size_and_given_by_its_change() -> N
     assert change_for("item", "torch.repeat_interleave") == "size_given"
     assert change_for("item", "Tensor.tolist") == "readback_on_device"
     assert change_for("nonzero", None) == "fixed_shape"
+    assert change_for("nonzero", "torch.functional._unique_impl") == "unique_mask"
 
 
 def test_a_scoped_change_takes_the_host_work_leaving_its_range_up_to_the_range_end() -> None:

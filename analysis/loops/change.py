@@ -30,6 +30,9 @@ CHANGES = {
                    "(torch.where): no count read back, no wait, and the kernels that count "
                    "before it (CUB's select and reduce; a sort stays) and select after "
                    "it gone with their dispatch",
+    "unique_mask": "the step replayed with torch.unique made a fixed-size mask "
+                   "(index_fill_ on a zeroed mask): no count read back, no wait, and its "
+                   "sort, its counting and selecting kernels gone with their dispatch",
     "size_given": "the step replayed with the size the library reads back given "
                   "(repeat_interleave(..., output_size=n)): no read back, no wait, and the "
                   "check it runs between its reads gone with their dispatch",

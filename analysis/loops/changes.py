@@ -11,6 +11,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    count read back, the counting kernels before it (CUB's select and
                    reduce; a sort stays), the selecting ones after it and the host's
                    dispatch of each gone
+    unique_mask    torch.unique made a fixed-size mask (index_fill_ on a zeroed mask):
+                   fixed_shape, and the sort before the count (its kernels and memsets) gone
     size_given     a size the library reads back given by the caller (repeat_interleave's
                    output_size): no_sync, and its reads, their syncs and the check it
                    runs between them (`(repeats >= 0).all()`) gone with their dispatch
@@ -109,6 +111,7 @@ from .sync_changes import (
     size_given,
     synced_after,
     then_syncs,
+    unique_mask,
 )
 
 Windows = list[tuple[int, int]]
@@ -315,7 +318,8 @@ def _gpu_fed(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> Non
 
 
 APPLY: dict[str, Callable[[Graph, Change, np.ndarray, np.ndarray], None]] = {
-    "no_sync": no_sync, "fixed_shape": fixed_shape, "no_break": no_break,
+    "no_sync": no_sync, "fixed_shape": fixed_shape, "unique_mask": unique_mask,
+    "no_break": no_break,
     "size_given": size_given,
     "no_memory": _no_memory, "host_ahead": _host_ahead,
     "one_graph": _one_graph, "pinned_async": _pinned_async,

@@ -121,24 +121,44 @@ def synced_after(g: Graph, copies: np.ndarray) -> list[tuple[int, int]]:
             if a in wanted and g.label[b] == "sync"]
 
 
+MEMSET = 2
+"""A GPU operation's kind for a memset (graph.op_label: 0 kernel, 1 copy)."""
+
 SELECTING = r"select|flagged|compact|nonzero"
 """The kernels that gather what a count read back sized (CUB's select and compact)."""
 
 
 def fixed_shape(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """no_sync, and of each scalar read back, the copy, the run of counting kernels
-    (edits.COUNTING) launched right before its copy (a sort before them stays: torch.unique's fix
-    still orders or bins) and the run of selecting ones right after its sync
-    (SELECTING: a scan that follows, as repeat_interleave's, stays) gone,
-    with the host's dispatch of each (kernel_changes.undispatched)."""
+    (edits.COUNTING) launched right before its copy (a sort before them stays: a mask made
+    fixed-shape still orders nothing, but a sort is another op's) and the run of selecting
+    ones right after its sync (SELECTING: a scan that follows, as repeat_interleave's,
+    stays) gone, with the host's dispatch of each (kernel_changes.undispatched)."""
+    _count_read_gone(g, change, off, keep, sort_too=False)
+
+
+def unique_mask(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """fixed_shape for `torch.unique` made a fixed-size mask (index_fill_ on a zeroed
+    mask): the sort it counts the distinct values of goes too (its radix sort's kernels
+    and memsets in the run before the count)."""
+    _count_read_gone(g, change, off, keep, sort_too=True)
+
+
+def _count_read_gone(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray,
+                     sort_too: bool) -> None:
     no_sync(g, change, off, keep)
     reads = scalar_reads(g)
     if not reads:
         return
     ops, by_call = launched(g)
-    kernel = g.ops["kind"].to_numpy()[ops - len(g.calls)] == 0
+    kinds = g.ops["kind"].to_numpy()[ops - len(g.calls)]
+    kernel = (kinds == 0) | ((kinds == MEMSET) if sort_too else False)
     kern, call = ops[kernel], by_call[kernel]
-    counting = np.isin(kern, named_ops(g, COUNTING)) & ~np.isin(kern, named_ops(g, "sort"))
+    counting = np.isin(kern, named_ops(g, COUNTING + (r"|sort" if sort_too else "")))
+    if sort_too:                     # the sort's own memsets, between its kernels
+        counting |= kinds[kernel] == MEMSET
+    else:
+        counting &= ~np.isin(kern, named_ops(g, "sort"))
     selecting = np.isin(kern, named_ops(g, SELECTING))
     out: list[int] = []
     for copy, _ in reads:

@@ -24,7 +24,9 @@ UPLOAD = r"Tensor\.to$|\.cuda$"
 SIZE_CALL = r"repeat_interleave$"
 """A library call that reads back the size of its output, which the caller can give
 (`output_size=`)."""
-SYNCING = rf"{SIZE_CALL}|unique$|Tensor\.__bool__$|masked_select$"
+UNIQUE_CALL = r"unique(?:_impl|_consecutive)?$|_unique2?$"
+"""torch.unique, as the samples name it (torch.functional._unique_impl under it)."""
+SYNCING = rf"{SIZE_CALL}|{UNIQUE_CALL}|Tensor\.__bool__$|masked_select$"
 """Library calls that read back a size or a value inside (the line of a sync they make)."""
 SYNC_CALLS = rf"{READBACK}|{UPLOAD}|{SYNCING}|synchronize"
 LINE_RULES = {
@@ -50,7 +52,7 @@ SIZE_REMEDY = ("give the size the call reads back: repeat_interleave(..., output
 
 REMEDIES = (
     (SIZE_CALL, {"sync_in_loop"}, SIZE_REMEDY),
-    (r"unique$", {"sync_in_loop"},
+    (UNIQUE_CALL, {"sync_in_loop"},
      "torch.unique reads its output's size back: mark what occurs in a fixed-size mask "
      "(seen = x.new_zeros(n, dtype=torch.bool).index_fill_(0, x, True); torch.bincount "
      "reads its size back too), or call it outside the loop"),

@@ -12,11 +12,12 @@ from typing import Any
 from ...documents.types import Finding, PyLine, RangeEntry
 from ..pricing import SYNC_SAID
 from ..sync_sites import SyncSite
-from .lines import SIZE_CALL, named_lines
+from .lines import SIZE_CALL, UNIQUE_CALL, named_lines
 
 HOST_COPY = re.compile(r"Tensor\.(?:tolist|numpy|cpu)$")
 """Readbacks the host then works on (a list or array built from the copy)."""
 SIZE_READ = re.compile(SIZE_CALL)
+UNIQUE = re.compile(UNIQUE_CALL)
 
 
 def split(sites: list[SyncSite]) -> bool:
@@ -62,11 +63,14 @@ def change_for(top: str | None, call: str | None) -> str:
     and the user's call: a count read back made fixed-shape (fixed_shape); a readback the
     host converts (`.tolist()`, `.numpy()`, `.cpu()`) kept on the device
     (readback_on_device: the copy, its wait and the host's work on it gone); indexing
-    with a CPU index tensor, the index kept on the device (index_on_device); any other
+    with a CPU index tensor, the index kept on the device (index_on_device); torch.unique
+    made a fixed-size mask, its sort gone too (unique_mask); any other
     sync only stops waiting (no_sync); `repeat_interleave`, or a total read back after a
     scan, given its output size (size_given: its reads and the check between them gone)."""
     if (call and SIZE_READ.search(call)) or top == "size":
         return "size_given"
+    if call and UNIQUE.search(call):
+        return "unique_mask"
     if top == "nonzero":
         return "fixed_shape"
     if top == "index":
