@@ -332,3 +332,46 @@ def test_a_memory_call_that_took_the_allocator_from_another_thread_waits_for_it(
     assert replay(g, faster).wall(g) == 200_200 - 80_000
     late = build(_allocator_step(100_000 + ALLOC_HANDOFF_NS + 15_000), MAIN, 0, 220_000)
     assert not (late.edge == EDGES.index("alloc")).any()
+
+
+def test_a_sync_removed_takes_the_gil_wait_after_it() -> None:
+    """A synchronize (10-30) after which the thread waits 25 for the GIL (32-57: another
+    Python thread ran the interpreter while the sync held none), then launches at 60.
+    no_sync frees the sync's wait for its kernel and the GIL wait after it; the same
+    wait 100 µs after the sync (past GIL_AFTER_NS) is another call's and stays."""
+    spinner = 1 << 24 | 9
+    samples = pd.DataFrame({"global_tid": [spinner] * 3, "time_ns": [35, 45, 100_040],
+                            "module": "python3.12", "symbol": ""})
+    for gap, saved in ((2, 20 + 25), (100_000, 20)):
+        rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
+                      (MAIN, 10, 30, 2, "cudaStreamSynchronize_v3020"),
+                      (MAIN, 60 + gap, 64 + gap, 3, "cudaLaunchKernel_v7000")],
+                     [(0, 6, 30, 1, 7), (0, 66 + gap, 70 + gap, 3, 7)],
+                     osrt=[(MAIN, 30 + gap, 55 + gap, "pthread_cond_timedwait")])
+        rows.ops["bytes"] = 0                         # kernels only: no scalar read back
+        g = build(rows, MAIN, 0, 80 + gap)
+        mark_gil(g, interpreter_samples(samples))
+        assert g.label.count("gil") == 1
+        assert saving(g, Change("no_sync")) == saved, gap
+
+
+def test_a_scalar_read_removed_takes_the_gil_wait_of_its_dispatch() -> None:
+    """`.item()` under another Python thread: after the launch (0-4) the thread waits 12
+    for the GIL (8-20) to dispatch the read, copies 4 bytes back (20-22) and waits for
+    it (22-35). no_sync takes the GIL wait of the read's dispatch with it: 12 more than
+    the same step where no interpreter sample marks the wait as the GIL's."""
+    spinner = 1 << 24 | 9
+    rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
+                  (MAIN, 20, 22, 2, "cudaMemcpyAsync_v3020"),
+                  (MAIN, 22, 35, 3, "cudaStreamSynchronize_v3020"),
+                  (MAIN, 40, 44, 4, "cudaLaunchKernel_v7000")],
+                 [(0, 6, 8, 1, 7), (1, 21, 22, 2, 7, 2), (0, 46, 50, 4, 7)],
+                 osrt=[(MAIN, 8, 20, "pthread_cond_timedwait")])
+    rows.ops["bytes"] = [0, 4, 0]
+    saved = {}
+    for times in ([10, 15], [10_000_000]):         # near the wait; past SAMPLE_SLACK_NS
+        g = build(rows, MAIN, 0, 52)
+        mark_gil(g, interpreter_samples(pd.DataFrame({
+            "global_tid": spinner, "time_ns": times, "module": "python3.12", "symbol": ""})))
+        saved[len(times)] = saving(g, Change("no_sync"))
+    assert saved[2] - saved[1] == 12

@@ -49,6 +49,25 @@ def gone(g: Graph, off: np.ndarray, nodes: np.ndarray) -> None:
     off[(kind == OWN) & np.isin(src, 2 * nodes)] = 0
 
 
+GIL_AFTER_NS = 50_000
+"""How soon after a call returns a wait for the GIL is its thread taking the GIL back
+(CPython releases it around a blocking CUDA call; with another Python thread running,
+the thread then waits up to the switch interval for it)."""
+
+
+def gil_after(g: Graph, calls: np.ndarray) -> np.ndarray:
+    """The range thread's GIL waits (label "gil", loops/gil.py) that start within
+    GIL_AFTER_NS of one of `calls` ending: the GIL taken back after the call."""
+    waits = np.flatnonzero((g.kind == OS) & (np.array(g.label, dtype=object) == "gil"))
+    waits = waits[g.thread[waits] == g.tid]
+    if not len(waits) or not len(calls):
+        return waits[:0]
+    ends = np.sort(g.end[calls])
+    at = np.searchsorted(ends, g.start[waits], side="right") - 1
+    near = (at >= 0) & (g.start[waits] - ends[np.maximum(at, 0)] <= GIL_AFTER_NS)
+    return waits[near]
+
+
 def gaps_gone(g: Graph, off: np.ndarray, before: np.ndarray) -> None:
     """The CPU time between calls just before the nodes `before` gone (PROGRAM edges into
     their starts)."""

@@ -18,6 +18,7 @@ from .edits import (
     edges,
     free,
     gaps_gone,
+    gil_after,
     gone,
     launched,
     launcher,
@@ -31,12 +32,20 @@ SYNCS = r"Synchronize|^cu(?:da)?Memcpy(?!.*Async)|^cu(?:da)?Memset(?!.*Async)|^c
 
 
 def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    """No wait; and a scalar read back (`.item()`, a count behind `nonzero`) takes its own
-    dispatch with it: the CPU time just before its copy."""
-    free(g, off, keep, on_thread(g, calls_named(g, SYNCS)))
+    """No wait, nor the wait for the GIL after it (another Python thread took the GIL
+    while the sync held none: edits.gil_after); and a scalar read back (`.item()`, a count
+    behind `nonzero`) takes its own dispatch with it: the CPU time just before its copy,
+    and the waits for the GIL since the launch before it (the read is an op of its own)."""
+    syncs = on_thread(g, calls_named(g, SYNCS))
+    free(g, off, keep, syncs)
+    gone(g, off, gil_after(g, syncs))
     src, dst, kind = edges(g)
-    for copy, _ in scalar_reads(g):
+    reads = scalar_reads(g)
+    for copy, _ in reads:
         off[(kind == PROGRAM) & (dst == 2 * copy)] = 0
+    if reads:
+        mine = dispatch(g, np.array([copy for copy, _ in reads], dtype=np.int64))
+        gone(g, off, mine[np.array(g.label, dtype=object)[mine] == "gil"])
 
 
 SCALAR_BYTES = 64 * 1024
