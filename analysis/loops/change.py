@@ -25,7 +25,8 @@ class Change:
 
 CHANGES = {
     "no_sync": "the step replayed without the wait: its synchronize calls and blocking "
-               "copies end after their own return, not after the GPU work they waited for",
+               "copies end after their own return, not after the GPU work they waited for, "
+               "nor wait for the GIL after it",
     "fixed_shape": "the step replayed with its boolean-mask indexing made fixed-shape "
                    "(torch.where): no count read back, no wait, and the kernels that count "
                    "before it (CUB's select and reduce; a sort stays) and select after "

@@ -5,8 +5,9 @@ offsets and the edges kept with the cause removed; `saving(g, change)` replays t
 both ways. The changes, each said in one sentence (CHANGES, the findings' saving_model):
 
     no_sync        the host no longer waits: synchronize calls and blocking copies end
-                   after their own return, not after the GPU work they waited for; a
-                   scalar read back (`.item()`, `nonzero`'s count) loses its dispatch too
+                   after their own return, not after the GPU work they waited for, and
+                   the wait to take the GIL back after each goes; a scalar read back
+                   (`.item()`, `nonzero`'s count) loses its dispatch too
     fixed_shape    a boolean-mask index made fixed-shape (torch.where): no_sync, and the
                    count read back, the counting kernels before it (CUB's select and
                    reduce; a sort stays), the selecting ones after it and the host's
