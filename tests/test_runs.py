@@ -558,25 +558,33 @@ def test_a_decode_programs_warm_up_calls_are_shown_but_never_gated() -> None:
     assert not out["regressions"]
 
 
+def _locate_on(name: str, lines: list, found: list, blocked=None) -> None:
+    """lines.locate on the loops_ab capture's document, the range `name` sampled on
+    `lines` (50 Python samples)."""
+    from analysis.diagnosis.rules.lines import locate
+
+    doc = analyzed("loops_ab/trace")
+    entries = [dataclasses.replace(x, lines=lines, py_samples=50) if x.name == name else x
+               for x in doc.ranges]
+    locate(found, dataclasses.replace(doc, ranges=entries), {x.name: x for x in entries},
+           blocked)
+
+
 def test_a_host_side_finding_names_its_line_in_its_evidence() -> None:
     """locate puts the line it names in the finding's evidence (`lines_named`: file, line,
     function, call), not in its message alone, so a reader of systems.json, or the
     battery's score, can tell which of a loop's causes it is about; a finding that named
     its line already (a sync site's) keeps it."""
-    from analysis.diagnosis.rules.lines import locate
     from analysis.documents.entries import PyLine
     from analysis.documents.findings import Finding
 
-    doc = analyzed("loops_ab/trace")
     name = "nofill/step"
     read = PyLine("train.py", 42, "step", "Tensor.cpu", "a = (x + 1).cpu()", 30, 60.0)
     base = PyLine("train.py", 40, "step", "", "v = v * 0.5", 20, 40.0)
-    entries = [dataclasses.replace(x, lines=[read, base], py_samples=50)
-               if x.name == name else x for x in doc.ranges]
     own = {"file": "train.py", "line": 40, "function": "step", "call": "", "pct": 40.0}
     found = [Finding("readback_in_loop", "warning", name, None, "m.", {}, "s"),
              Finding("sync_in_loop", "warning", name, None, "m.", {"lines_named": [own]}, "s")]
-    locate(found, dataclasses.replace(doc, ranges=entries), {x.name: x for x in entries})
+    _locate_on(name, [read, base], found)
     assert [(x["line"], x["call"]) for x in found[0].evidence["lines_named"]] == \
         [(42, "Tensor.cpu")]
     assert found[1].evidence["lines_named"] == [own]
@@ -588,16 +596,12 @@ def test_copies_on_the_compute_stream_name_the_line_sampled_inside_them() -> Non
     hottest one, so a loop's index copy and its upload are told apart."""
     from collections import Counter
 
-    from analysis.diagnosis.rules.lines import locate
     from analysis.documents.entries import PyLine
     from analysis.documents.findings import Finding
 
-    doc = analyzed("loops_ab/trace")
     name = "nofill/step"
     hot = PyLine("train.py", 40, "step", "", "v = v * 0.5", 40, 80.0)
     up = PyLine("train.py", 44, "load", "Tensor.to", "b = host.to(dev)", 10, 20.0)
-    entries = [dataclasses.replace(x, lines=[hot, up], py_samples=50)
-               if x.name == name else x for x in doc.ranges]
     asked = []
 
     def blocked(path: str, kind: str) -> Counter:
@@ -605,8 +609,7 @@ def test_copies_on_the_compute_stream_name_the_line_sampled_inside_them() -> Non
         return Counter({("load", 44): 3})
 
     found = [Finding("copy_on_compute_stream", "warning", name, None, "m.", {}, "prefetch")]
-    locate(found, dataclasses.replace(doc, ranges=entries), {x.name: x for x in entries},
-           blocked)
+    _locate_on(name, [hot, up], found, blocked)
     assert asked == [(name, "copy")]
     assert [(x["line"], x["call"]) for x in found[0].evidence["lines_named"]] == \
         [(44, "Tensor.to")]

@@ -90,8 +90,6 @@ def kernel_labels(names: list[str]) -> dict[str, str]:
     return out
 
 
-
-
 _NESTED_WRAPPER = "/" + WRAPPER
 
 

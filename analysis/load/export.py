@@ -23,6 +23,7 @@ import sqlite_utils
 
 from ..common.errors import InputError
 from . import prefetch
+from .prefetch import SQLITE_MAGIC
 from .rows import Db
 
 T = TypeVar("T")
@@ -90,9 +91,6 @@ def close_all() -> None:
             reader.conn.close()
     _OPEN.clear()
     prefetch.forget()
-
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def connect(path: Path, opened: sqlite3.Connection | None = None) -> sqlite3.Connection:

@@ -30,6 +30,9 @@ SEP = "\x1f"
 """Between the text values of a column read whole (the ASCII unit separator: no name
 holds it; a column that does is read row by row)."""
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first bytes of every SQLite file."""
+
 PUSHPOP = (59, 70)     # NvtxPushPopRange, NvtxtPushPopRange
 STARTEND = (60, 71)    # NvtxStartEndRange, NvtxtStartEndRange
 RANGE_KINDS = PUSHPOP + STARTEND
@@ -106,7 +109,7 @@ def start(path: str | Path) -> bool:
         if not p.is_file():
             return False
         with p.open("rb") as fh:
-            if fh.read(16) != b"SQLite format 3\x00":
+            if fh.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 return False
         resolved = str(p.resolve())
         conn = sqlite3.connect(f"file:{resolved}?mode=ro", uri=True, check_same_thread=False)

@@ -84,8 +84,6 @@ def int_rows(rows: list[tuple], ncols: int) -> np.ndarray:
     return flat.reshape(len(rows), ncols)
 
 
-
-
 def columns(conn: sqlite3.Connection, sql: str, params: tuple, ncols: int,
             texts: frozenset[int] = frozenset(), nulls: bool = True
             ) -> list[np.ndarray | list] | None:

@@ -90,6 +90,7 @@ from .edits import (
     calls_named,
     edges,
     free,
+    gil_waits,
     gone,
     launched,
     launcher,
@@ -309,7 +310,7 @@ def _prefetch(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> No
 
 
 def _no_gil(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    gone(g, off, np.flatnonzero(np.array(g.label, dtype=object) == "gil"))
+    gone(g, off, gil_waits(g))
 
 
 def _gpu_fed(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:

@@ -55,11 +55,15 @@ GIL_AFTER_NS = 50_000
 the thread then waits up to the switch interval for it)."""
 
 
+def gil_waits(g: Graph) -> np.ndarray:
+    """The range thread's waits for the GIL (label "gil": loops/gil.py marks them)."""
+    return np.flatnonzero(np.array(g.label, dtype=object) == "gil")
+
+
 def gil_after(g: Graph, calls: np.ndarray) -> np.ndarray:
-    """The range thread's GIL waits (label "gil", loops/gil.py) that start within
-    GIL_AFTER_NS of one of `calls` ending: the GIL taken back after the call."""
-    waits = np.flatnonzero((g.kind == OS) & (np.array(g.label, dtype=object) == "gil"))
-    waits = waits[g.thread[waits] == g.tid]
+    """The GIL waits (gil_waits) that start within GIL_AFTER_NS of one of `calls` ending:
+    the GIL taken back after the call."""
+    waits = gil_waits(g)
     if not len(waits) or not len(calls):
         return waits[:0]
     ends = np.sort(g.end[calls])

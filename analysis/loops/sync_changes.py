@@ -19,6 +19,7 @@ from .edits import (
     free,
     gaps_gone,
     gil_after,
+    gil_waits,
     gone,
     launched,
     launcher,
@@ -45,7 +46,7 @@ def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None
         off[(kind == PROGRAM) & (dst == 2 * copy)] = 0
     if reads:
         mine = dispatch(g, np.array([copy for copy, _ in reads], dtype=np.int64))
-        gone(g, off, mine[np.array(g.label, dtype=object)[mine] == "gil"])
+        gone(g, off, np.intersect1d(mine, gil_waits(g)))
 
 
 SCALAR_BYTES = 64 * 1024
