@@ -126,3 +126,25 @@ def test_index_on_device_drops_the_upload_its_wait_and_its_dispatch() -> None:
     rows = _indexing("index_elementwise_kernel")
     assert saving(build(rows, MAIN, 0, 100 * U), Change("index_on_device")) / U == 30
     assert saving(build(_indexing("k"), MAIN, 0, 100 * U), Change("index_on_device")) == 0
+
+
+def test_an_upload_then_the_next_ranges_indexing_is_an_upload() -> None:
+    """An upload (a `.to()` or `torch.tensor(rows, device=...)`) whose next kernel indexes
+    in a range the thread entered after it (at 75, open at the launch at 80): another
+    statement's indexing with an index already on the GPU, not an index tensor uploaded
+    for it. A range entered and left before the launch does not part them."""
+    for entered, said in (((75, 99),), "upload"), (((62, 66),), "index"):
+        g = build(_indexing("index_elementwise_kernel"), MAIN, 0, 100 * U)
+        g.entered = np.array(entered, dtype=np.int64) * U
+        assert list(call_kinds(g).values()) == [said]
+
+
+def test_index_on_device_keeps_the_host_work_before_a_sync_that_ends_another_op() -> None:
+    """An upload's synchronize (40-45) before the index's capture query (50): the host's
+    work between them (45 -> 50) is the indexing op's own, not the index copy's dispatch,
+    and stays; the query and what follows go as before (30)."""
+    rows = _indexing("index_elementwise_kernel")
+    rows.calls = pd.concat([rows.calls, rows.calls.iloc[[3]].assign(
+        start_ns=40 * U, end_ns=45 * U, corr=9)], ignore_index=True)
+    rows.calls = rows.calls.sort_values("start_ns", ignore_index=True)
+    assert saving(build(rows, MAIN, 0, 100 * U), Change("index_on_device")) / U == 30

@@ -126,11 +126,13 @@ COUNTING = r"nonzero|select|flagged|cub::|DeviceSelect|DeviceReduce"
 reduce and sort), before the count is read back."""
 
 
-def dispatch(g: Graph, calls: np.ndarray) -> np.ndarray:
+def dispatch(g: Graph, calls: np.ndarray, after: tuple[str, ...] = ("launch",)) -> np.ndarray:
     """The range thread's nodes that dispatch each of `calls` (call nodes: launches, or a
     copy back): its calls and OS calls after the launch (or the call of `calls`) before
     it on the thread, up to it and itself (an op's driver calls, such as
-    cuKernelGetName, and its waits, for the GIL among them, come just before its call)."""
+    cuKernelGetName, and its waits, for the GIL among them, come just before its call).
+    `after`: the labels of the calls a dispatch starts after ("sync" too where a blocking
+    call before it ends another op's work, as an upload's wait before an index's copy)."""
     mine = program_order(g, np.flatnonzero(((g.kind == CALL) | (g.kind == OS))
                                            & (g.thread == g.tid)))
     wanted, out, since = set(calls.tolist()), [], []
@@ -139,7 +141,7 @@ def dispatch(g: Graph, calls: np.ndarray) -> np.ndarray:
         if node in wanted:
             out.extend(since)
             since = []
-        elif g.label[node] == "launch":
+        elif g.label[node] in after:
             since = []
     return np.array(out, dtype=np.int64)
 

@@ -75,6 +75,10 @@ class Graph:
     parts: list[tuple[np.ndarray, np.ndarray, int]] = field(default_factory=list)
     _joined: tuple | None = field(default=None, repr=False)
     _op_calls: np.ndarray | None = field(default=None, repr=False)
+    entered: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
+    """(start, end) of the NVTX ranges the range's thread enters inside the step (their
+    start in it): a range entered between two calls says the user's code moved on to
+    another statement between them (sync_changes.index_uploads)."""
     replayed: object = field(default=None, repr=False)   # replay.Replayed, unchanged
     cache: dict = field(default_factory=dict, repr=False)  # replay's offsets and plan
 

@@ -86,6 +86,7 @@ class StepModels:
         self._paths: pd.Index | None = None
         self._cpu, self._py = cpu_samples, py
         self._running: pd.DataFrame | None = None
+        self._by_thread: tuple[np.ndarray, ...] | None = None
         self._stratum: dict[tuple[int, int], float] = {}   # (key, row) -> its stratum's
                                                             # ns (none: a tail step)
         self.rows: dict[int, list[int]] = {}                # per built graph: its range row
@@ -243,6 +244,7 @@ class StepModels:
                 continue
             try:
                 g = build(step, int(tid[i]), int(lo[i]), h, gpu_end=steps[k][1][i])
+                g.entered = self.entered(int(tid[i]), int(lo[i]), h)
                 mark_gil(g, self.running())
                 unchanged(g)
             except CycleError:
@@ -250,6 +252,19 @@ class StepModels:
                 continue
             self.built[k].append(g)
             self.rows[k].append(int(i))
+
+    def entered(self, tid: int, lo: int, hi: int) -> np.ndarray:
+        """(start, end) of the ranges of thread `tid` that start inside (lo, hi): the
+        thread's ranges sorted by start once (Graph.entered)."""
+        if self._by_thread is None:
+            r = self.trace.ranges
+            order = np.lexsort((r["start_ns"].to_numpy(), r["global_tid"].to_numpy()))
+            self._by_thread = tuple(r[k].to_numpy(dtype="int64")[order]
+                                    for k in ("global_tid", "start_ns", "end_ns"))
+        t, s, e = self._by_thread
+        a, b = np.searchsorted(t, tid, "left"), np.searchsorted(t, tid, "right")
+        i, j = a + np.searchsorted(s[a:b], lo, "right"), a + np.searchsorted(s[a:b], hi, "left")
+        return np.stack([s[i:j], e[i:j]], axis=1)
 
     def running(self) -> pd.DataFrame:
         """The export's CPU samples in the Python interpreter (gil.py), read once."""

@@ -60,9 +60,9 @@ a gather)."""
 
 def index_uploads(g: Graph) -> list[tuple[int, int]]:
     """(copy call, sync call) of each host-to-device copy on the range's thread that a
-    synchronize follows and whose next kernel launched on the thread indexes: a GPU tensor
-    indexed with a CPU index tensor (`x[idx]`), which PyTorch copies to the GPU each time
-    and waits for."""
+    synchronize follows and whose next kernel launched on the thread indexes, in the same
+    statement (no range entered between them: moved_on): a GPU tensor indexed with a CPU
+    index tensor (`x[idx]`), which PyTorch copies to the GPU each time and waits for."""
     if "copy_kind" not in g.ops or not len(g.ops):
         return []
     ops0 = len(g.calls)
@@ -80,9 +80,18 @@ def index_uploads(g: Graph) -> list[tuple[int, int]]:
     out = []
     for copy, sync in pairs:
         k = int(np.searchsorted(starts, g.start[sync], side="right"))
-        if k < len(ops) and int(ops[k]) in indexing:
+        if k < len(ops) and int(ops[k]) in indexing and \
+                not moved_on(g, int(g.start[copy]), int(starts[k])):
             out.append((copy, sync))
     return out
+
+
+def moved_on(g: Graph, a: int, b: int) -> bool:
+    """Whether the thread entered a range between times a and b that is still open at b:
+    the call at b is another statement's than the call at a (an upload, then the next
+    range's indexing)."""
+    e = g.entered
+    return bool(((e[:, 0] > a) & (e[:, 0] <= b) & (e[:, 1] > b)).any())
 
 
 def index_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -94,7 +103,8 @@ def index_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray)
     if not pairs:
         return
     copies = np.array([c for c, _ in pairs], dtype=np.int64)
-    calls = np.union1d(dispatch(g, copies), np.array([b for _, b in pairs], dtype=np.int64))
+    calls = np.union1d(dispatch(g, copies, ("launch", "sync")),
+                       np.array([b for _, b in pairs], dtype=np.int64))
     free(g, off, keep, calls)
     gone(g, off, calls)
     ops, by_call = launched(g)
