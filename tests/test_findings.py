@@ -410,10 +410,34 @@ def test_slow_steps_under_the_tail_factor_make_a_slow_step_finding() -> None:
                    step_median_ns=4_600_000, tail_ns=540_000)
     doc = SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e])
     wins = ((0, 9_200_000), (80_000_000, 89_000_000))
-    ctx = Context(systems=doc, slow_steps=lambda path, factor: (wins, "m.py:9 in save"))
+    ctx = Context(systems=doc, slow_steps=lambda path, factor: (wins, "m.py:9 in save",
+                                                                False))
     (f,) = _run("slow_step", ctx)
     assert f.evidence["windows"] == [list(w) for w in wins] and "2 of its 16" in f.message
     assert "2.0x its median" in f.message and "m.py:9 in save" in f.message
-    assert _run("slow_step", Context(systems=doc, slow_steps=lambda p, k: ((), ""))) == []
+    assert _run("slow_step", Context(systems=doc, slow_steps=lambda p, k: ((), "", False))) \
+        == []
     e.tail_ns = 100_000                                   # under 10% of the loop
-    assert _run("slow_step", Context(systems=doc, slow_steps=lambda p, k: (wins, ""))) == []
+    assert _run("slow_step", Context(systems=doc,
+                                     slow_steps=lambda p, k: (wins, "", False))) == []
+
+
+def test_a_save_the_samples_name_is_a_slow_step_whatever_the_steps_lengths() -> None:
+    """torch.save sampled on the loop's thread (Pricer.slow_steps says the call named the
+    windows): the finding fires on its windows though no step stands out (a save on a
+    run's last step, or under a GPU backlog), and not where the saves are under 1% of the
+    loop's time as it runs."""
+    e = RangeEntry(name="l", domain=None, instances=16, kernel_count=0, kernel_time_ns=0,
+                   gpu_span_ns=1, gpu_idle_ns=0, wall_instances=16, wall_ns=16 * 5_000_000,
+                   run_instances=16, run_per_instance_ns=5_000_000,
+                   step_median_ns=5_000_000, tail_ns=0)
+    doc = SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e])
+    wins = ((1_000_000, 4_000_000), (41_000_000, 44_500_000))      # 6.5 ms of 80 ms
+    line = "m.py:9 in save, torch.serialization._save"
+    (f,) = _run("slow_step", Context(systems=doc,
+                                     slow_steps=lambda p, k: (wins, line, True)))
+    assert f.evidence["windows"] == [list(w) for w in wins]
+    assert "torch.save ran on the loop's thread 2 time(s)" in f.message and line in f.message
+    small = ((1_000_000, 1_500_000),)                                # 0.6% of the loop
+    assert _run("slow_step", Context(systems=doc,
+                                     slow_steps=lambda p, k: (small, line, True))) == []

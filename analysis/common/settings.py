@@ -94,6 +94,10 @@ loop's Python samples."""
 SLOW_TAIL_PCT = 10.0
 """slow_step: a loop whose slow steps (SLOW_STEP_FACTOR x its median step or longer) add
 this share of its cost as it runs, or more (the mean step over the median)."""
+SAVE_MIN_PCT = 1.0
+"""slow_step: a loop whose thread was sampled in torch.save for this share of its cost
+as it runs, or more: a checkpoint on the loop's thread, named by the call (a save on a
+run's last step, or under a GPU backlog that hides it, leaves the steps' lengths alike)."""
 SLOW_STEP_FACTOR = 1.5
 """slow_step: the steps this many times the loop's median step or longer are the slow
 ones its change moves off the loop's thread. A periodic checkpoint in a loop the GPU

@@ -29,7 +29,7 @@ from ..loops.changes import Change, saving
 from ..loops.edits import launched, launchers, named_ops, overlap
 from ..loops.graph import CALL, Graph
 from ..loops.model import MODEL_CALLS, StepModels
-from ..trace.pylines import line_windows, lines_inside, top_line, wait_windows
+from ..trace.pylines import line_windows, lines_inside, module_windows, top_line, wait_windows
 from .sync_sites import SyncSite, call_kinds
 from .sync_sites import sync_sites as find_sites
 
@@ -151,22 +151,38 @@ class Pricer:
         return float(np.median(found)) if found else None
 
     def slow_steps(self, path: str, factor: float, pid: int | None = None
-                   ) -> tuple[tuple[tuple[int, int], ...], str]:
-        """The range's steps as they run `factor` times its median step or longer, as
-        (start, end) windows, and the user's line most of them fell on (pylines.top_line
-        of each, as a tail step's; "" without samples)."""
+                   ) -> tuple[tuple[tuple[int, int], ...], str, bool]:
+        """The range's slow steps as (start, end) windows, the user's line most of them
+        fell on (pylines.top_line of each, as a tail step's; "" without samples), and
+        whether the call named them: where its threads were sampled in torch.save inside
+        its instances, those spans (save_windows), whatever the steps' lengths; else its
+        steps as they run `factor` times its median step or longer."""
         key = self.models.key_of(path, pid)
         if key is None:
-            return (), ""
-        step, _, median = self.models.steps_of(key)
+            return (), "", False
         r = self.models.trace.ranges
         start, tid = r["start_ns"].to_numpy(), r["global_tid"].to_numpy()
+        py, cwd = self.models.py_samples(), self.models.trace.export.working_dir
+        saves = self.save_windows(path, pid)
+        if saves:
+            lines = Counter(x for t in self.threads(path, pid) for a, b in saves
+                            if (x := top_line(py, t, a, b, cwd)))
+            return saves, lines.most_common(1)[0][0] if lines else "", True
+        step, _, median = self.models.steps_of(key)
         rows = [row for row, ns in step.items() if median > 0 and ns >= factor * median]
         found = tuple((int(start[row]), int(start[row]) + int(step[row])) for row in rows)
-        py, cwd = self.models.py_samples(), self.models.trace.export.working_dir
         lines = Counter(x for row, (a, b) in zip(rows, found, strict=True)
                         if len(py) and (x := top_line(py, int(tid[row]), a, b, cwd)))
-        return found, lines.most_common(1)[0][0] if lines else ""
+        return found, lines.most_common(1)[0][0] if lines else "", False
+
+    def save_windows(self, path: str, pid: int | None = None) -> tuple[tuple[int, int], ...]:
+        """Where the range's threads were sampled in torch.save (SAVE_MODULES below the
+        user's line: pylines.module_windows) within its instances: a checkpoint written
+        on the loop's thread."""
+        inside = self.models.windows(path, pid)
+        saves = module_windows(self.models.py_samples(), self.threads(path, pid),
+                               SAVE_MODULES)
+        return minus(inside, minus(inside, saves)) if saves else ()
 
     def chains(self, path: str, pid: int | None = None) -> dict[int, ChainStat]:
         """The range's chains of elementwise kernels (loops/chains.py) in its loop's
@@ -298,6 +314,10 @@ def exact_names(names: list[str] | set[str]) -> str:
 def pid_of(global_tid: int) -> int:
     return int(global_tid) & int(PID_MASK)
 
+
+SAVE_MODULES = re.compile(r"torch\.serialization$")
+"""The library module a checkpoint's samples pass through (torch.save's pickling, the
+copy of each tensor to the host, the write), whatever it calls below."""
 
 SYNC_SAID = {"item": "`.item()` (a scalar read back)", "cpu": "`.cpu()` of a tensor",
              "nonzero": "`nonzero` / boolean-mask indexing (a count read back)",

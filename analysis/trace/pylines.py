@@ -253,10 +253,32 @@ def wait_windows(py: PySamples, tids: set[int], calls: re.Pattern = LOADER_CALLS
     one sampling interval: consecutive samples WAIT_GAP_NS apart at most are one wait."""
     t, step = _sampled(py, tids, lambda stack: bool((at := site(stack)) and
                                                     calls.match(at[1])))
+    return _spans(t, step, 0.0)
+
+
+def module_windows(py: PySamples, tids: set[int], modules: re.Pattern
+                   ) -> tuple[tuple[int, int], ...]:
+    """The spans the threads `tids` were sampled with a frame of a library module
+    matching `modules` below the user's line (torch.serialization: a torch.save, whatever
+    it calls below), each from half a sampling interval before its first such sample to
+    half one after its last (a call's span as sampling sees it, unshifted); samples
+    WAIT_GAP_NS apart at most are one call."""
+    def hit(stack: Sequence[Frame]) -> bool:
+        user = user_frame(stack)
+        return user is not None and any(
+            frame_kind(f[0]) == "library" and modules.match(module_of(f[0]))
+            for f in stack[:user])
+    t, step = _sampled(py, tids, hit)
+    return _spans(t, step, step / 2)
+
+
+def _spans(t: np.ndarray, step: float, lead: float) -> tuple[tuple[int, int], ...]:
+    """Sample times cut where WAIT_GAP_NS pass without one, each run as (first - lead,
+    last + step - lead)."""
     if not len(t):
         return ()
-    waits = np.split(t, np.flatnonzero(np.diff(t) > WAIT_GAP_NS) + 1)
-    return tuple((int(x[0]), int(x[-1] + step)) for x in waits)
+    runs = np.split(t, np.flatnonzero(np.diff(t) > WAIT_GAP_NS) + 1)
+    return tuple((int(x[0] - lead), int(x[-1] + step - lead)) for x in runs)
 
 
 def line_windows(py: PySamples, tids: set[int], lines: set[tuple[str, int]]

@@ -62,6 +62,11 @@ REMEDIES = (
     (r"nonzero|masked_select$", {"sync_in_loop"}, MASK_REMEDY),
     (READBACK, {"sync_in_loop", "readback_in_loop", "pageable_copy", "host_bound"},
      "keep the value on the device (accumulate on the GPU, read it once after the loop)"),
+    (r"^torch\.(serialization|storage)\.", {"sync_in_loop", "readback_in_loop",
+                                             "pageable_copy", "host_bound", "slow_step"},
+     "checkpoint off the loop's thread: torch.distributed.checkpoint.async_save, or copy "
+     "the state to pinned host buffers with non_blocking=True and save it from another "
+     "thread; or checkpoint less often"),
     (UPLOAD, {"sync_in_loop", "pageable_copy"}, UPLOAD_REMEDY),
     (r"synchronize", {"sync_in_loop"},
      "time with CUDA events (torch.cuda.Event(enable_timing=True)) rather than "

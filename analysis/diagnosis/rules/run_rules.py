@@ -21,6 +21,7 @@ from ...common.settings import (
     GIL_MIN_PCT,
     INPUT_WAIT_MIN_PCT,
     PER_TENSOR_MIN_PCT,
+    SAVE_MIN_PCT,
     SLOW_STEP_FACTOR,
     SLOW_TAIL_PCT,
 )
@@ -225,38 +226,49 @@ def per_tensor_ops(r: Rule, ctx: Context) -> list[Finding]:
     return on_lines(r, ctx, per_tensor_lines, PER_TENSOR_MIN_PCT, make)
 
 
-def _slow_steps(ctx: Context, e: RangeEntry) -> tuple[list[tuple[int, int]], str]:
-    """The loop's slow steps as (start, end) windows and their sampled line: those
-    SLOW_STEP_FACTOR x its median step or longer, read off its runs (Pricer.slow_steps),
-    else its tail steps (3x, the document's)."""
+def _slow_steps(ctx: Context, e: RangeEntry) -> tuple[list[tuple[int, int]], str, bool]:
+    """The loop's slow steps as (start, end) windows, their sampled line, and whether
+    the call named them (Pricer.slow_steps: where torch.save was sampled, else the steps
+    SLOW_STEP_FACTOR x its median step or longer, read off its runs), else its tail
+    steps (3x, the document's)."""
     if ("slow", e.name) not in ctx.cache:
-        wins, line = ctx.slow_steps(e.name, SLOW_STEP_FACTOR) if ctx.slow_steps else ((), "")
+        wins, line, saved = ctx.slow_steps(e.name, SLOW_STEP_FACTOR) if ctx.slow_steps \
+            else ((), "", False)
         tail = [s.line for s in e.tail_steps if s.line]
-        line = max(set(tail), key=tail.count) if tail else line
+        line = line if saved or not tail else max(set(tail), key=tail.count)
         ctx.cache[("slow", e.name)] = (list(wins) or [
-            (s.start_ns, s.start_ns + s.step_ns) for s in e.tail_steps], line)
+            (s.start_ns, s.start_ns + s.step_ns) for s in e.tail_steps], line, saved)
     return ctx.cache[("slow", e.name)]
 
 
 def _slow(ctx: Context, e: RangeEntry) -> bool:
-    return e.tail_ns * 100 >= SLOW_TAIL_PCT * max(e.run_per_instance_ns, 1) \
-        and bool(_slow_steps(ctx, e)[0])
+    wins, _, saved = _slow_steps(ctx, e)
+    if saved:                     # the call says: its time, not the steps' spread
+        return sum(b - a for a, b in wins) * 100 >= \
+            SAVE_MIN_PCT * max(e.run_per_instance_ns, 1) * max(e.run_instances, 1)
+    return e.tail_ns * 100 >= SLOW_TAIL_PCT * max(e.run_per_instance_ns, 1) and bool(wins)
 
 
 @rule("slow_step", "systems", "warning",
-      "a loop's steps as they run average `tail_pct` of its cost or more above its median "
-      "step, from steps `factor`x the median or longer (a periodic checkpoint, evaluation "
-      "or logging step on the loop's thread)",
-      {"tail_pct": SLOW_TAIL_PCT, "factor": SLOW_STEP_FACTOR}, change="host_ahead")
+      "torch.save sampled on a loop's thread for `save_pct` of its cost or more (the "
+      "call names it, whatever its steps' lengths); else a loop's steps as they run "
+      "average `tail_pct` of its cost or more above its median step, from steps "
+      "`factor`x the median or longer (a periodic checkpoint, evaluation or logging step "
+      "on the loop's thread)",
+      {"save_pct": SAVE_MIN_PCT, "tail_pct": SLOW_TAIL_PCT, "factor": SLOW_STEP_FACTOR},
+      change="host_ahead")
 def slow_step(r: Rule, ctx: Context) -> list[Finding]:
     def make(e: RangeEntry) -> dict:
-        wins, line = _slow_steps(ctx, e)
+        wins, line, saved = _slow_steps(ctx, e)
         longest = max(b - a for a, b in wins)
+        said = (f"{e.name}: torch.save ran on the loop's thread {len(wins)} time(s) in its "
+                f"{e.run_instances} steps, up to {longest / 1e6:,.2f} ms" if saved else
+                f"{e.name}: {len(wins)} of its {e.run_instances} steps took up to "
+                f"{longest / max(e.step_median_ns, 1):,.1f}x its median step "
+                f"({e.step_median_ns / 1e6:,.2f} ms), {e.tail_ns / 1e6:,.2f} ms an "
+                "instance as it runs")
         return {
-            "message": f"{e.name}: {len(wins)} of its {e.run_instances} steps took up to "
-            f"{longest / max(e.step_median_ns, 1):,.1f}x its median step "
-            f"({e.step_median_ns / 1e6:,.2f} ms), {e.tail_ns / 1e6:,.2f} ms an instance as "
-            "it runs" + (f"; their samples fell on {line}" if line else "") + ".",
+            "message": said + (f"; their samples fell on {line}" if line else "") + ".",
             "evidence": {"tail_ns": e.tail_ns, "slow_steps": len(wins),
                          "median_step_ns": e.step_median_ns, "line": line,
                          "windows": [[a, b] for a, b in wins]},
