@@ -148,3 +148,26 @@ def test_index_on_device_keeps_the_host_work_before_a_sync_that_ends_another_op(
         start_ns=40 * U, end_ns=45 * U, corr=9)], ignore_index=True)
     rows.calls = rows.calls.sort_values("start_ns", ignore_index=True)
     assert saving(build(rows, MAIN, 0, 100 * U), Change("index_on_device")) / U == 30
+
+
+def _read_back(nbytes: int):
+    """A read back: a kernel of the step's own (launched at 0, it runs 10-12), the copy
+    call 52-60 of `nbytes` device to host (its copy 55-58), a synchronize 61-70, then the
+    host's work until the next launch at 90 (its kernel 95-97)."""
+    return _step([(0, 5, 1, LAUNCH), (52, 60, 3, ASYNC), (61, 70, 4, SYNC),
+                  (90, 92, 5, LAUNCH)],
+                 [_kernel(10, 12, 1), (MEMCPY, 55, 58, 3, nbytes, 2, 1, ""),
+                  _kernel(95, 97, 5)], syncs=[4])
+
+
+def test_a_vector_read_back_loses_its_conversion_a_scalar_does_not() -> None:
+    """no_sync on a `.tolist()` (16 KiB back) takes the host's conversion after the sync
+    too (70 -> 90: 20 µs more than a `.item()`'s 8 bytes, whose host work after the sync
+    is the next statement's); bounded by the end of the range that holds the read (a
+    range 50-80: 10 µs)."""
+    def priced(nbytes: int, entered=()) -> float:
+        g = build(_read_back(nbytes), MAIN, 0, 100 * U)
+        g.entered = np.array(entered, dtype=np.int64).reshape(-1, 2) * U
+        return saving(g, Change("no_sync")) / U
+    assert priced(16384) - priced(8) == 20
+    assert priced(16384, ((50, 80),)) - priced(8, ((50, 80),)) == 10

@@ -47,6 +47,31 @@ def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None
     if reads:
         mine = dispatch(g, np.array([copy for copy, _ in reads], dtype=np.int64))
         gone(g, off, np.intersect1d(mine, gil_waits(g)))
+        unconverted(g, off, reads)
+
+
+VECTOR_BYTES = 256
+"""A small read back of more than this many bytes is a vector (`.tolist()`, `.numpy()`
+of a slice), which the host converts value by value after its copy: a scalar's is not."""
+
+
+def unconverted(g: Graph, off: np.ndarray, reads: list[tuple[int, int]]) -> None:
+    """Of each vector read back (VECTOR_BYTES), the host's conversion gone: its CPU time
+    from the sync's return to the thread's next call, or to the end of the range that
+    holds the read where that ends first (the statement's own range; the next one's
+    Python stays)."""
+    ops, by_call = launched(g)
+    nbytes = g.ops["bytes"].to_numpy()
+    src, dst, kind = edges(g)
+    for copy, sync in reads:
+        if nbytes[ops[by_call == copy] - len(g.calls)].sum() <= VECTOR_BYTES:
+            continue
+        at = int(g.end[sync])
+        e = g.entered
+        ends = e[(e[:, 0] <= at) & (e[:, 1] > at), 1]
+        after = np.isin(kind, (PROGRAM, STEP)) & (src == 2 * sync + 1)
+        cut = int(ends.min()) - at if len(ends) else None
+        off[after] = np.maximum(off[after] - cut, 0) if cut is not None else 0
 
 
 SCALAR_BYTES = 64 * 1024
