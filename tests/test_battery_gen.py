@@ -134,3 +134,16 @@ def test_no_strata_when_every_kept_step_is_a_tail_step():
 
     out = StepModels._strata(Bare(), 0, np.zeros(0, np.int64), np.zeros(0), 1.0)
     assert out.dtype == np.int64 and len(out) == 0
+
+
+def test_the_fused_optimizer_is_priced_by_per_tensor_ops_on_any_range_of_the_loop(score):
+    """adam_single's fix (fused=True) is per_tensor_ops's remedy, a rule outside the
+    cause's list in causes.py: its finding on the step prices the nested cause, though a
+    base rule's finding (launch_bound) sits on the cause's own range."""
+    truth = {"steps": 1, "loops": [
+        {"loop": "g00", "base": "host", "cost_ns": {"all": 3e6, "fix_adam_single": 1.2e6},
+         "causes": [{"name": "adam_single", "layout": "nested", "size": 0.5}]}]}
+    launch = {"rule": "launch_bound", "range": "g00_all/step/adam_single", "saving_ns": 1e6}
+    fused = {"rule": "per_tensor_ops", "range": "g00_all/step", "saving_ns": 1.8e6}
+    assert score.score(truth, [launch, fused])[0]["priced_ms"] == pytest.approx(1.8)
+    assert score.score(truth, [launch])[0]["priced_ms"] == pytest.approx(1.0)

@@ -534,6 +534,22 @@ def test_tensors_updated_one_by_one_are_named_by_their_line() -> None:
     assert REGISTRY["per_tensor_ops"].change == "foreach"
 
 
+def test_an_optimizer_stepping_parameter_by_parameter_is_per_tensor_ops() -> None:
+    """`opt.step()` sampled in torch.optim.adam._single_tensor_adam (foreach=False): one
+    op and one launch per parameter, per_tensor_ops with the optimizer's remedy; the fused
+    path (_fused_adam) is not."""
+    from analysis.documents.entries import PyLine
+
+    name = "nofill/step"
+    for call, fires in (("torch.optim.adam._single_tensor_adam", True),
+                        ("torch.optim.adam._fused_adam", False)):
+        line = PyLine("train.py", 266, "update", call, "opt.step()", 40, 40.0)
+        found = _found_with_lines("per_tensor_ops", name, [line])
+        assert [f.range for f in found] == ([name] if fires else [])
+        if fires:
+            assert "fused=True" in found[0].suggestion
+
+
 def test_a_decode_programs_warm_up_calls_are_shown_but_never_gated() -> None:
     """The decode program (plan/decode_train): the decode range's first calls, set apart
     as `decode [warm-up]`, twice as slow in the new capture are a row of their own, shown

@@ -197,9 +197,11 @@ def batch_in_python(r: Rule, ctx: Context) -> list[Finding]:
 
 
 PER_TENSOR = re.compile(r"\.(?:mul|add|sub|div|addcmul|addcdiv|lerp|copy|zero|clamp|"
-                        r"mul_scalar|sqrt|exp|neg)_$")
+                        r"mul_scalar|sqrt|exp|neg)_$|^torch\.optim\.\w+\._single_tensor_")
 """An in-place tensor method called from the user's line (`p.mul_(0.999)`): in a loop over
-tensors, one op and one launch each, where torch._foreach_* makes one of them all."""
+tensors, one op and one launch each, where torch._foreach_* makes one of them all; or an
+optimizer's per-parameter path (torch.optim.adam._single_tensor_adam, foreach=False),
+where foreach=True or fused=True makes them a few."""
 
 
 def per_tensor_lines(e: RangeEntry) -> list[PyLine]:

@@ -43,12 +43,13 @@ GEMMs (TF32 off, PyTorch's default): a control's loop is judged on the findings 
 than these, which name the base, the same in every variant."""
 
 
-FIX_RULE = {"blocking_upload": "pageable_copy"}
+FIX_RULE = {"blocking_upload": "pageable_copy", "adam_single": "per_tensor_ops"}
 """Where a cause's rules give different remedies, the one whose remedy its fix applies (a
 pinned non_blocking copy is pageable_copy's; copy_on_compute_stream's is a prefetch on a
-side stream, which the program does not run). Kept here, not in causes.py: the captures'
-Python samples name causes.py's lines, and the analysis reads the code at those lines, so
-that file's lines must not move."""
+side stream, which the program does not run; the fused optimizer is per_tensor_ops's,
+a rule the cause's list in causes.py predates, so it counts among its rules here). Kept
+here, not in causes.py: the captures' Python samples name causes.py's lines, and the
+analysis reads the code at those lines, so that file's lines must not move."""
 
 
 def about(f: dict, cause) -> bool:
@@ -118,10 +119,12 @@ def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | No
             if cause.control:              # the base step's own findings name the base
                 fits = [f for f in mine if f["rule"] not in BASE_RULES[spec["base"]]]
             else:
-                fits = [f for f in mine if f["rule"] in cause.rules and about(f, cause)]
-                if set(cause.rules) & set(BASE_RULES[spec["base"]]):
+                rules = set(cause.rules) | {FIX_RULE.get(c["name"])}
+                fits = [f for f in mine if f["rule"] in rules and about(f, cause)]
+                fixed = [f for f in fits if f["rule"] == FIX_RULE.get(c["name"])]
+                if not fixed and set(cause.rules) & set(BASE_RULES[spec["base"]]):
                     fits = own_range(fits, cause)
-                fits = [f for f in fits if f["rule"] == FIX_RULE.get(c["name"])] or fits
+                fits = fixed or fits
             priced = max((f.get("saving_ns", 0.0) / steps for f in fits), default=0.0)
             err = abs(priced - realized)
             slack = 0.05 * cost["all"]
