@@ -17,6 +17,7 @@ from analysis.diagnosis.rules import REGISTRY, Context, registry
 from analysis.documents.types import (
     SEVERITY_ORDER,
     CostModel,
+    Finding,
     KernelLaunch,
     KernelStat,
     Meta,
@@ -441,3 +442,34 @@ def test_a_save_the_samples_name_is_a_slow_step_whatever_the_steps_lengths() -> 
     small = ((1_000_000, 1_500_000),)                                # 0.6% of the loop
     assert _run("slow_step", Context(systems=doc,
                                      slow_steps=lambda p, k: (small, line, True))) == []
+
+
+def test_the_gils_holder_gone_is_capped_by_the_iteration_not_the_range() -> None:
+    """A finding's saving is at most its range's own time, unless its change acts on the
+    whole step as it runs (the GIL's holder gone: a range beside the step waited for the
+    GIL as the step did); then the loop's cost as it runs."""
+    from analysis.loops.changes import WHOLE_STEP
+
+    e = RangeEntry(name="it/cat", domain=None, instances=16, kernel_count=0,
+                   kernel_time_ns=0, gpu_span_ns=1, gpu_idle_ns=0, wall_instances=16,
+                   wall_ns=16 * 20_000_000, run_instances=16,
+                   run_per_instance_ns=30_000_000)
+    ctx = Context(systems=SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e]))
+    assert ctx.loop_cost("it/cat") == 16 * 20_000_000
+    assert ctx.loop_cost("it/cat", own=False) == 16 * 30_000_000
+    assert "no_gil" in WHOLE_STEP
+
+
+def test_sibling_loops_of_one_iteration_keep_one_gil_finding() -> None:
+    """The GIL's waits of ranges one after the other in each iteration (one parent, as
+    many steps) are one cause: the finding with the most waits stays, naming the others;
+    a loop elsewhere (another parent, or another number of steps) keeps its own."""
+    from analysis.diagnosis.rules.run_rules import one_per_iteration
+
+    def f(rng: str, n: int, gil: int) -> Finding:
+        return Finding(rule="gil_contention", severity="warning", range=rng, kernel=None,
+                       message="", evidence={"gil_ns": gil}, suggestion="", iterations=n)
+    found = [f("it/a", 16, 10), f("it/b", 16, 12), f("it/c", 4, 3), f("top", 16, 5)]
+    kept = one_per_iteration(found, "gil_ns")
+    assert [x.range for x in kept] == ["it/b", "it/c", "top"]
+    assert kept[0].evidence["siblings"] == ["it/a"] and "siblings" not in kept[1].evidence

@@ -25,7 +25,7 @@ from ..common.settings import LOOP_MIN_INSTANCES
 from ..documents.types import Finding
 from ..load.nsys_sqlite import PID_MASK
 from ..loops.chains import chains, grid_of, host_span
-from ..loops.changes import Change, saving
+from ..loops.changes import WHOLE_STEP, Change, saving
 from ..loops.edits import launched, launchers, named_ops, overlap
 from ..loops.graph import CALL, Graph
 from ..loops.model import MODEL_CALLS, StepModels
@@ -273,6 +273,8 @@ class Pricer:
         if ev.get("ranges_apart"):        # nested ranges with findings of their own
             scope = minus(scope, [w for p in ev["ranges_apart"]
                                   for w in self.models.windows(p, pid)])
+        if f.change in WHOLE_STEP:             # every wait of the step as it runs
+            return Change(f.change)
         if f.change == "host_ahead":           # the slow steps' windows, or the range's
             given = tuple((int(a), int(b)) for a, b in ev.get("windows") or ())
             return Change("host_ahead", windows=given or scope, scope=given or scope)

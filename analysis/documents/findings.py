@@ -27,8 +27,9 @@ class Finding:
     saving_per_instance_ns: float = 0.0   # the most one instance (iteration) would save
     iterations: int = 1         # instances (iterations) it applies to
     saving_ns: float = 0.0      # the most the whole trace would save: per instance x
-                                # instances, never more than the range's wall time nor
-                                # the cost as it runs of the loop around it
+                                # instances, never more than the range's wall time (a
+                                # change of the whole step: its loop's) nor the cost as
+                                # it runs of the loop around it
     saving_model: str = ""      # how the saving was estimated, in one sentence
     not_priced: str = ""        # why the loop model cannot price it ("" when it did):
                                 # its saving is then 0, and no formula stands in

@@ -119,6 +119,11 @@ from .sync_changes import (
 Windows = list[tuple[int, int]]
 
 
+WHOLE_STEP = ("no_gil",)
+"""Changes that act on the whole step as it runs, whatever the finding's range: the other
+thread that held the GIL gone, the loop's thread waits for it nowhere (a range beside the
+step, or nested in it, waited as the step did)."""
+
 MEMORY = r"Malloc|Free|MemAlloc|MemFree|HostAlloc|MemPool|MemCreate|MemMap|MemUnmap|MemRelease"
 MODULES = r"ModuleLoad|LibraryLoad"
 
@@ -348,4 +353,4 @@ def saving(g: Graph, change: Change) -> int:
     return g.cache[memo]
 
 
-__all__ = ["CHANGES", "Change", "OP", "apply", "saving"]
+__all__ = ["CHANGES", "Change", "OP", "WHOLE_STEP", "apply", "saving"]

@@ -29,6 +29,7 @@ from ...documents.types import (
     entry_pick,
 )
 from ...loops.changes import CHANGES as CHANGE_SAID
+from ...loops.changes import WHOLE_STEP
 from ...trace.ranges import leaf_paths
 from ...trace.types import Trace
 from .lines import locate
@@ -86,20 +87,22 @@ class Context:
         e = self.all_entries.get(path) if path else None
         return e.time_ns or None if e is not None else None
 
-    def loop_cost(self, path: str | None) -> float | None:
+    def loop_cost(self, path: str | None, own: bool = True) -> float | None:
         """The most a finding on `path` can save: the cost as it runs, over all its
         instances (run_per_instance_ns x run_instances), of the outermost loop around it
-        (itself included), no more than its own time (wall_of); None: no such range."""
-        own = self.wall_of(path)
+        (itself included), no more than its own time (wall_of) unless `own` is False (a
+        change of the whole step as it runs: loops.changes.WHOLE_STEP); None: no such
+        range."""
+        mine = self.wall_of(path)
         if not path:
-            return own
+            return mine
         parts = path.split("/")
         for i in range(1, len(parts) + 1):
             e = self.all_entries.get("/".join(parts[:i]))
             if e is not None and e.run_instances:
                 loop = float(e.run_per_instance_ns) * e.run_instances
-                return min(loop, float(own)) if own is not None else loop
-        return own
+                return min(loop, float(mine)) if own and mine is not None else loop
+        return mine
 
     @cached_property
     def entries(self) -> dict[str, RangeEntry]:
@@ -303,7 +306,7 @@ def run(source: str, ctx: Context) -> list[Finding]:
     for f in found:
         _priced(f, REGISTRY[f.rule], ctx)
         f.saving_ns = float(f.saving_per_instance_ns * f.iterations)
-        cap = ctx.loop_cost(f.range)
+        cap = ctx.loop_cost(f.range, own=f.change not in WHOLE_STEP)
         if cap is not None and f.saving_ns > cap:
             f.saving_ns = float(cap)
             f.saving_per_instance_ns = f.saving_ns / max(f.iterations, 1)

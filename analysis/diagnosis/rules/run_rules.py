@@ -107,11 +107,35 @@ def gil_contention(r: Rule, ctx: Context) -> list[Finding]:
                 f"runs ({ns / 1e6:,.2f} ms an instance): its thread waits in "
                 "pthread_cond_timedwait while another Python thread of the process runs "
                 f"the interpreter ({who or 'a thread of the process'}).")
-    return held_by(r, ctx, "gil", GIL_MIN_PCT, said,
-                   "move the other thread's pure-Python work into a process "
-                   "(multiprocessing, a DataLoader worker) or do it between steps; in a "
-                   "thread, let it sleep or work in native code that releases the GIL",
-                   lambda e: {"holders": _holders(e)})
+    return one_per_iteration(held_by(
+        r, ctx, "gil", GIL_MIN_PCT, said,
+        "move the other thread's pure-Python work into a process (multiprocessing, a "
+        "DataLoader worker) or do it between steps; in a thread, let it sleep or work in "
+        "native code that releases the GIL", lambda e: {"holders": _holders(e)}), "gil_ns")
+
+
+def one_per_iteration(found: list[Finding], measure: str) -> list[Finding]:
+    """Of findings on sibling loops of an iteration (one parent, as many steps each:
+    ranges one after the other in each iteration, each as it runs spanning it), the one
+    whose evidence `measure` is largest, the others named in its evidence (`siblings`): a
+    change of the whole step as it runs (the GIL's holder gone) saves the same
+    iteration's time in each."""
+    def group(f: Finding) -> tuple[str, int] | None:
+        parent = (f.range or "").rpartition("/")[0]
+        return (parent, f.iterations) if parent else None
+    best: dict[tuple[str, int], Finding] = {}
+    for f in found:
+        k = group(f)
+        if k is not None and (k not in best or f.evidence[measure] > best[k].evidence[measure]):
+            best[k] = f
+    out = []
+    for f in found:
+        k = group(f)
+        if k is None or best[k] is f:
+            others = [x.range for x in found if x is not f and k is not None and group(x) == k]
+            f.evidence = {**f.evidence, **({"siblings": others} if others else {})}
+            out.append(f)
+    return out
 
 
 @rule("copy_on_compute_stream", "systems", "warning",
