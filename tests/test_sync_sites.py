@@ -78,7 +78,7 @@ def test_a_site_finding_names_its_line_and_acts_on_its_segments() -> None:
     rule = SimpleNamespace(finding=lambda **kw: kw)
     sites = [SyncSite(("read", 20), ("item",), ((0, 10),)),
              SyncSite(("mask", 40), ("nonzero",), ((10, 20),))]
-    assert split(sites) and not split(sites[:1] + [SyncSite(None, ("item",), ())])
+    assert split(sites)
     read, mask = (site_finding(rule, e, s, {}, SYNC_REMEDY) for s in sites)
     assert read["change"] == "readback_on_device" and mask["change"] == "fixed_shape"
     assert read["evidence"]["lines_named"][0]["call"] == "Tensor.tolist"
@@ -171,3 +171,15 @@ def test_a_vector_read_back_loses_its_conversion_a_scalar_does_not() -> None:
         return saving(g, Change("no_sync")) / U
     assert priced(16384) - priced(8) == 20
     assert priced(16384, ((50, 80),)) - priced(8, ((50, 80),)) == 10
+
+
+def test_a_sync_the_samples_missed_is_a_site_beside_a_named_one() -> None:
+    """A `torch.cuda.synchronize()` the samples name and a 6 µs `if` on a tensor they did
+    not reach are two sites (each priced alone: removing the first leaves the second
+    waiting for the GPU); syncs of which none is named stay one finding for the loop."""
+    from analysis.diagnosis.rules.sync_split import split
+
+    named = SyncSite(("step", 123), ("sync",), ((0, 10),), "train.py")
+    missed = SyncSite(None, ("item",), ((10, 20),))
+    assert split([named, missed])
+    assert not split([named]) and not split([missed, SyncSite(None, ("cpu",), ((0, 5),))])

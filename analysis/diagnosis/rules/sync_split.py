@@ -21,8 +21,11 @@ UNIQUE = re.compile(UNIQUE_CALL)
 
 
 def split(sites: list[SyncSite]) -> bool:
-    """Whether the sites name two or more lines (else one finding for the loop)."""
-    return len({s.line for s in sites if s.line is not None}) > 1
+    """Whether the loop's syncs are two or more sites, one of them named by its line at
+    least (else one finding for the loop): a sync the samples did not reach (a short
+    wait between two samples) is a site of its own beside a named one, so that the named
+    one's saving is its line's alone."""
+    return len(sites) > 1 and any(s.line is not None for s in sites)
 
 
 def site_finding(r: Any, e: RangeEntry, site: SyncSite, evidence: dict,
