@@ -79,17 +79,27 @@ def test_score_matches_rules_and_limits(score):
     assert "1 of 2" in score.table(rows, "t")
 
 
-def test_a_cause_whose_fix_is_one_rules_remedy_is_priced_by_that_rule(score):
+@pytest.mark.parametrize("cause, base, layout, others, fix", [
+    ("blocking_upload", "gpu", "none",
+     [("copy_on_compute_stream", "g00_all", 1.4)], ("pageable_copy", "g00_all", 0.95)),
+    ("adam_single", "host", "nested",
+     [("launch_bound", "g00_all/step/adam_single", 1.0)], ("per_tensor_ops", "g00_all/step", 1.8)),
+])
+def test_a_cause_whose_fix_is_one_rules_remedy_is_priced_by_that_rule(score, cause, base,
+                                                                      layout, others, fix):
     """blocking_upload's fix is a pinned non_blocking copy, pageable_copy's remedy: its
     finding prices it, not copy_on_compute_stream's larger prefetch on a side stream
-    (another fix); without a pageable_copy finding, the largest of the others does."""
+    (another fix); adam_single's (fused=True) is per_tensor_ops's, a rule outside the
+    cause's list in causes.py, whose finding on the step prices the nested cause though a
+    base rule's finding sits on the cause's own range. Without the fix's rule's finding,
+    the largest of the others does."""
     truth = {"steps": 1, "loops": [
-        {"loop": "g00", "base": "gpu", "cost_ns": {"all": 3e6, "fix_blocking_upload": 2e6},
-         "causes": [{"name": "blocking_upload", "layout": "none", "size": 0.5}]}]}
-    prefetch = {"rule": "copy_on_compute_stream", "range": "g00_all", "saving_ns": 1.4e6}
-    pinned = {"rule": "pageable_copy", "range": "g00_all", "saving_ns": 0.95e6}
-    assert score.score(truth, [prefetch, pinned])[0]["priced_ms"] == pytest.approx(0.95)
-    assert score.score(truth, [prefetch])[0]["priced_ms"] == pytest.approx(1.4)
+        {"loop": "g00", "base": base, "cost_ns": {"all": 3e6, f"fix_{cause}": 2e6},
+         "causes": [{"name": cause, "layout": layout, "size": 0.5}]}]}
+    found = [{"rule": r, "range": rng, "saving_ns": ms * 1e6} for r, rng, ms in others]
+    fixed = {"rule": fix[0], "range": fix[1], "saving_ns": fix[2] * 1e6}
+    assert score.score(truth, found + [fixed])[0]["priced_ms"] == pytest.approx(fix[2])
+    assert score.score(truth, found)[0]["priced_ms"] == pytest.approx(others[0][2])
 
 
 def test_a_truth_whose_rounds_disagree_is_said_not_to_repeat(score, tmp_path):
@@ -134,16 +144,3 @@ def test_no_strata_when_every_kept_step_is_a_tail_step():
 
     out = StepModels._strata(Bare(), 0, np.zeros(0, np.int64), np.zeros(0), 1.0)
     assert out.dtype == np.int64 and len(out) == 0
-
-
-def test_the_fused_optimizer_is_priced_by_per_tensor_ops_on_any_range_of_the_loop(score):
-    """adam_single's fix (fused=True) is per_tensor_ops's remedy, a rule outside the
-    cause's list in causes.py: its finding on the step prices the nested cause, though a
-    base rule's finding (launch_bound) sits on the cause's own range."""
-    truth = {"steps": 1, "loops": [
-        {"loop": "g00", "base": "host", "cost_ns": {"all": 3e6, "fix_adam_single": 1.2e6},
-         "causes": [{"name": "adam_single", "layout": "nested", "size": 0.5}]}]}
-    launch = {"rule": "launch_bound", "range": "g00_all/step/adam_single", "saving_ns": 1e6}
-    fused = {"rule": "per_tensor_ops", "range": "g00_all/step", "saving_ns": 1.8e6}
-    assert score.score(truth, [launch, fused])[0]["priced_ms"] == pytest.approx(1.8)
-    assert score.score(truth, [launch])[0]["priced_ms"] == pytest.approx(1.0)

@@ -183,3 +183,27 @@ def test_a_sync_the_samples_missed_is_a_site_beside_a_named_one() -> None:
     missed = SyncSite(None, ("item",), ((10, 20),))
     assert split([named, missed])
     assert not split([named]) and not split([missed, SyncSite(None, ("cpu",), ((0, 5),))])
+
+
+def test_a_large_readback_leaves_the_loops_other_sync_its_own_finding() -> None:
+    """A loop whose syncs are mostly a large readback's (readback_in_loop's: torch.save's
+    copies every eighth step) and an `.item()` every step: sync_in_loop names the
+    `.item()` site alone (its line, its segments), not the readback's copies."""
+    from analysis.diagnosis.rules import REGISTRY, Context
+    from analysis.diagnosis.rules.host_rules import sync_in_loop
+    from analysis.documents.types import CopyStat, RangeEntry, SystemsDoc, SystemsSource
+
+    e = RangeEntry(name="loop/step", domain=None, instances=16, kernel_count=0,
+                   kernel_time_ns=0, gpu_span_ns=1, gpu_idle_ns=0, wall_instances=16,
+                   wall_ns=16_000_000, sync_instances=16, sync_calls=46,
+                   copies=[CopyStat("[CUDA memcpy Device-to-Host]", "Device -> Pageable",
+                                    30, 64 << 20, 1_000_000)])
+    item = SyncSite(("_item", 49), ("item",), ((0, 10),), "train.py")
+    ctx = Context(systems=SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e]),
+                  syncs=lambda path: {"cpu": 30, "item": 16},
+                  sync_sites=lambda path: [item], price=lambda f: 1_000_000.0)
+    (f,) = sync_in_loop(REGISTRY["sync_in_loop"], ctx)
+    assert f.evidence["site_windows"] == [[0, 10]] and f.evidence["syncs"] == {"item": 1}
+    assert "train.py:49 in _item" in f.message
+    ctx.sync_sites = lambda path: []
+    assert sync_in_loop(REGISTRY["sync_in_loop"], ctx) == []

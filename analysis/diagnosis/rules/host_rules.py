@@ -208,9 +208,13 @@ def sync_in_loop(r: Rule, ctx: Context) -> list[Finding]:
         e = ctx.entries[path]
         kinds = ctx.syncs(path) if ctx.syncs is not None else {}
         top = max(kinds, key=kinds.get) if kinds else "item"
-        if top == "cpu" and readback_of(e) >= READBACK_MIN_BYTES * e.wall_instances:
-            continue                   # a large readback: readback_in_loop names it
         sites = ctx.sync_sites(path) if ctx.sync_sites is not None else []
+        if top == "cpu" and readback_of(e) >= READBACK_MIN_BYTES * e.wall_instances:
+            rest = [s for s in sites if set(s.kinds) - {"cpu"}]   # a large readback:
+            if rest and any(s.line is not None for s in rest):   # readback_in_loop's;
+                out += _sites_that_cost(ctx, e, [site_finding(   # its other sites here
+                    r, e, s, nested_evidence(inner), SYNC_REMEDY) for s in rest])
+            continue
         if split(sites):
             out += _sites_that_cost(ctx, e, [site_finding(
                 r, e, s, nested_evidence(inner), SYNC_REMEDY) for s in sites])
