@@ -57,7 +57,7 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
     per_step = [_segments(g, call_kinds(g), scope) for g in pricer.models.graphs(key)]
     counts = Counter(len(x) for x in per_step)
     n, seen = counts.most_common(1)[0] if counts else (0, 0)
-    if n < 1 or seen < SAME_SHARE * len(per_step):
+    if n < 2 or seen < SAME_SHARE * len(per_step):
         return []
     alike = [x for x in per_step if len(x) == n]
     spans = np.array([(a, b) for x in alike for a, b, _, _ in x], dtype=np.int64)
