@@ -54,7 +54,7 @@ class Pricer:
 
     models: StepModels
     loops: set[str]                        # the loop ranges' paths (3+ steady instances)
-    cache: dict[tuple, float] = field(default_factory=dict)
+    cache: dict[tuple, Any] = field(default_factory=dict)   # savings; save windows
 
     def price(self, f: Finding, pid: int | None = None) -> float | None:
         """The whole trace's saving (ns) of removing the finding's cause (its range in
@@ -179,9 +179,13 @@ class Pricer:
         """Where the range's threads were sampled in torch.save (SAVE_MODULES below the
         user's line: pylines.module_windows) within its instances: a checkpoint written
         on the loop's thread."""
+        threads = frozenset(self.threads(path, pid))
+        memo = ("saves", threads)          # every stack read once per thread set, not
+        if memo not in self.cache:         # once per loop the rule asks about
+            self.cache[memo] = module_windows(self.models.py_samples(), set(threads),
+                                              SAVE_MODULES)
+        saves = self.cache[memo]
         inside = self.models.windows(path, pid)
-        saves = module_windows(self.models.py_samples(), self.threads(path, pid),
-                               SAVE_MODULES)
         return minus(inside, minus(inside, saves)) if saves else ()
 
     def chains(self, path: str, pid: int | None = None) -> dict[int, ChainStat]:
@@ -266,15 +270,15 @@ class Pricer:
 
     def change_of(self, f: Finding, pid: int | None) -> Change:
         """The finding's change with the parameters its evidence gives, scoped to the
-        finding's range (loops/changes.py)."""
+        finding's range (loops/changes.py), or unscoped where it acts on the whole step."""
+        if f.change in WHOLE_STEP:             # every wait of the step as it runs
+            return Change(f.change)
         ev: dict[str, Any] = f.evidence if isinstance(f.evidence, dict) else {}
         scope = tuple((int(a), int(b)) for a, b in ev["site_windows"]) \
             if ev.get("site_windows") else self.models.windows(f.range, pid)
         if ev.get("ranges_apart"):        # nested ranges with findings of their own
             scope = minus(scope, [w for p in ev["ranges_apart"]
                                   for w in self.models.windows(p, pid)])
-        if f.change in WHOLE_STEP:             # every wait of the step as it runs
-            return Change(f.change)
         if f.change == "host_ahead":           # the slow steps' windows, or the range's
             given = tuple((int(a), int(b)) for a, b in ev.get("windows") or ())
             return Change("host_ahead", windows=given or scope, scope=given or scope)

@@ -212,12 +212,10 @@ def sync_in_loop(r: Rule, ctx: Context) -> list[Finding]:
         if top == "cpu" and readback_of(e) >= READBACK_MIN_BYTES * e.wall_instances:
             rest = [s for s in sites if set(s.kinds) - {"cpu"}]   # a large readback:
             if rest and any(s.line is not None for s in rest):   # readback_in_loop's;
-                out += _sites_that_cost(ctx, e, [site_finding(   # the other sites here
-                    r, e, s, nested_evidence(inner), SYNC_REMEDY) for s in rest], top=False)
+                out += _site_findings(r, ctx, e, inner, rest, most=False)  # the others
             continue
         if split(sites):
-            out += _sites_that_cost(ctx, e, [site_finding(
-                r, e, s, nested_evidence(inner), SYNC_REMEDY) for s in sites])
+            out += _site_findings(r, ctx, e, inner, sites)
             continue
         f = _sync_finding(r, e, inner, kinds)
         priced = ctx.price(f) if ctx.price is not None else None
@@ -226,16 +224,17 @@ def sync_in_loop(r: Rule, ctx: Context) -> list[Finding]:
     return out
 
 
-def _sites_that_cost(ctx: Context, e: RangeEntry, found: list[Finding], top: bool = True
-                     ) -> list[Finding]:
+def _site_findings(r: Rule, ctx: Context, e: RangeEntry, inner: list[str], sites: list,
+                   most: bool = True) -> list[Finding]:
     """Of a loop's sync sites' findings, those whose change saves FINDING_MIN_PCT of its
-    wall time or more, and (`top`) the one that saves most (a harness's sync at the end
+    wall time or more, and (`most`) the one that saves most (a harness's sync at the end
     of each round is a site that costs nothing; beside a large readback, which another
     rule names, none of them need be the loop's)."""
+    found = [site_finding(r, e, s, nested_evidence(inner), SYNC_REMEDY) for s in sites]
     priced = [(ctx.price(f) if ctx.price is not None else None) or 0 for f in found]
-    most = max(range(len(found)), key=priced.__getitem__)
+    top = max(range(len(found)), key=priced.__getitem__)
     return [f for i, (f, p) in enumerate(zip(found, priced, strict=True))
-            if (top and i == most) or p * 100 >= FINDING_MIN_PCT * e.wall_ns]
+            if (most and i == top) or p * 100 >= FINDING_MIN_PCT * e.wall_ns]
 
 
 def _synced(e: RangeEntry) -> bool:
