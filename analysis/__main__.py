@@ -60,10 +60,22 @@ def prefetch_export(argv: list[str]) -> None:
         prefetch.start(named[0])
 
 
+def hide_pyarrow(hidden: bool) -> None:
+    """pandas imported without pyarrow (`hidden`), then pyarrow importable again (not
+    `hidden`). pandas imports pyarrow with itself where it is installed, 0.1 s of every
+    start, though the command keeps text as Python strings (run_and_exit) and uses
+    pyarrow only to write the Parquet tables, on another core (common/lazy.py)."""
+    if hidden:
+        sys.modules.setdefault("pyarrow", None)       # None: `import pyarrow` fails
+    elif "pyarrow" in sys.modules and sys.modules["pyarrow"] is None:
+        del sys.modules["pyarrow"]
+
+
 if __name__ == "__main__":      # the command itself: no collection from its first import
     gc.disable()                # on (run_and_exit says why; the imports ran 180, 36 ms),
     small_pages_only()          # no huge page,
-    prefetch_export(sys.argv[1:])   # and the export's largest read begun
+    prefetch_export(sys.argv[1:])   # the export's largest read begun,
+    hide_pyarrow(True)          # and pandas imported without pyarrow
 
 import argparse
 import glob
@@ -82,6 +94,8 @@ from .diagnosis.rules import markdown_table
 from .documents.io import write_atomic
 from .documents.types import to_json
 from .render.picks_md import plan_text
+
+hide_pyarrow(False)
 
 
 def cmd_systems(args: argparse.Namespace) -> int:

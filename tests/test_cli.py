@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from analysis.__main__ import main
 from tests.conftest import DATA
 
+ROOT = Path(__file__).resolve().parents[1]
 GELU = DATA / "gelu"
 
 
@@ -173,3 +176,23 @@ def test_profile_names_the_run_after_the_script() -> None:
     assert default_name(["python", "train.py", "--x"]) == "train"
     assert default_name(["torchrun", "--nproc-per-node=2", "-m", "pkg.trainer"]) == "trainer"
     assert default_name(["./serve", "--port", "1"]) == "serve"
+
+
+def test_the_command_imports_pandas_without_pyarrow(tmp_path: Path) -> None:
+    """pyarrow is imported where the Parquet tables are written, not with pandas at every
+    start (analysis/__main__.py hide_pyarrow; common/lazy.py): a command that writes no
+    table never imports it, and a systems run without forks (the tables written in the
+    process itself) writes the same tables as one with them."""
+    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "analysis", "rules"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0 and "| pandas" in res.stderr
+    assert "pyarrow.lib" not in res.stderr       # (pandas tries, and is told no)
+    outs = {}
+    for forks in ("0", "1"):
+        outs[forks] = tmp_path / forks
+        env = {**os.environ, "ANALYSIS_FORKS": forks}
+        assert subprocess.run([sys.executable, "-m", "analysis", "systems",
+                               str(DATA / "gelu" / "trace.sqlite"), "-o", str(outs[forks]),
+                               "--quiet"], env=env, cwd=ROOT).returncode == 0
+    for one in sorted(outs["0"].glob("*.parquet")):
+        assert pq.read_table(one).equals(pq.read_table(outs["1"] / one.name)), one.name

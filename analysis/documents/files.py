@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from ..common.names import is_op_path
 from . import tables
@@ -29,6 +29,9 @@ from .io import atomic_path, load_json_doc, write_json_atomic
 from .range_build import from_entries
 from .range_table import RangeEntries, RangeTable, scalars
 from .types import SystemsDoc, entry_array, entry_column, entry_pick
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 LOOP_MIN_INSTANCES = 3
 """A user range repeated at least this many times is a loop: its entry stays in

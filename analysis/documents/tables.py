@@ -23,23 +23,34 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Iterator, Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..common.errors import InputError
+from ..common.lazy import lazy
 from .entries import RangeEntry
 from .io import atomic_path
 from .range_build import base_type
 from .range_table import ROW, RangeTable, hints, long_fields, scalars
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+else:                           # imported where a table is first made or read (common/lazy.py)
+    pa, pq = lazy("pyarrow"), lazy("pyarrow.parquet")
+
 RANGES = "ranges.parquet"
 OPS = "ops.parquet"
-_ARROW = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
+
+
+@cache
+def _scalar_types() -> dict[type, pa.DataType]:
+    """The Arrow type of each scalar annotation (made at the first use of pyarrow)."""
+    return {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
 
 
 def file_of(key: str) -> str:
@@ -60,8 +71,8 @@ def arrow_type(tp: Any) -> pa.DataType:
         return pa.list_(arrow_type(typing.get_args(base)[0]))
     if typing.get_origin(base) is dict:
         return pa.map_(*map(arrow_type, typing.get_args(base)))
-    if base in _ARROW:
-        return _ARROW[base]
+    if base in _scalar_types():
+        return _scalar_types()[base]
     raise TypeError(f"no Parquet column type for {tp!r}")
 
 
