@@ -381,7 +381,7 @@ def test_small_pieces_grown_by_cat_are_found_by_their_order() -> None:
 def test_growth_is_the_rank_correlation_of_durations_or_grids_with_their_order() -> None:
     from types import SimpleNamespace
 
-    from analysis.diagnosis.pricing import _growth
+    from analysis.diagnosis.graph_reads import growth_of
 
     def step(ns: list[int], blocks: list[int] | None = None) -> SimpleNamespace:
         starts = np.arange(len(ns)) * 10_000
@@ -392,13 +392,13 @@ def test_growth_is_the_rank_correlation_of_durations_or_grids_with_their_order()
                                start=starts, end=starts + np.array(ns))
     rising = [1000 + 12 * i + (37 * i) % 40 for i in range(24)]
     jitter = [1100 + (37 * i) % 40 for i in range(24)]
-    assert _growth(step(rising), "Cat", (), 8) > 0.9
-    assert abs(_growth(step(jitter), "Cat", (), 8)) < 0.5
-    assert _growth(step([1000] * 24), "Cat", (), 8) == 0.0
-    assert _growth(step(rising[:5]), "Cat", (), 8) is None
+    assert growth_of(step(rising), "Cat", (), 8) > 0.9
+    assert abs(growth_of(step(jitter), "Cat", (), 8)) < 0.5
+    assert growth_of(step([1000] * 24), "Cat", (), 8) == 0.0
+    assert growth_of(step(rising[:5]), "Cat", (), 8) is None
     # small pieces: the copy time within its jitter, the grid following the output
-    assert _growth(step(jitter, [16 * (i + 1) for i in range(24)]), "Cat", (), 8) > 0.9
-    assert abs(_growth(step(jitter, [16] * 24), "Cat", (), 8)) < 0.5
+    assert growth_of(step(jitter, [16 * (i + 1) for i in range(24)]), "Cat", (), 8) > 0.9
+    assert abs(growth_of(step(jitter, [16] * 24), "Cat", (), 8)) < 0.5
 
 
 def test_slow_steps_under_the_tail_factor_make_a_slow_step_finding() -> None:

@@ -207,3 +207,56 @@ def test_a_large_readback_leaves_the_loops_other_sync_its_own_finding() -> None:
     assert "train.py:49 in _item" in f.message
     ctx.sync_sites = lambda path: []
     assert sync_in_loop(REGISTRY["sync_in_loop"], ctx) == []
+
+
+def test_a_checkpoints_copies_are_no_readback_and_leave_the_loops_syncs_alone() -> None:
+    """The same loop where its step model says the copies fall in a few steps, outside
+    torch.save in none (Pricer.readback_share: a checkpoint every eighth step, slow_step's):
+    readback_in_loop names nothing and sync_in_loop judges the loop's syncs as it would
+    without the copies; copies in every step stay a readback."""
+    from analysis.diagnosis.rules import REGISTRY, Context
+    from analysis.diagnosis.rules.host_rules import sync_in_loop
+    from analysis.diagnosis.rules.step_rules import readback_in_loop
+    from analysis.documents.types import CopyStat, RangeEntry, SystemsDoc, SystemsSource
+
+    e = RangeEntry(name="loop/step", domain=None, instances=16, kernel_count=0,
+                   kernel_time_ns=0, gpu_span_ns=1, gpu_idle_ns=0, wall_instances=16,
+                   wall_ns=16_000_000, sync_instances=16, sync_calls=46,
+                   copies=[CopyStat("[CUDA memcpy Device-to-Host]", "Device -> Pageable",
+                                    30, 64 << 20, 1_000_000)])
+    asked: list[int] = []
+    ctx = Context(systems=SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e]),
+                  syncs=lambda path: {"cpu": 30, "item": 16}, sync_sites=lambda path: [],
+                  price=lambda f: 1_000_000.0,
+                  readback_share=lambda path, least: asked.append(least) or 2 / 16)
+    assert readback_in_loop(REGISTRY["readback_in_loop"], ctx) == []
+    assert asked and asked[0] == 1 << 20
+    (f,) = sync_in_loop(REGISTRY["sync_in_loop"], ctx)
+    assert f.rule == "sync_in_loop" and f.range == "loop/step"
+    ctx.readback_share = lambda path, least: 1.0
+    assert [x.rule for x in readback_in_loop(REGISTRY["readback_in_loop"], ctx)] == [
+        "readback_in_loop"]
+    assert sync_in_loop(REGISTRY["sync_in_loop"], ctx) == []
+
+
+def test_read_back_counts_the_device_to_host_bytes_launched_in_the_windows() -> None:
+    """graph_reads.read_back: a step's device-to-host copies by the start of the call that
+    launched each (a window of torch.save left out leaves its copies out)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from analysis.diagnosis.graph_reads import read_back
+    from analysis.loops.graph import CALL
+
+    calls = pd.DataFrame({"corr": [1, 2, 3]})
+    ops = pd.DataFrame({"kind": [1, 1, 0], "copy_kind": [2, 2, 0], "bytes": [100, 4, 0],
+                        "corr": [1, 2, 3]})
+    g = SimpleNamespace(calls=calls, ops=ops, kind=np.array([CALL] * 3 + [9] * 3),
+                        start=np.array([0, 50, 60, 10, 55, 70]),
+                        end=np.array([5, 52, 62, 20, 58, 80]),
+                        op_calls=lambda: np.array([0, 1, 2]))     # each op's launching call
+    assert read_back(g, ()) == 104
+    assert read_back(g, ((40, 100),)) == 4
+    assert read_back(g, ((200, 300),)) == 0

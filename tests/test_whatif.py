@@ -463,7 +463,7 @@ def test_a_python_batch_spans_from_the_launch_before_to_its_copy() -> None:
     """A batch built in Python between a launch (ends at 5) and its host-to-device copy
     (42-50): its span starts after the launch, not after the copy's own stream query
     (40-41), so the list building (5 -> 40) is inside it."""
-    from analysis.diagnosis.pricing import h2d_spans
+    from analysis.diagnosis.graph_reads import h2d_spans
 
     rows = _step([(0, 5, 1, LAUNCH), (40, 41, 2, "cudaStreamIsCapturing_v10000"),
                   (42, 50, 3, ASYNC)],

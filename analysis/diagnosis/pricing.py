@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..common.intervals import minus
 from ..common.settings import LOOP_MIN_INSTANCES
@@ -26,11 +25,11 @@ from ..documents.types import Finding
 from ..load.nsys_sqlite import PID_MASK
 from ..loops.chains import chains, grid_of, host_span
 from ..loops.changes import WHOLE_STEP, Change, saving
-from ..loops.edits import launched, launchers, named_ops, overlap
-from ..loops.graph import CALL, Graph
+from ..loops.edits import overlap
 from ..loops.model import MODEL_CALLS, StepModels
 from ..trace.pylines import line_windows, lines_inside, module_windows, top_line, wait_windows
-from .sync_sites import SyncSite, call_kinds
+from .graph_reads import growth_of, h2d_spans, kernel_time, read_back, started_in, sync_kinds
+from .sync_sites import SyncSite
 from .sync_sites import sync_sites as find_sites
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
@@ -109,7 +108,7 @@ class Pricer:
                 g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
             calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
             lo, hi = g.start[calls], g.end[calls]
-            inside = _started_in(lo, w)
+            inside = started_in(lo, w)
             spans += list(zip(lo[inside].tolist(), hi[inside].tolist(), strict=True))
         return lines_inside(self.models.py_samples(), self.threads(path, pid),
                             np.array(sorted(spans), dtype=np.int64).reshape(-1, 2))
@@ -135,7 +134,7 @@ class Pricer:
         if not graphs:
             return 0.0, 0.0, 0.0
         w, scope = self.models.weights(key), self.models.windows(path, pid)
-        per = np.array([_kernel_time(g, pattern, scope) for g in graphs])
+        per = np.array([kernel_time(g, pattern, scope) for g in graphs])
         return tuple(float(x) for x in (per * w[:, None]).sum(0) / max(w.sum(), 1e-12))
 
     def growth(self, path: str, pattern: str, least: int, pid: int | None = None
@@ -147,7 +146,7 @@ class Pricer:
         key = self.modeled_key(path, pid)
         graphs = self.models.graphs(key) if key is not None else []
         scope = self.models.windows(path, pid)
-        found = [x for g in graphs if (x := _growth(g, pattern, scope, least)) is not None]
+        found = [x for g in graphs if (x := growth_of(g, pattern, scope, least)) is not None]
         return float(np.median(found)) if found else None
 
     def slow_steps(self, path: str, factor: float, pid: int | None = None
@@ -174,6 +173,20 @@ class Pricer:
         lines = Counter(x for row, (a, b) in zip(rows, found, strict=True)
                         if len(py) and (x := top_line(py, int(tid[row]), a, b, cwd)))
         return found, lines.most_common(1)[0][0] if lines else "", False
+
+    def readback_share(self, path: str, least: int, pid: int | None = None
+                       ) -> float | None:
+        """The share of the loop's modeled steps (weighted) whose device-to-host copies in
+        the range's windows, outside torch.save's (a checkpoint's copies are slow_step's:
+        save_windows), hold `least` bytes or more; None without a model."""
+        key = self.modeled_key(path, pid)
+        graphs = self.models.graphs(key) if key is not None else []
+        if not graphs:
+            return None
+        scope = minus(self.models.windows(path, pid), self.save_windows(path, pid))
+        w = self.models.weights(key)
+        hit = np.array([read_back(g, scope) >= least for g in graphs], dtype=float)
+        return float((hit * w).sum() / max(w.sum(), 1e-12))
 
     def save_windows(self, path: str, pid: int | None = None) -> tuple[tuple[int, int], ...]:
         """Where the range's threads were sampled in torch.save (SAVE_MODULES below the
@@ -242,7 +255,7 @@ class Pricer:
                              strict=True):
             for c in chains(g):
                 lo, hi = host_span(g, c)
-                if len(scope) and not _started_in(np.array([lo]), scope)[0]:
+                if len(scope) and not started_in(np.array([lo]), scope)[0]:
                     continue
                 grid = grid_of(g, c)
                 ns = g.end[c] - g.start[c]
@@ -279,6 +292,8 @@ class Pricer:
         if ev.get("ranges_apart"):        # nested ranges with findings of their own
             scope = minus(scope, [w for p in ev["ranges_apart"]
                                   for w in self.models.windows(p, pid)])
+        if f.change in ("readback_on_device", "no_sync"):   # a checkpoint's copies, and
+            scope = minus(scope, self.save_windows(f.range, pid))   # waits: slow_step's
         if f.change == "host_ahead":           # the slow steps' windows, or the range's
             given = tuple((int(a), int(b)) for a, b in ev.get("windows") or ())
             return Change("host_ahead", windows=given or scope, scope=given or scope)
@@ -335,78 +350,3 @@ SYNC_SAID = {"item": "`.item()` (a scalar read back)", "cpu": "`.cpu()` of a ten
                       "waited for)",
              "upload": "a blocking host-to-device copy (`Tensor.to` from pageable memory)"}
 """What a step's blocking calls are, as the user wrote them."""
-def h2d_spans(g: Graph) -> list[tuple[int, int, int]]:
-    """(end of the thread's launch or sync before it, end of its call, bytes) of each
-    host-to-device copy the step's range thread launched (the queries a copy's dispatch
-    makes, `cudaStreamIsCapturing` and the like, are part of it)."""
-    if "copy_kind" not in g.ops or not len(g.ops):
-        return []
-    ops, by_call = launched(g)
-    row = ops - len(g.calls)
-    h2d = (g.ops["kind"].to_numpy()[row] == 1) & (g.ops["copy_kind"].to_numpy()[row] == 1)
-    label = np.array(g.label, dtype=object)
-    mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid)
-                          & np.isin(label, ("launch", "sync")))
-    mine = mine[np.argsort(g.start[mine], kind="stable")]
-    out = []
-    for c, b in zip(by_call[h2d].tolist(), g.ops["bytes"].to_numpy()[row[h2d]].tolist(),
-                    strict=True):
-        k = int(np.searchsorted(g.start[mine], g.start[c]))
-        prev = int(g.end[mine[k - 1]]) if k > 0 else g.lo
-        out.append((prev, int(g.end[c]), int(b)))
-    return out
-
-
-def sync_kinds(g: Graph) -> Counter:
-    """The step's blocking calls on its range's thread by what caused them (SYNC_SAID)."""
-    return Counter(call_kinds(g).values())
-
-
-def _kernel_time(g: Graph, pattern: str, windows) -> tuple[int, int, int]:
-    """(kernels matching `pattern`, their ns, every kernel's ns) of one step's graph,
-    those launched in `windows` (the range's instances; all where none)."""
-    kernel, hit = _scoped_kernels(g, pattern, windows)
-    ns = g.end - g.start
-    return len(hit), int(ns[hit].sum()), int(ns[kernel].sum())
-
-
-def _scoped_kernels(g: Graph, pattern: str, windows) -> tuple[np.ndarray, np.ndarray]:
-    """The step's kernels launched in `windows` (all where none), and those of them
-    whose name matches `pattern`, in start order."""
-    ops0 = len(g.calls)
-    kernel = np.flatnonzero(g.ops["kind"].to_numpy() == 0) + ops0
-    if windows:
-        launched = launchers(g, kernel)
-        t = np.where(launched >= 0, g.start[np.maximum(launched, 0)], -1)
-        kernel = kernel[_started_in(t, np.array(windows, dtype=np.int64))]
-    hit = np.intersect1d(kernel, named_ops(g, pattern))
-    return kernel, hit[np.argsort(g.start[hit], kind="stable")]
-
-
-def _growth(g: Graph, pattern: str, windows, least: int) -> float | None:
-    """How the step's kernels matching `pattern` grow in start order: the rank
-    correlation with their order of their durations, or of their grids where that is
-    higher (1: each longer, or over more blocks, than the one before; about 0 for
-    kernels of one size). A concatenation's grid follows its output's size, where a small
-    tensor's copy time stays within its launch's jitter (0.9 to 1.2 µs for a tensor grown
-    from 16 to 1,000 KiB on the H200); None under `least` of them."""
-    hit = _scoped_kernels(g, pattern, windows)[1]
-    if len(hit) < least:
-        return None
-    sizes = [(g.end - g.start)[hit]]
-    if "grid" in g.ops:
-        sizes.append(g.ops["grid"].to_numpy()[hit - len(g.calls)] // 1024)   # blocks
-    return max(_rank_trend(x) for x in sizes)
-
-
-def _rank_trend(values: np.ndarray) -> float:
-    """The rank correlation of `values` with their order (ties share their rank)."""
-    rank = pd.Series(values).rank()
-    if rank.std() == 0:
-        return 0.0
-    return float(np.corrcoef(np.arange(len(rank)), rank.to_numpy())[0, 1])
-
-
-def _started_in(t: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Whether each time lies in one of the windows `w` ((start, end) rows, the end out)."""
-    return ((t[:, None] >= w[:, 0]) & (t[:, None] < w[:, 1])).any(1)

@@ -24,6 +24,7 @@ from ...common.settings import (
     LOOP_MIN_INSTANCES,
     PAGEABLE_INSTANCES_PCT,
     PINNED_BPS,
+    READBACK_INSTANCES_PCT,
     READBACK_MIN_BYTES,
     SYNC_INSTANCES_PCT,
     SYNC_MIN_PCT,
@@ -209,7 +210,8 @@ def sync_in_loop(r: Rule, ctx: Context) -> list[Finding]:
         kinds = ctx.syncs(path) if ctx.syncs is not None else {}
         top = max(kinds, key=kinds.get) if kinds else "item"
         sites = ctx.sync_sites(path) if ctx.sync_sites is not None else []
-        if top == "cpu" and readback_of(e) >= READBACK_MIN_BYTES * e.wall_instances:
+        if top == "cpu" and readback_of(e) >= READBACK_MIN_BYTES * e.wall_instances \
+                and steps_read_back(ctx, path):
             rest = [s for s in sites if set(s.kinds) - {"cpu"}]   # a large readback:
             if rest and any(s.line is not None for s in rest):   # readback_in_loop's;
                 out += _site_findings(r, ctx, e, inner, rest, most=False)  # the others
@@ -235,6 +237,14 @@ def _site_findings(r: Rule, ctx: Context, e: RangeEntry, inner: list[str], sites
     top = max(range(len(found)), key=priced.__getitem__)
     return [f for i, (f, p) in enumerate(zip(found, priced, strict=True))
             if (most and i == top) or p * 100 >= FINDING_MIN_PCT * e.wall_ns]
+
+
+def steps_read_back(ctx: Context, path: str) -> bool:
+    """Whether most of the loop's modeled steps read READBACK_MIN_BYTES back outside
+    torch.save (a checkpoint's copies are slow_step's; Pricer.readback_share), True
+    without a model: the readback is readback_in_loop's."""
+    share = ctx.readback_share(path, READBACK_MIN_BYTES) if ctx.readback_share else None
+    return share is None or share * 100 >= READBACK_INSTANCES_PCT
 
 
 def _synced(e: RangeEntry) -> bool:

@@ -66,6 +66,9 @@ class Context:
     # kernels by launch configuration, per modeled step (Pricer.chains)
     sync_sites: Callable[[str], list] | None = None   # a range's syncs by the user's
     # line that makes them (sync_sites.py, Pricer.sync_sites)
+    readback_share: Callable[[str, int], float | None] | None = None   # the share of a
+    # range's modeled steps that read back that many bytes outside torch.save
+    # (Pricer.readback_share)
 
     def analyzed_ns(self) -> float:
         """The time savings are weighed against: the wall time of the outermost NVTX

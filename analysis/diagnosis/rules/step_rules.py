@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...common.settings import ALLOC_MIN_PCT, READBACK_INSTANCES_PCT, READBACK_MIN_BYTES
 from ...documents.types import Finding, RangeEntry
-from .host_rules import found_loops, nested_evidence, per, readback_of
+from .host_rules import found_loops, nested_evidence, per, readback_of, steps_read_back
 from .registry import Context, Rule, rule
 
 DEVICE_TO_HOST = "Device-to-Host"
@@ -63,6 +63,8 @@ def alloc_in_loop(r: Rule, ctx: Context) -> list[Finding]:
 def readback_in_loop(r: Rule, ctx: Context) -> list[Finding]:
     out = []
     for path, inner in found_loops(ctx, _reads_back).items():
+        if not steps_read_back(ctx, path):
+            continue                 # the copies of a few steps: a checkpoint's (slow_step)
         e = ctx.entries[path]
         size = per(e, readback_bytes(e))
         ns = sum(c.total_ns for c in e.copies if DEVICE_TO_HOST in c.name)
