@@ -473,3 +473,19 @@ def test_sibling_loops_of_one_iteration_keep_one_gil_finding() -> None:
     kept = one_per_iteration(found, "gil_ns")
     assert [x.range for x in kept] == ["it/b", "it/c", "top"]
     assert kept[0].evidence["siblings"] == ["it/a"] and "siblings" not in kept[1].evidence
+
+
+def test_a_loop_waiting_for_the_gil_stays_host_bound_by_its_own_cpu_work() -> None:
+    """gil_contention supersedes host_bound on its range, unless the thread's own CPU
+    work (its OS calls, where it waits for the GIL, aside) holds HOST_OUTSIDE_PCT of the
+    wall: then host_bound stays, marked to price the CPU time only (host_ahead's
+    own_cpu)."""
+    def f(rule: str, cpu: int) -> Finding:
+        return Finding(rule=rule, severity="warning", range="loop/step", kernel=None,
+                       message="m", evidence={"host_cpu_ns": cpu, "wall_ns": 100},
+                       suggestion="s")
+    kept = registry.superseded([f("gil_contention", 0), f("host_bound", 75)])
+    assert [x.rule for x in kept] == ["gil_contention", "host_bound"]
+    assert kept[1].evidence["beside_gil"] is True
+    assert [x.rule for x in registry.superseded([f("gil_contention", 0), f("host_bound", 30)])
+            ] == ["gil_contention"]

@@ -184,6 +184,19 @@ def test_host_ahead_drops_the_cpu_time_between_calls_in_its_windows() -> None:
     assert _saved(rows, 80, Change("host_ahead", windows=((60 * U, 70 * U),))) == 0
 
 
+def test_host_ahead_of_the_threads_own_cpu_keeps_its_waits_for_the_gil() -> None:
+    """Between the launches, 20 of the 45 are a wait for the GIL (an OS call:
+    pthread_cond_timedwait): host_ahead takes all 45, with `own_cpu` the 25 of CPU time
+    only (a loop that waits for another thread's GIL, whose finding that is)."""
+    rows = dataclasses.replace(
+        _step([(0, 5, 1, LAUNCH), (50, 55, 2, LAUNCH)], [_kernel(10, 20, 1), _kernel(60, 70, 2)]),
+        osrt=pd.DataFrame({"tid": [MAIN], "start_ns": [20 * U], "end_ns": [40 * U],
+                           "name": ["pthread_cond_timedwait"]}))
+    whole = ((0, 130 * U),)
+    assert _saved(rows, 80, Change("host_ahead", windows=whole)) == 45
+    assert _saved(rows, 80, Change("host_ahead", windows=whole, own_cpu=True)) == 25
+
+
 def test_one_graph_launches_everything_at_once() -> None:
     """Three launches replayed as one graph: kernels back to back (6), the host's time
     after its last launch (15) holds the step (15 of 60)."""

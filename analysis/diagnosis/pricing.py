@@ -296,7 +296,8 @@ class Pricer:
             scope = minus(scope, self.save_windows(f.range, pid))   # waits: slow_step's
         if f.change == "host_ahead":           # the slow steps' windows, or the range's
             given = tuple((int(a), int(b)) for a, b in ev.get("windows") or ())
-            return Change("host_ahead", windows=given or scope, scope=given or scope)
+            return Change("host_ahead", windows=given or scope, scope=given or scope,
+                          own_cpu=bool(ev.get("beside_gil")))
         if f.change == "input_ahead":
             return Change("input_ahead", windows=self.input_waits(f.range, pid), scope=scope)
         if f.change in ("batch_on_device", "foreach"):   # where the samples ran the lines

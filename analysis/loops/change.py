@@ -16,6 +16,7 @@ class Change:
     pinned_bps: float = 0.0                           # pinned_async: the pinned copy rate
     grids: tuple[int, ...] = ()                      # one_pass: the chains' launch configs
     scope: tuple[tuple[int, int], ...] = ()          # the finding's range; () the whole step
+    own_cpu: bool = False                            # host_ahead: the thread's CPU time only
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property

@@ -24,7 +24,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    thread's allocations in the rest of the step go too (asked again)
     host_ahead     the range's host work is prepared ahead (workers, prefetch): the CPU
                    time between calls, the OS calls and the waits for other threads in
-                   its windows are gone, its copies are asynchronous
+                   its windows are gone, its copies are asynchronous (`own_cpu`: the CPU
+                   time only, beside a GIL holder whose waits are its own finding)
     one_graph      the launches are replayed as one CUDA graph: the launch calls and the
                    CPU time between them are gone, kernels start back to back
     pinned_async   pageable copies made pinned and asynchronous: the calling thread no
@@ -208,16 +209,19 @@ def _no_memory(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> N
 
 def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """The range thread's time between calls, in OS calls and waiting for other threads
-    inside the windows gone (each edge loses what of its span lies in them); its copies
-    there asynchronous."""
+    inside the windows gone (each edge loses what of its span lies in them; with
+    `own_cpu`, its CPU time between calls only: a wait for the GIL, in an OS call, is
+    the GIL's holder's); its copies there asynchronous."""
     src, dst, kind = edges(g)
     pts = g.points
     w = near(change.windows, int(pts.min()), int(pts.max()))
     mine = g.thread[dst // 2] == g.tid
-    held = mine & (np.isin(kind, (PROGRAM, THREAD)) | ((kind == OWN) & (g.kind[dst // 2] == OS)))
+    held = mine & (kind == PROGRAM) if change.own_cpu else mine & (
+        np.isin(kind, (PROGRAM, THREAD)) | ((kind == OWN) & (g.kind[dst // 2] == OS)))
     cut = overlap(pts[src], pts[dst], w)
     off[held] = np.maximum(off[held] - cut[held], 0)
-    keep &= ~((kind == THREAD) & mine & (cut > 0))     # nor waits for another thread there
+    if not change.own_cpu:
+        keep &= ~((kind == THREAD) & mine & (cut > 0))     # nor waits for another thread
     copies = on_thread(g, calls_named(g, r"Memcpy|Memset"))
     met = overlap(g.start[copies], g.end[copies], w) > 0 if change.name in SAMPLED \
         else within(g.start[copies], w)       # sampled windows: a copy they meet

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ...common.names import library_mask, op_paths, steady_path, user_path
-from ...common.settings import OFF_PATH_PCT
+from ...common.settings import HOST_OUTSIDE_PCT, OFF_PATH_PCT
 from ...documents.findings import rank_key, share_pct
 from ...documents.types import (
     ComputeDoc,
@@ -331,10 +331,32 @@ batch from Python data is the input that starves the loop, named by its lines; o
 updates tensors one by one is launch-bound because of that line)."""
 
 
+def own_cpu_work(f: Finding) -> bool:
+    """Whether a host-bound finding's loop spends HOST_OUTSIDE_PCT of its wall time in
+    its thread's own CPU work, its OS calls aside (a wait for the GIL is one: the waiting
+    thread sleeps in pthread_cond_timedwait): a cause of its own beside the GIL's holder,
+    the input built on the loop's thread among them."""
+    ev = f.evidence if isinstance(f.evidence, dict) else {}
+    return ev.get("host_cpu_ns", 0) * 100 >= HOST_OUTSIDE_PCT * ev.get("wall_ns", float("inf"))
+
+
+STILL = {("gil_contention", "host_bound"): own_cpu_work}
+"""A symptom a cause does not explain, though SUPERSEDES names it: the finding stays
+where the test holds."""
+
+
 def superseded(found: list[Finding]) -> list[Finding]:
     """The findings less those a more specific cause on the same range explains."""
-    gone = {(s, f.range) for f in found for s in SUPERSEDES.get(f.rule, ())}
-    return [f for f in found if (f.rule, f.range) not in gone]
+    gone = {(s, f.range): f.rule for f in found for s in SUPERSEDES.get(f.rule, ())}
+    out = []
+    for f in found:
+        by = gone.get((f.rule, f.range))
+        if by is None:
+            out.append(f)
+        elif STILL.get((by, f.rule), lambda _: False)(f):
+            f.evidence = {**f.evidence, "beside_gil": True}    # its waits are the GIL's
+            out.append(f)                                      # holder's (host_ahead's
+    return out                                                 # own_cpu)
 
 
 def _priced(f: Finding, r: Rule, ctx: Context) -> None:
