@@ -64,7 +64,11 @@ def hide_pyarrow(hidden: bool) -> None:
     """pandas imported without pyarrow (`hidden`), then pyarrow importable again (not
     `hidden`). pandas imports pyarrow with itself where it is installed, 0.1 s of every
     start, though the command keeps text as Python strings (run_and_exit) and uses
-    pyarrow only to write the Parquet tables, on another core (common/lazy.py)."""
+    pyarrow only to write the Parquet tables, on another core (common/lazy.py). Not with
+    --dask: its workers are processes of their own, whose pandas sends frames back with
+    Arrow-backed text, which a pandas imported without pyarrow cannot read."""
+    if hidden and "--dask" in sys.argv[1:]:
+        return
     if hidden:
         sys.modules.setdefault("pyarrow", None)       # None: `import pyarrow` fails
     elif "pyarrow" in sys.modules and sys.modules["pyarrow"] is None:
