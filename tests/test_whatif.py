@@ -166,6 +166,19 @@ def test_no_break_also_drops_the_resume_of_the_second_graph() -> None:
     # (15 -> 20), then the 25 after it: the host ends at 45 of 120
 
 
+def test_no_sync_removes_a_device_synchronize_and_its_dispatch() -> None:
+    """torch.cuda.synchronize() that waits for nothing (its kernel ended at 20): the call
+    (3) and the CPU time since the launch before it (25), its Python, go with it, as the
+    remedy removes the line; a stream synchronize there keeps its dispatch and saves
+    nothing (28 of 70, 0)."""
+    device = _step([(0, 5, 1, LAUNCH), (30, 33, 2, "cudaDeviceSynchronize_v3020"),
+                    (40, 45, 3, LAUNCH)], [_kernel(10, 20, 1), _kernel(50, 60, 3)])
+    assert _saved(device, 70, Change("no_sync")) == 28
+    stream = _step([(0, 5, 1, LAUNCH), (30, 33, 2, SYNC), (40, 45, 3, LAUNCH)],
+                   [_kernel(10, 20, 1), _kernel(50, 60, 3)], syncs=[2])
+    assert _saved(stream, 70, Change("no_sync")) == 0
+
+
 def test_no_memory_drops_the_free_that_waits_and_the_malloc() -> None:
     """cudaFree waits for the kernel, cudaMalloc takes 20: both gone, the second kernel
     follows the first (40 + 25 = 65 of 130)."""

@@ -7,7 +7,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
     no_sync        the host no longer waits: synchronize calls and blocking copies end
                    after their own return, not after the GPU work they waited for, and
                    the wait to take the GIL back after each goes; a scalar read back
-                   (`.item()`, `nonzero`'s count) loses its dispatch too
+                   (`.item()`, `nonzero`'s count) loses its dispatch too, and a device
+                   synchronize (`torch.cuda.synchronize()`) goes whole with its dispatch
     fixed_shape    a boolean-mask index made fixed-shape (torch.where): no_sync, and the
                    count read back, the counting kernels before it (CUB's select and
                    reduce; a sort stays), the selecting ones after it and the host's

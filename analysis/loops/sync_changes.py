@@ -36,10 +36,13 @@ def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None
     """No wait, nor the wait for the GIL after it (another Python thread took the GIL
     while the sync held none: edits.gil_after); and a scalar read back (`.item()`, a count
     behind `nonzero`) takes its own dispatch with it: the CPU time just before its copy,
-    and the waits for the GIL since the launch before it (the read is an op of its own)."""
+    and the waits for the GIL since the launch before it (the read is an op of its own);
+    a device synchronize (`torch.cuda.synchronize()`, which the remedy removes) goes
+    whole (device_syncs_gone)."""
     syncs = on_thread(g, calls_named(g, SYNCS))
     free(g, off, keep, syncs)
     gone(g, off, gil_after(g, syncs))
+    device_syncs_gone(g, off)
     src, dst, kind = edges(g)
     reads = scalar_reads(g)
     for copy, _ in reads:
@@ -48,6 +51,28 @@ def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None
         mine = dispatch(g, np.array([copy for copy, _ in reads], dtype=np.int64))
         gone(g, off, np.intersect1d(mine, gil_waits(g)))
         unconverted(g, off, reads)
+
+
+DEVICE_SYNC = r"^cu(?:da)?(?:Device|Ctx)Synchronize"
+"""torch.cuda.synchronize()'s call."""
+
+
+def device_syncs_gone(g: Graph, off: np.ndarray) -> None:
+    """Each device synchronize on the range's thread takes no time, nor does its dispatch:
+    the CPU time since the thread's call before it, from no earlier than the start of the
+    innermost range that holds it (the statement's own range; the one before stays)."""
+    device = on_thread(g, calls_named(g, DEVICE_SYNC))
+    if not len(device):
+        return
+    gone(g, off, device)
+    src, dst, kind = edges(g)
+    e = g.entered
+    for node in device.tolist():
+        into = (kind == PROGRAM) & (dst == 2 * node)
+        at = int(g.start[node])
+        held = e[(e[:, 0] <= at) & (e[:, 1] > at), 0] if len(e) else e[:0, 0]
+        inside = at - int(held.max()) if len(held) else None
+        off[into] = 0 if inside is None else np.maximum(off[into] - inside, 0)
 
 
 VECTOR_BYTES = 256
