@@ -65,11 +65,20 @@ class PerInstance:
 def _repeats(path: np.ndarray, pid: np.ndarray, rows: set[int]) -> dict[int, int]:
     """Row -> instances of its range (path) in its process, for `rows` (few of the
     ranges: a count over the paths they hold, not a numbering of every path)."""
-    wanted = {(int(pid[row]), path[row]) for row in rows}
-    held = {p for _, p in wanted}
-    counts: Counter = Counter(
-        (d, p) for d, p in zip(pid.tolist(), path.tolist(), strict=True) if p in held)
+    held = {path[row] for row in rows}
+    counts: Counter = Counter()
+    if len(held) <= FEW_PATHS:                  # each compared in C with every path
+        for p in held:
+            counts.update((d, p) for d in pid[np.flatnonzero(path == p)].tolist())
+    else:                                       # one pass in Python over them all
+        counts.update((d, p) for d, p in zip(pid.tolist(), path.tolist(), strict=True)
+                      if p in held)
     return {row: counts[(int(pid[row]), path[row])] for row in rows}
+
+
+FEW_PATHS = 16
+"""Up to this many paths, _repeats finds each by a numpy comparison (a millisecond per
+path over 66k ranges, against 20 ms for the pass in Python)."""
 
 
 def warmup_instances(trace: Trace | PerInstance) -> dict[int, str]:
