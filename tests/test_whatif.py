@@ -179,6 +179,17 @@ def test_no_sync_removes_a_device_synchronize_and_its_dispatch() -> None:
     assert _saved(stream, 70, Change("no_sync")) == 0
 
 
+def test_a_later_sync_waits_for_the_work_an_earlier_one_no_longer_waits_for() -> None:
+    """A stream synchronize waits for the kernel (to 48); a device synchronize after it
+    (60) waited for nothing. Taking only the first wait away, the second waits for the
+    kernel instead (edges._drains): the step ends at 56, not 27 (12 of 70 saved); both
+    taken away, 32."""
+    rows = _step([(0, 5, 1, LAUNCH), (6, 50, 2, SYNC),
+                  (60, 62, 3, "cudaDeviceSynchronize_v3020")], [_kernel(10, 48, 1)], syncs=[2])
+    assert _saved(rows, 70, Change("no_sync", scope=((0, 55 * U),))) == 12
+    assert _saved(rows, 70, Change("no_sync")) == 32
+
+
 def test_no_memory_drops_the_free_that_waits_and_the_malloc() -> None:
     """cudaFree waits for the kernel, cudaMalloc takes 20: both gone, the second kernel
     follows the first (40 + 25 = 65 of 130)."""

@@ -19,6 +19,7 @@ from .graph import (
     CALL,
     END,
     EVENT,
+    HOST_PARTS,
     LAUNCH,
     OS,
     OWN,
@@ -168,16 +169,39 @@ def _release(g: Graph, ops0: int) -> None:
         if len(g.syncs) else {}
     o_end, o_stream = ops["end_ns"].to_numpy(), ops["stream"].to_numpy()
     corrs = calls["corr"].to_numpy()
+    syncs = set(np.flatnonzero(part == HOST_PARTS.index("sync")).tolist())
     for i in blocking:
         s, e, corr = int(g.start[i]), int(g.end[i]), int(corrs[i])
         inside = (o_end >= s) & (o_end <= e)
         stream = stream_of.get(corr, -1)
-        if stream >= 0 and event_of.get(corr, -1) in (-1, 4294967295):
+        plain = event_of.get(corr, -1) in (-1, 4294967295)      # not an event's sync
+        if stream >= 0 and plain:
             inside &= o_stream == stream
         hit = np.flatnonzero(inside)
         if len(hit):
             j = int(hit[np.argmax(o_end[hit])])
             g.add(2 * (ops0 + j) + 1, 2 * i + 1, RELEASE)
+        if i in syncs and plain:
+            _drains(g, ops0, i, stream)
+
+
+def _drains(g: Graph, ops0: int, i: int, stream: int) -> None:
+    """A synchronize call ends after the work launched before it: per stream (its own,
+    or every stream for a device synchronize), the last operation launched before the
+    call. Where that work had ended before the call, the edge costs nothing as measured;
+    a replay that delays the work (an earlier wait taken away) makes the call wait for it,
+    as it would."""
+    ops = g.ops
+    call = g.op_calls()
+    launched = np.where(call >= 0, g.start[np.maximum(call, 0)], ops["start_ns"].to_numpy())
+    before = launched < g.start[i]
+    o_stream = ops["stream"].to_numpy()
+    if stream >= 0:
+        before &= o_stream == stream
+    for s in np.unique(o_stream[before]).tolist():
+        mine = np.flatnonzero(before & (o_stream == s))
+        j = int(mine[np.argmax(launched[mine])])
+        g.add(2 * (ops0 + j) + 1, 2 * i + 1, RELEASE)
 
 
 def _queue_full(g: Graph, ops0: int) -> None:

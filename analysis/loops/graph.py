@@ -13,7 +13,9 @@ point happens no earlier than another point plus an offset:
     EVENT     work recorded on other streams -> the first operation a stream waits with
     RELEASE   the operation a blocking call waited for (stream, device or event
               synchronize, a blocking copy or set, a free; a launch that waited for a
-              full launch queue, queue.py) ends -> the call ends
+              full launch queue, queue.py) ends -> the call ends; and a synchronize
+              call's last operation launched before it, per stream it waits on, though
+              that had ended (the call waits for it where a replay delays it)
     THREAD    another thread's last call before a wait ends -> the wait (pthread_cond_wait,
               futex, poll ...) ends: the main thread waiting for the autograd thread
     ALLOC     a memory call of another thread of the process -> the memory call that took

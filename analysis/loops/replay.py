@@ -86,8 +86,8 @@ def _offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
     binds = np.zeros(len(src), dtype=bool)
     binds[order[last]] = True
     floor = gap.copy()
-    for k in (LAUNCH, STREAM):
-        seen = gap[binds & (kind == k)]
+    for k in (LAUNCH, STREAM, RELEASE):     # a release that did not bind: the work had
+        seen = gap[binds & (kind == k)]     # ended before the call (edges._drains)
         floor[kind == k] = np.minimum(gap[kind == k], int(np.median(seen)) if len(seen) else 0)
     floor[kind == EVENT] = 0
     floor[kind == BACKLOG] = 0
@@ -96,7 +96,7 @@ def _offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
                                      # bounds the end only where nothing later does
     woke = (kind == RELEASE) | (kind == THREAD)
     woken = np.full(2 * g.n, np.iinfo(np.int64).max, dtype=np.int64)
-    woken[dst[woke]] = gap[woke]                # the last such edge into a point counts
+    np.minimum.at(woken, dst[woke], gap[woke])   # the waker closest to the point counts
     own = np.flatnonzero((kind == OWN) & ~binds)
     floor[own] = np.minimum(gap[own], woken[dst[own]])
     _allocator_waits(g, src, dst, kind, binds, floor)
