@@ -167,16 +167,22 @@ def test_no_break_also_drops_the_resume_of_the_second_graph() -> None:
 
 
 def test_no_sync_removes_a_device_synchronize_and_its_dispatch() -> None:
-    """torch.cuda.synchronize() that waits for nothing (its kernel ended at 20): the call
-    (3) and the CPU time since the launch before it (25), its Python, go with it, as the
-    remedy removes the line; a stream synchronize there keeps its dispatch and saves
-    nothing (28 of 70, 0)."""
+    """torch.cuda.synchronize() that waits for nothing (its kernel ended at 20), in an
+    NVTX range of its own entered at 20: where the finding names it (`whole`), the call
+    (3) and the CPU time from its range's start (10), its Python, go with it, as the
+    remedy removes the line (13 of 70); without its own range only the call goes (the
+    CPU time before it is other statements'); another call's finding, or a stream
+    synchronize there, saves nothing."""
     device = _step([(0, 5, 1, LAUNCH), (30, 33, 2, "cudaDeviceSynchronize_v3020"),
                     (40, 45, 3, LAUNCH)], [_kernel(10, 20, 1), _kernel(50, 60, 3)])
-    assert _saved(device, 70, Change("no_sync")) == 28
+    assert _saved(device, 70, Change("no_sync", whole=True)) == 3
+    g = build(device, MAIN, 0, 70 * U)
+    g.entered = np.array([[20 * U, 34 * U]], dtype=np.int64)
+    assert saving(g, Change("no_sync", whole=True)) / U == 13
+    assert saving(g, Change("no_sync")) / U == 0
     stream = _step([(0, 5, 1, LAUNCH), (30, 33, 2, SYNC), (40, 45, 3, LAUNCH)],
                    [_kernel(10, 20, 1), _kernel(50, 60, 3)], syncs=[2])
-    assert _saved(stream, 70, Change("no_sync")) == 0
+    assert _saved(stream, 70, Change("no_sync", whole=True)) == 0
 
 
 def test_a_later_sync_waits_for_the_work_an_earlier_one_no_longer_waits_for() -> None:

@@ -322,6 +322,10 @@ class Pricer:
             factor = fp32 / tf32 if fp32 and tf32 else float(ev.get("speed_factor", 0.5))
             return Change("faster_kernels", kernels=((ev.get("pattern", FP32_GEMM), factor),),
                           scope=scope)
+        if f.change == "no_sync":                  # torch.cuda.synchronize() named: the
+            syncs = ev.get("syncs") or {}          # line goes, not only its wait
+            return Change(f.change, scope=scope, whole=bool(syncs) and max(
+                syncs, key=syncs.get) == "synchronize")
         return Change(f.change, scope=scope)
 
 

@@ -17,6 +17,7 @@ class Change:
     grids: tuple[int, ...] = ()                      # one_pass: the chains' launch configs
     scope: tuple[tuple[int, int], ...] = ()          # the finding's range; () the whole step
     own_cpu: bool = False                            # host_ahead: the thread's CPU time only
+    whole: bool = False                              # no_sync: device syncs go with their call
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property

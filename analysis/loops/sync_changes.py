@@ -37,12 +37,14 @@ def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None
     while the sync held none: edits.gil_after); and a scalar read back (`.item()`, a count
     behind `nonzero`) takes its own dispatch with it: the CPU time just before its copy,
     and the waits for the GIL since the launch before it (the read is an op of its own);
-    a device synchronize (`torch.cuda.synchronize()`, which the remedy removes) goes
-    whole (device_syncs_gone)."""
+    with `whole` (the finding's call is `torch.cuda.synchronize()`, which its remedy
+    removes), each device synchronize goes with its call and dispatch
+    (device_syncs_gone)."""
     syncs = on_thread(g, calls_named(g, SYNCS))
     free(g, off, keep, syncs)
     gone(g, off, gil_after(g, syncs))
-    device_syncs_gone(g, off)
+    if change.whole:
+        device_syncs_gone(g, off)
     src, dst, kind = edges(g)
     reads = scalar_reads(g)
     for copy, _ in reads:
@@ -58,9 +60,10 @@ DEVICE_SYNC = r"^cu(?:da)?(?:Device|Ctx)Synchronize"
 
 
 def device_syncs_gone(g: Graph, off: np.ndarray) -> None:
-    """Each device synchronize on the range's thread takes no time, nor does its dispatch:
-    the CPU time since the thread's call before it, from no earlier than the start of the
-    innermost range that holds it (the statement's own range; the one before stays)."""
+    """Each device synchronize on the range's thread takes no time, and where it is the
+    first call of the innermost range that holds it (the statement's own range: an NVTX
+    range around `torch.cuda.synchronize()`), so does the CPU time from that range's
+    start to it, its dispatch; elsewhere the CPU time before it is other statements'."""
     device = on_thread(g, calls_named(g, DEVICE_SYNC))
     if not len(device):
         return
@@ -68,11 +71,14 @@ def device_syncs_gone(g: Graph, off: np.ndarray) -> None:
     src, dst, kind = edges(g)
     e = g.entered
     for node in device.tolist():
-        into = (kind == PROGRAM) & (dst == 2 * node)
         at = int(g.start[node])
         held = e[(e[:, 0] <= at) & (e[:, 1] > at), 0] if len(e) else e[:0, 0]
-        inside = at - int(held.max()) if len(held) else None
-        off[into] = 0 if inside is None else np.maximum(off[into] - inside, 0)
+        if not len(held):
+            continue
+        into = np.flatnonzero((kind == PROGRAM) & (dst == 2 * node))
+        since = g.points[src[into]]
+        first = since <= int(held.max())          # no call of the range before it
+        off[into[first]] = np.maximum(off[into[first]] - (at - int(held.max())), 0)
 
 
 VECTOR_BYTES = 256
