@@ -25,8 +25,9 @@ from .edits import (
     launcher,
     named_ops,
     on_thread,
+    overlap,
 )
-from .graph import CALL, PROGRAM, STEP, Graph
+from .graph import CALL, OS, PROGRAM, STEP, Graph
 from .kernel_changes import undispatched
 
 SYNCS = r"Synchronize|^cu(?:da)?Memcpy(?!.*Async)|^cu(?:da)?Memset(?!.*Async)|^cudaMemcpyAsync"
@@ -60,25 +61,32 @@ DEVICE_SYNC = r"^cu(?:da)?(?:Device|Ctx)Synchronize"
 
 
 def device_syncs_gone(g: Graph, off: np.ndarray) -> None:
-    """Each device synchronize on the range's thread takes no time, and where it is the
-    first call of the innermost range that holds it (the statement's own range: an NVTX
-    range around `torch.cuda.synchronize()`), so does the CPU time from that range's
-    start to it, its dispatch; elsewhere the CPU time before it is other statements'."""
+    """Each device synchronize on the range's thread takes no time; where nothing of its
+    statement's own range (the innermost range that holds it: an NVTX range around
+    `torch.cuda.synchronize()`) launched, synced or managed memory before it, so does its
+    thread's time in that range up to it: its dispatch (the device queries of
+    torch.cuda.synchronize among it). Elsewhere the time before it is other statements'."""
     device = on_thread(g, calls_named(g, DEVICE_SYNC))
     if not len(device):
         return
     gone(g, off, device)
     src, dst, kind = edges(g)
-    e = g.entered
+    e, label = g.entered, np.array(g.label, dtype=object)
+    mine = np.flatnonzero(((g.kind == CALL) | (g.kind == OS)) & (g.thread == g.tid))
     for node in device.tolist():
         at = int(g.start[node])
         held = e[(e[:, 0] <= at) & (e[:, 1] > at), 0] if len(e) else e[:0, 0]
         if not len(held):
             continue
-        into = np.flatnonzero((kind == PROGRAM) & (dst == 2 * node))
-        since = g.points[src[into]]
-        first = since <= int(held.max())          # no call of the range before it
-        off[into[first]] = np.maximum(off[into[first]] - (at - int(held.max())), 0)
+        lo = int(held.max())
+        before = mine[(g.start[mine] >= lo) & (g.start[mine] < at)]
+        if np.isin(label[before], ("launch", "sync", "memory")).any():
+            continue
+        gone(g, off, before)
+        into = np.flatnonzero((kind == PROGRAM) & np.isin(dst, 2 * np.r_[before, node]))
+        cut = overlap(g.points[src[into]], g.points[dst[into]],
+                      np.array([[lo, at]], dtype=np.int64))
+        off[into] = np.maximum(off[into] - cut, 0)
 
 
 VECTOR_BYTES = 256
