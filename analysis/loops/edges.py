@@ -170,6 +170,7 @@ def _release(g: Graph, ops0: int) -> None:
     o_end, o_stream = ops["end_ns"].to_numpy(), ops["stream"].to_numpy()
     corrs = calls["corr"].to_numpy()
     syncs = set(np.flatnonzero(part == HOST_PARTS.index("sync")).tolist())
+    drained = _Drained(g)
     for i in blocking:
         s, e, corr = int(g.start[i]), int(g.end[i]), int(corrs[i])
         inside = (o_end >= s) & (o_end <= e)
@@ -182,26 +183,38 @@ def _release(g: Graph, ops0: int) -> None:
             j = int(hit[np.argmax(o_end[hit])])
             g.add(2 * (ops0 + j) + 1, 2 * i + 1, RELEASE)
         if i in syncs and plain:
-            _drains(g, ops0, i, stream)
+            for j in drained.last_before(int(g.start[i]), stream):
+                g.add(2 * (ops0 + j) + 1, 2 * i + 1, RELEASE)
 
 
-def _drains(g: Graph, ops0: int, i: int, stream: int) -> None:
+class _Drained:
     """A synchronize call ends after the work launched before it: per stream (its own,
     or every stream for a device synchronize), the last operation launched before the
     call. Where that work had ended before the call, the edge costs nothing as measured;
     a replay that delays the work (an earlier wait taken away) makes the call wait for it,
-    as it would."""
-    ops = g.ops
-    call = g.op_calls()
-    launched = np.where(call >= 0, g.start[np.maximum(call, 0)], ops["start_ns"].to_numpy())
-    before = launched < g.start[i]
-    o_stream = ops["stream"].to_numpy()
-    if stream >= 0:
-        before &= o_stream == stream
-    for s in np.unique(o_stream[before]).tolist():
-        mine = np.flatnonzero(before & (o_stream == s))
-        j = int(mine[np.argmax(launched[mine])])
-        g.add(2 * (ops0 + j) + 1, 2 * i + 1, RELEASE)
+    as it would. Each stream's operations sorted once by launch, found by bisection."""
+
+    def __init__(self, g: Graph) -> None:
+        call = g.op_calls()
+        launched = np.where(call >= 0, g.start[np.maximum(call, 0)],
+                            g.ops["start_ns"].to_numpy()) if len(g.ops) else np.zeros(0)
+        o_stream = g.ops["stream"].to_numpy() if len(g.ops) else np.zeros(0, dtype=np.int64)
+        self.streams: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for s in np.unique(o_stream).tolist():
+            mine = np.flatnonzero(o_stream == s)
+            mine = mine[np.argsort(launched[mine], kind="stable")]
+            self.streams[int(s)] = (launched[mine], mine)
+
+    def last_before(self, t: int, stream: int) -> list[int]:
+        """The operations (rows) launched last before `t`, one per stream waited on."""
+        out = []
+        for s, (times, rows) in self.streams.items():
+            if stream >= 0 and s != stream:
+                continue
+            k = int(np.searchsorted(times, t, side="left"))
+            if k:
+                out.append(int(rows[k - 1]))
+        return out
 
 
 def _queue_full(g: Graph, ops0: int) -> None:
