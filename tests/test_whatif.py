@@ -188,7 +188,7 @@ def test_no_sync_removes_a_device_synchronize_and_its_dispatch() -> None:
 def test_a_later_sync_waits_for_the_work_an_earlier_one_no_longer_waits_for() -> None:
     """A stream synchronize waits for the kernel (to 48); a device synchronize after it
     (60) waited for nothing. Taking only the first wait away, the second waits for the
-    kernel instead (edges._drains): the step ends at 56, not 27 (12 of 70 saved); both
+    kernel instead (edges._Drained): the step ends at 56, not 27 (12 of 70 saved); both
     taken away, 32."""
     rows = _step([(0, 5, 1, LAUNCH), (6, 50, 2, SYNC),
                   (60, 62, 3, "cudaDeviceSynchronize_v3020")], [_kernel(10, 48, 1)], syncs=[2])

@@ -87,7 +87,7 @@ def _offsets(g: Graph) -> tuple[np.ndarray, np.ndarray]:
     binds[order[last]] = True
     floor = gap.copy()
     for k in (LAUNCH, STREAM, RELEASE):     # a release that did not bind: the work had
-        seen = gap[binds & (kind == k)]     # ended before the call (edges._drains)
+        seen = gap[binds & (kind == k)]     # ended before the call (edges._Drained)
         floor[kind == k] = np.minimum(gap[kind == k], int(np.median(seen)) if len(seen) else 0)
     floor[kind == EVENT] = 0
     floor[kind == BACKLOG] = 0
