@@ -256,7 +256,7 @@ def test_read_back_counts_the_device_to_host_bytes_launched_in_the_windows() -> 
     g = SimpleNamespace(calls=calls, ops=ops, kind=np.array([CALL] * 3 + [9] * 3),
                         start=np.array([0, 50, 60, 10, 55, 70]),
                         end=np.array([5, 52, 62, 20, 58, 80]),
-                        op_calls=lambda: np.array([0, 1, 2]))     # each op's launching call
+                        op_launched=lambda: np.array([0, 50, 60]))  # its call's start
     assert read_back(g, ()) == 104
     assert read_back(g, ((40, 100),)) == 4
     assert read_back(g, ((200, 300),)) == 0

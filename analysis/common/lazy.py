@@ -3,7 +3,7 @@
 pyarrow costs a tenth of a second to import (its shared library, and the cloudpickle,
 socket and queue modules it brings), and a `systems` run needs it only to write the
 Parquet tables, which it does on another core (common/forks.py). The command line imports
-pandas without it (analysis/__main__.py: `pandas_without_pyarrow`), and the modules that
+pandas without it (analysis/__main__.py: `hide_pyarrow`), and the modules that
 make or read Arrow tables name it through `lazy("pyarrow")`: the import happens in the
 process, and at the moment, that first uses it.
 """

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ..loops.edits import launched, launchers, named_ops
+from ..loops.edits import launched, named_ops
 from ..loops.graph import CALL, Graph
 from .sync_sites import call_kinds
 
@@ -56,9 +56,7 @@ def scoped_kernels(g: Graph, pattern: str, windows) -> tuple[np.ndarray, np.ndar
     ops0 = len(g.calls)
     kernel = np.flatnonzero(g.ops["kind"].to_numpy() == 0) + ops0
     if windows:
-        launched = launchers(g, kernel)
-        t = np.where(launched >= 0, g.start[np.maximum(launched, 0)], -1)
-        kernel = kernel[started_in(t, np.array(windows, dtype=np.int64))]
+        kernel = kernel[launched_in(g, kernel, windows)]
     hit = np.intersect1d(kernel, named_ops(g, pattern))
     return kernel, hit[np.argsort(g.start[hit], kind="stable")]
 
@@ -92,6 +90,13 @@ def started_in(t: np.ndarray, w: np.ndarray) -> np.ndarray:
     return ((t[:, None] >= w[:, 0]) & (t[:, None] < w[:, 1])).any(1)
 
 
+def launched_in(g: Graph, op_nodes: np.ndarray, windows) -> np.ndarray:
+    """Whether each operation was launched in one of `windows` (a call of the step's
+    that started there; False for one no call of the step launched)."""
+    t = g.op_launched()[np.asarray(op_nodes, dtype=np.int64) - len(g.calls)]
+    return started_in(t, np.array(windows, dtype=np.int64))
+
+
 def read_back(g: Graph, windows) -> int:
     """The bytes of the device-to-host copies the step launched in `windows` (all where
     none)."""
@@ -99,7 +104,5 @@ def read_back(g: Graph, windows) -> int:
         return 0
     row = np.flatnonzero((g.ops["kind"].to_numpy() == 1) & (g.ops["copy_kind"].to_numpy() == 2))
     if len(row) and windows:
-        calls = launchers(g, row + len(g.calls))
-        t = np.where(calls >= 0, g.start[np.maximum(calls, 0)], -1)
-        row = row[started_in(t, np.array(windows, dtype=np.int64))]
+        row = row[launched_in(g, row + len(g.calls), windows)]
     return int(g.ops["bytes"].to_numpy()[row].sum()) if len(row) else 0

@@ -195,9 +195,9 @@ class _Drained:
     as it would. Each stream's operations sorted once by launch, found by bisection."""
 
     def __init__(self, g: Graph) -> None:
-        call = g.op_calls()
-        launched = np.where(call >= 0, g.start[np.maximum(call, 0)],
-                            g.ops["start_ns"].to_numpy()) if len(g.ops) else np.zeros(0)
+        launched = g.op_launched()              # an earlier step's: from its own start
+        launched = np.where(launched >= 0, launched, g.ops["start_ns"].to_numpy()) \
+            if len(g.ops) else np.zeros(0)
         o_stream = g.ops["stream"].to_numpy() if len(g.ops) else np.zeros(0, dtype=np.int64)
         self.streams: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for s in np.unique(o_stream).tolist():
@@ -223,9 +223,7 @@ def _queue_full(g: Graph, ops0: int) -> None:
     launch = np.flatnonzero(np.array(g.label[:ops0]) == "launch")
     if not len(launch) or not len(g.ops):
         return
-    call = g.op_calls()
-    launched = np.where(call >= 0, g.start[np.maximum(call, 0)], -1)
-    for op, i in queue_waits(launch, g.start, g.end, launched,
+    for op, i in queue_waits(launch, g.start, g.end, g.op_launched(),
                              g.ops["end_ns"].to_numpy(), g.ops["corr"].to_numpy()):
         g.add(2 * (ops0 + op) + 1, 2 * i + 1, RELEASE)
 

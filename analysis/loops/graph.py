@@ -148,6 +148,12 @@ class Graph:
                                        for c in self.ops["corr"].tolist()], dtype=np.int64)
         return self._op_calls
 
+    def op_launched(self) -> np.ndarray:
+        """Each GPU operation's launch: the start of its launching call (-1 where no call
+        of the step launched it)."""
+        call = self.op_calls()
+        return np.where(call >= 0, self.start[np.maximum(call, 0)], -1)
+
     def own_ops(self) -> np.ndarray:
         """The nodes of the GPU operations launched by the step's own calls."""
         return len(self.calls) + np.flatnonzero(self.op_calls() >= 0)
