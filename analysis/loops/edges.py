@@ -133,8 +133,7 @@ def _event_waits(g: Graph, ops0: int, key: np.ndarray) -> None:
              if n.startswith(("cudaStreamWaitEvent", "cuStreamWaitEvent"))]
     if not waits:
         return
-    launched = np.array([g.start[g.corr_of[c]] if c in g.corr_of else -1
-                         for c in ops["corr"].tolist()], dtype=np.int64)
+    launched = g.op_launched()
     stream_of = dict(zip(g.syncs["corr"].tolist(), g.syncs["stream"].tolist(), strict=True))
     corr = g.calls["corr"].to_numpy()
     for w in waits:
