@@ -258,3 +258,16 @@ def test_one_systems_run_opens_the_export_once(monkeypatch, tmp_path: Path) -> N
     assert len(opened) == 1, opened
     doc = json.loads((tmp_path / "out" / "systems.json").read_text())
     assert doc["steps"] and any(e.get("py_samples") for e in doc["ranges"])
+
+
+def test_the_warm_up_counts_and_the_pass_plan_the_windows_once(monkeypatch) -> None:
+    """A one-window export's warm-up counts and its attribution pass share one plan (its
+    table sizes and threads read once), and none is kept after the call."""
+    calls: list[Path] = []
+    real = runners.plan
+    monkeypatch.setattr(runners, "plan", lambda p, rows: calls.append(p) or real(p, rows))
+    trace = _trace(DATA / "autotune" / "trace.sqlite", None)
+    assert trace.warmup and len(calls) == 1
+    assert not runners._PLANS
+    _trace(DATA / "autotune" / "trace.sqlite", None)
+    assert len(calls) == 2

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..common.errors import ToolMissing
 from ..common.settings import CHUNK_ROWS
-from ..load.nsys_chunks import plan, read_window
+from ..load.nsys_chunks import Layout, plan, read_window
 from ..load.nsys_host import read_host
 from ..load.nsys_sqlite import NsysExport, versioned
 from .apart import PerInstance, with_warmup_apart
@@ -40,6 +40,18 @@ _WORKER: dict = {}
 _LAST_READ: dict = {}
 """The last window read in this process, with its host calls: the attribution pass over a
 one-window export reads nothing again after its warm-up counts (_counted)."""
+_PLANS: dict[tuple[str, int], Layout] = {}
+"""The windows planned for an export in this attribute_file call: the warm-up counts and
+the pass share them (plan reads the tables' sizes and the threads with ranges)."""
+
+
+def _planned(path: Path, chunk_rows: int | None, keep: bool = False) -> Layout:
+    """plan(path, rows), or the one attribute_file's warm-up counts kept (`keep`)."""
+    key = (str(path), chunk_rows or CHUNK_ROWS)
+    layout = _PLANS.get(key) or plan(Path(path), key[1])
+    if keep:
+        _PLANS[key] = layout
+    return layout
 
 
 def window_task(layout, ctx: ChunkContext, index: int) -> Partial:
@@ -144,7 +156,7 @@ def attribute_files(paths: list[Path], exports: list[NsysExport], ctxs: list[Chu
     layouts = []
     for path, export in zip(paths, exports, strict=True):
         with _versioned([export]):
-            layouts.append(plan(Path(path), chunk_rows or CHUNK_ROWS))
+            layouts.append(_planned(path, chunk_rows))
     parts = _attribute(layouts, ctxs, exports, runner)
     redo = [i for i, ps in enumerate(parts) if not all(p.sorted_ok for p in ps)]
     if redo:
@@ -198,6 +210,7 @@ def attribute_file(path: Path, export: NsysExport, watch_paths: tuple[str, ...] 
             lambda: _counted(path, export, ctx_of({}), chunk_rows))
     finally:                       # what the second pass reused is not held after it
         _LAST_READ.clear()
+        _PLANS.clear()
         forget_ranges()
 
 
@@ -207,7 +220,7 @@ def _counted(path: Path, export: NsysExport, ctx: ChunkContext, chunk_rows: int 
     attribution pass then reuses (_read): warm-up is found before that pass, which runs
     once. None for more windows, or a window out of start order (found after a pass)."""
     with _versioned([export]):
-        layout = plan(Path(path), chunk_rows or CHUNK_ROWS)
+        layout = _planned(path, chunk_rows, keep=True)
         if layout.windows != 1:
             return None
         ops, calls = _read(layout, ctx, 0)
