@@ -144,3 +144,35 @@ def test_no_strata_when_every_kept_step_is_a_tail_step():
 
     out = StepModels._strata(Bare(), 0, np.zeros(0, np.int64), np.zeros(0), 1.0)
     assert out.dtype == np.int64 and len(out) == 0
+
+
+def test_a_short_step_runs_more_steps_up_to_four_times(program):
+    """A loop's timed steps per variant last STEP_BUDGET_S at least where MAX_SCALE
+    allows: a 1 ms host step runs 4 x 16 steps, a 5 ms one 3 x, a 20 ms one 16."""
+    assert program.scale(0.001, 16) == 4
+    assert program.scale(0.005, 16) == 3
+    assert program.scale(0.020, 16) == 1
+    assert program.scale(0.0, 16) == program.MAX_SCALE
+
+
+def test_a_loop_with_its_own_steps_is_priced_and_timed_by_them(score, tmp_path):
+    """saving_ns is over the loop's instances: a loop sized to 64 steps divides by 64, a
+    seed's older loop without `steps` by the capture's; round_costs per loop likewise."""
+    import sqlite3
+
+    truth = {"steps": 16, "loops": [
+        {"loop": f"g0{i}", "base": "host", "cost_ns": {"all": 3e6, "fix_item": 2e6},
+         "causes": [{"name": "item", "layout": "none", "size": 0.5}], **extra}
+        for i, extra in enumerate([{"steps": 64}, {}])]}
+    found = [{"rule": "sync_in_loop", "range": f"g0{i}_all/step", "saving_ns": 64e6}
+             for i in range(2)]
+    rows = score.score(truth, found)
+    assert [r["priced_ms"] for r in rows] == [pytest.approx(1.0), pytest.approx(4.0)]
+    db = tmp_path / "t.sqlite"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+        c.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, text TEXT, textId INT)")
+        c.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, NULL)",
+                      [(0, 64_000, "g00_all"), (0, 16_000, "g01_all")])
+    assert score.round_costs(db, {"g00": 32, "g01": 8}) == {"g00_all": [2000.0],
+                                                             "g01_all": [2000.0]}

@@ -73,9 +73,11 @@ def findings(report: Path) -> list[dict]:
     return json.loads((report / "systems.json").read_text()).get("findings", [])
 
 
-def round_costs(trace: Path, steps_per_round: int) -> dict[str, list[float]]:
+def round_costs(trace: Path, steps_per_round: int | dict[str, int]
+                ) -> dict[str, list[float]]:
     """Each variant range's (gNN_<variant>) cost per step in each of its instances, in
-    the order they ran (ns): the range's duration over its steps."""
+    the order they ran (ns): the range's duration over its steps (per loop gNN where a
+    dict gives them: program.py sizes each loop's steps)."""
     with sqlite3.connect(f"file:{trace}?mode=ro", uri=True) as db:
         rows = db.execute(
             "SELECT COALESCE(e.text, s.value), e.end - e.start FROM NVTX_EVENTS e "
@@ -84,8 +86,17 @@ def round_costs(trace: Path, steps_per_round: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for name, ns in rows:
         if name and len(name) > 4 and name[0] == "g" and name[1:3].isdigit() and "_" in name:
-            out.setdefault(name, []).append(ns / steps_per_round)
+            per = steps_per_round if isinstance(steps_per_round, int) else \
+                steps_per_round.get(name.split("_")[0])
+            if per:
+                out.setdefault(name, []).append(ns / per)
     return out
+
+
+def loop_steps(truth: dict, spec: dict) -> int:
+    """A loop's timed steps per variant: its own (program.py sizes them), else the
+    capture's (seeds captured before the sizing)."""
+    return int(spec.get("steps", truth["steps"]))
 
 
 def repeats(per_round: dict[str, list[float]], loop: str, cause: str, slack: float) -> bool:
@@ -108,8 +119,8 @@ def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | No
           ) -> list[dict]:
     """One row per cause of each loop (`per_round`: round_costs, where read)."""
     rows = []
-    steps = truth["steps"]
     for spec in truth["loops"]:
+        steps = loop_steps(truth, spec)
         cost = spec["cost_ns"]
         loop = f"{spec['loop']}_all"
         mine = [f for f in found if (f.get("range") or "").split("/")[0] == loop]
@@ -182,9 +193,9 @@ def main() -> None:
                         str(a.capture / "trace.sqlite"), "-o", str(report), "--quiet"],
                        check=True)
     truth = json.loads((a.capture / "truth.json").read_text())
-    rounds = max(int(spec.get("rounds", 1)) for spec in truth["loops"])
-    rows = score(truth, findings(report),
-                 round_costs(a.capture / "trace.sqlite", truth["steps"] // rounds))
+    rows = score(truth, findings(report), round_costs(
+        a.capture / "trace.sqlite", {spec["loop"]: loop_steps(truth, spec) // int(
+            spec.get("rounds", 1)) for spec in truth["loops"]}))
     env = next((p for p in (a.capture / "env.txt", a.capture.parent / "env.txt")
                 if p.exists()), a.capture / "env.txt")     # a seed's own machine first
     made = "; ".join(x.strip() for x in env.read_text().splitlines()[:3]) if env.exists() \
