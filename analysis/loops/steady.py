@@ -14,7 +14,9 @@ when the step starts (its backlog, `b`) holds the step's first operation on each
 (the BACKLOG edges, graph.py, from the step's start); the measured earlier operations no
 longer hold its own. Replayed with backlog `b`, the step's host ends at `host` and its GPU
 work at `gpu` (both from the step's start): the next step starts with backlog
-`max(0, gpu - host)`. From the measured backlog, a few rounds of that reach the fixed
+`max(0, gpu - host)`; a call released by earlier steps' work (a sync draining the
+backlog) is released when the backlog ends, its measured end moved with it. From the
+measured backlog, a few rounds of that reach the fixed
 point of a loop the host holds (the backlog stays put: a step that syncs empties it), or
 show a loop the GPU holds (the backlog grows by the same amount each round). The period is
 `max(host, gpu - b)`: the host's step, or the GPU's step once it is fed back to back.
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import BACKLOG, EVENT, STREAM, Graph
+from .graph import BACKLOG, EVENT, OP, RELEASE, STREAM, Graph
 from .replay import offsets, replay
 
 ROUNDS = 4
@@ -51,11 +53,13 @@ def period(g: Graph, off: np.ndarray, keep: np.ndarray) -> int:
     held = np.isin(kind, (STREAM, EVENT)) & ~mine[src // 2] & mine[dst // 2]
     kept, moved = keep & ~held, off.copy()
     floor = kind == BACKLOG                  # from the step's START node (graph.py)
+    drain = (kind == RELEASE) & (g.kind[src // 2] == OP) & ~mine[src // 2]
     start = int(g.start[g.n - 2])
-    b = _measured_backlog(g, mine)
+    b = measured = _measured_backlog(g, mine)
     host = gpu = used = 0
     for _ in range(ROUNDS):
         moved[floor] = g.lo + b - start
+        moved[drain] = off[drain] + b - measured     # the backlog's end moves with it
         r = replay(g, moved, kept)
         host = int(r.times[g.end_point]) - g.lo
         gpu = int(r.times[2 * own + 1].max()) - g.lo
