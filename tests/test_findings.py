@@ -489,3 +489,33 @@ def test_a_loop_waiting_for_the_gil_stays_host_bound_by_its_own_cpu_work() -> No
     assert kept[1].evidence["beside_gil"] is True
     assert [x.rule for x in registry.superseded([f("gil_contention", 0), f("host_bound", 30)])
             ] == ["gil_contention"]
+
+
+def _sync_loop(busy_ns: int) -> "Context":
+    """A loop that syncs every iteration (1,000 ns, 100 of them waiting) around an input
+    range with no kernels of its own holding 800 ns, the GPU busy `busy_ns`."""
+    from analysis.diagnosis.rules import Context
+    from analysis.documents.types import RangeEntry, SystemsDoc, SystemsSource
+
+    def entry(name: str, **kw) -> RangeEntry:
+        return RangeEntry(**{"name": name, "domain": None, "instances": 5, "kernel_count": 0,
+                             "kernel_time_ns": 0, "gpu_span_ns": 0, "gpu_idle_ns": 0,
+                             "wall_instances": 5, **kw})
+    loop = entry("loop", wall_ns=5_000, sync_instances=5, host_sync_ns=500,
+                 busy_ns=busy_ns, host_cpu_ns=4_300, kernel_count=5)
+    data = entry("loop/input", wall_ns=4_000, host_cpu_ns=4_000)
+    return Context(systems=SystemsDoc(source=SystemsSource(
+        path="synthetic", export_schema_version=None, nsys_version=None, gpus=[]),
+        ranges=[loop, data]))
+
+
+def test_an_input_that_outlasts_the_gpu_starves_a_loop_that_syncs() -> None:
+    """A loop that syncs every iteration leaves its host-side findings to the sync only
+    where its host works less than its GPU (the work would run under the GPU's without
+    the sync); an input built on the loop's thread that outlasts the GPU's work starves
+    the loop, sync or none (seed 55 g10: an `.item()` beside 36 ms of input a step)."""
+    from analysis.diagnosis.rules.host_rules import explained, starved
+
+    assert set(starved(_sync_loop(busy_ns=500))) == {"loop/input"}
+    held = _sync_loop(busy_ns=4_800)
+    assert not starved(held) and explained(held, "loop/input")

@@ -114,7 +114,8 @@ def _explained_calls(n: int) -> int:
     from analysis.documents.types import RangeEntry, SystemsDoc, SystemsSource
     entries = [RangeEntry(name=f"loop/op_{i}/inner", domain=None, instances=5,
                           kernel_count=1, kernel_time_ns=10, gpu_span_ns=10, gpu_idle_ns=0,
-                          wall_instances=5, wall_ns=1000, sync_instances=5, host_sync_ns=900)
+                          wall_instances=5, wall_ns=1000, sync_instances=5, host_sync_ns=900,
+                          busy_ns=500)
                for i in range(n)]
     doc = SystemsDoc(source=SystemsSource(path="synthetic", export_schema_version=None,
                                          nsys_version=None, gpus=[]), ranges=entries)

@@ -85,7 +85,7 @@ def starved(ctx: Context) -> dict[str, RangeEntry]:
         for e in loops(ctx):
             parent = ctx.entries.get(e.name.rpartition("/")[0])
             if (parent is not None and not e.kernel_count and parent.wall_ns
-                    and not _syncs(parent)     # then the GPU waits for the sync's sake
+                    and not _sync_bound(parent)   # the GPU waits for the sync's sake
                     and e.wall_ns * 100 >= INPUT_SHARE_PCT * parent.wall_ns
                     and e.busy_ns * 100 < INPUT_BUSY_PCT * e.wall_ns):
                 out[e.name] = parent
@@ -110,10 +110,10 @@ def _related(path: str, found: tuple[set[str], set[str]]) -> bool:
 
 def explained(ctx: Context, path: str) -> bool:
     """Whether a host-side cause found by these rules already covers this range: kernels
-    built every call, input starvation, or a loop that synchronizes every iteration."""
+    built every call, input starvation, or a loop its syncs hold (_sync_bound)."""
     if "explained" not in ctx.cache:
         ctx.cache["explained"] = relatives(set(kernel_loads(ctx)) | set(starved(ctx))
-                                           | set(found_loops(ctx, _syncs)))
+                                           | set(found_loops(ctx, _sync_bound)))
     return _related(path, ctx.cache["explained"])
 
 
@@ -122,6 +122,14 @@ def _syncs(e: RangeEntry) -> bool:
     wait = e.host_sync_ns - e.blocking_copy_ns
     return (e.sync_instances * 100 >= SYNC_INSTANCES_PCT * e.wall_instances
             and wait * 100 >= SYNC_MIN_PCT * e.wall_ns)
+
+
+def _sync_bound(e: RangeEntry) -> bool:
+    """A loop that syncs (_syncs) whose host works outside CUDA calls for less time than
+    its GPU: without the sync that work would run under the GPU's, so the GPU idles for
+    the sync's sake. Where the host's work outlasts the GPU's, the GPU would wait for it
+    with no sync at all (an input built on the loop's thread beside an `.item()`)."""
+    return _syncs(e) and e.host_cpu_ns + e.host_os_ns < e.busy_ns
 
 
 RUNTIME_COMPILERS = re.compile(r"nvrtc|nvJitLink|nvptxcompiler|libcuda", re.I)
