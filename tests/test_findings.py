@@ -14,6 +14,7 @@ from analysis.commands import compute, systems
 from analysis.common.names import user_path
 from analysis.diagnosis import rules
 from analysis.diagnosis.rules import REGISTRY, Context, registry
+from analysis.diagnosis.rules.host_rules import explained, starved
 from analysis.documents.types import (
     SEVERITY_ORDER,
     CostModel,
@@ -491,12 +492,9 @@ def test_a_loop_waiting_for_the_gil_stays_host_bound_by_its_own_cpu_work() -> No
             ] == ["gil_contention"]
 
 
-def _sync_loop(busy_ns: int) -> "Context":
+def _sync_loop(busy_ns: int) -> Context:
     """A loop that syncs every iteration (1,000 ns, 100 of them waiting) around an input
     range with no kernels of its own holding 800 ns, the GPU busy `busy_ns`."""
-    from analysis.diagnosis.rules import Context
-    from analysis.documents.types import RangeEntry, SystemsDoc, SystemsSource
-
     def entry(name: str, **kw) -> RangeEntry:
         return RangeEntry(**{"name": name, "domain": None, "instances": 5, "kernel_count": 0,
                              "kernel_time_ns": 0, "gpu_span_ns": 0, "gpu_idle_ns": 0,
@@ -514,8 +512,6 @@ def test_an_input_that_outlasts_the_gpu_starves_a_loop_that_syncs() -> None:
     where its host works less than its GPU (the work would run under the GPU's without
     the sync); an input built on the loop's thread that outlasts the GPU's work starves
     the loop, sync or none (seed 55 g10: an `.item()` beside 36 ms of input a step)."""
-    from analysis.diagnosis.rules.host_rules import explained, starved
-
     assert set(starved(_sync_loop(busy_ns=500))) == {"loop/input"}
     held = _sync_loop(busy_ns=4_800)
     assert not starved(held) and explained(held, "loop/input")
