@@ -48,29 +48,35 @@ def _per_run_instance(e: RangeEntry, ns: float) -> float:
 
 
 def per_loop(r: Rule, ctx: Context, test: Callable[[RangeEntry], bool],
-             make: Callable[[RangeEntry], dict]) -> list[Finding]:
-    """One finding per outermost loop where `test` holds: `make(e)` gives its message,
-    evidence and suggestion; its range, iterations (the loop's instances as it runs) and
-    the nested loops where `test` holds too (nested_evidence) are every rule's here."""
+             make: Callable[[RangeEntry], dict | list[dict]]) -> list[Finding]:
+    """One finding per outermost loop where `test` holds (or one per dict where `make`
+    gives a list): `make(e)` gives its message, evidence and suggestion; its range,
+    iterations (the loop's instances as it runs) and the nested loops where `test` holds
+    too (nested_evidence) are every rule's here."""
     out = []
     for path, inner in found_loops(ctx, test).items():
         e = ctx.entries[path]
-        fields = make(e)
-        fields["evidence"] = {**fields["evidence"], **nested_evidence(inner)}
-        out.append(r.finding(range=path, iterations=e.run_instances or e.wall_instances,
-                             **fields))
+        made = make(e)
+        for fields in made if isinstance(made, list) else [made]:
+            fields["evidence"] = {**fields["evidence"], **nested_evidence(inner)}
+            out.append(r.finding(range=path, iterations=e.run_instances or e.wall_instances,
+                                 **fields))
     return out
 
 
 def on_lines(r: Rule, ctx: Context, lines_of: Callable[[RangeEntry], list[PyLine]],
-             min_pct: float, make: Callable[[RangeEntry, list[PyLine], float], dict]
-             ) -> list[Finding]:
+             min_pct: float, make: Callable[[RangeEntry, list[PyLine], float], dict],
+             each: bool = False) -> list[Finding]:
     """One finding per outermost loop whose sampled lines `lines_of(e)` hold `min_pct` of
-    its Python samples or more: `make(e, those lines, their share)` gives its fields."""
+    its Python samples or more: `make(e, those lines, their share)` gives its fields;
+    with `each`, one per line of such a loop, `make(e, [line], its share)`: each names its
+    own call and is priced on the windows where its line was sampled (a per-parameter
+    optimizer step and a loop of `p.mul_` in one step are two remedies, two savings)."""
     def share(e: RangeEntry) -> float:
         return sum(ln.pct for ln in lines_of(e))
     return per_loop(r, ctx, lambda e: share(e) >= min_pct,
-                    lambda e: make(e, lines_of(e), share(e)))
+                    lambda e: [make(e, [ln], ln.pct) for ln in lines_of(e)] if each
+                    else make(e, lines_of(e), share(e)))
 
 
 def held_by(r: Rule, ctx: Context, category: str, min_pct: float,
@@ -249,7 +255,7 @@ def per_tensor_ops(r: Rule, ctx: Context) -> list[Finding]:
             "suggestion": f"at {top.file}:{top.line}: update the list at once with "
             "torch._foreach_* (torch._foreach_mul_(tensors, 0.999), _foreach_add_, "
             "_foreach_lerp_), or the optimizer's foreach=True / fused=True"}
-    return on_lines(r, ctx, per_tensor_lines, PER_TENSOR_MIN_PCT, make)
+    return on_lines(r, ctx, per_tensor_lines, PER_TENSOR_MIN_PCT, make, each=True)
 
 
 def _slow_steps(ctx: Context, e: RangeEntry) -> tuple[list[tuple[int, int]], str, bool]:
