@@ -439,6 +439,22 @@ def test_one_pass_keeps_the_shortest_kernel_of_a_chain() -> None:
     assert _saved(_chain_step(EW), 50, Change("one_pass", grids=(grid + 1,))) == 0
 
 
+def test_one_pass_keeps_the_work_before_a_blocking_call() -> None:
+    """Two blocking copies (a checkpoint's), 10 µs of Python between them and 12 after,
+    then a host-bound chain of four (5, 2, 3, 3 long): the chain made one takes three
+    launches (2 each) and the Python before each since the launch or blocking call
+    before it (12, 2, 2): 22. The Python between the copies is the checkpoint's, not the
+    chain's dispatch, and stays."""
+    grid = 64 * 1024 + 128
+    rows = _step([(0, 5, 1, COPY), (15, 20, 2, COPY), (32, 34, 3, LAUNCH), (36, 38, 4, LAUNCH),
+                  (40, 42, 5, LAUNCH), (44, 46, 6, LAUNCH)],
+                 [(MEMCPY, 1, 4, 1, 1 << 20, 2, 1, ""), (MEMCPY, 16, 19, 2, 1 << 20, 2, 1, ""),
+                  _kernel(35, 40, 3, EW), _kernel(40, 42, 4, EW), _kernel(42, 45, 5, EW),
+                  _kernel(46, 49, 6, EW)])
+    rows.ops["grid"] = grid
+    assert _saved(rows, 50, Change("one_pass", grids=(grid,))) == 22
+
+
 def _mask_step(count: str, select: str) -> StepRows:
     """x[x > 0], host-bound: the compare, a count kernel, the count read back (a 4-byte
     copy and its sync), a select kernel and the gather, each launch after 10 of the

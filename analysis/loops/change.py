@@ -66,11 +66,13 @@ CHANGES = {
                "that launched them take no time",
     "one_cat": "the step replayed with its growing concatenations made as one: of its "
                "concatenation kernels, all but the longest take no time, and so does the "
-               "host's dispatch of each (its calls and waits since the launch before)",
+               "host's dispatch of each (its calls and waits since the launch or blocking "
+               "call before)",
     "one_pass": "the step replayed with each chain of elementwise kernels made one fused "
                 "kernel: of each chain, its shortest kernel stays (one pass over the "
                 "tensor), the others and the host's dispatch of each (its calls and waits, "
-                "for the GIL among them, since the launch before) take no time",
+                "for the GIL among them, since the launch or blocking call before) take no "
+                "time",
     "prefetch": "the step replayed with its host-to-device copies made a step ahead on a "
                 "side stream: no wait for them, the copy engine beside the kernels",
     "no_gil": "the step replayed with no other Python thread holding the GIL: its waits "

@@ -47,7 +47,7 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    for torch.zeros): the fill kernels and the calls that launched them gone
     one_cat        growing concatenations made as one: of the step's concatenation
                    kernels the longest stays; the others, and the host's dispatch of
-                   each (its calls and waits since the launch before) gone
+                   each (its calls and waits since the launch or blocking call before) gone
     one_pass       each chain of elementwise kernels (chains.py) made one: its shortest
                    kernel stays (one pass over the tensor); the others, and the host's
                    dispatch of each (its calls and waits, the GIL's among them), gone
