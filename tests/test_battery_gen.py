@@ -102,6 +102,25 @@ def test_a_cause_whose_fix_is_one_rules_remedy_is_priced_by_that_rule(score, cau
     assert score.score(truth, found)[0]["priced_ms"] == pytest.approx(others[0][2])
 
 
+def test_a_cause_the_base_shows_too_without_a_range_is_priced_by_its_share(score):
+    """An fp32 GEMM run in a `gpu` loop's step, beside the base's own fp32 GEMMs: the
+    step's finding prices all of them (3 ms), the fixed variant's the base's (1.8 ms),
+    so the cause is priced 1.2 ms; a finding of another launch configuration in the fixed
+    variant is not its twin. With a range of its own, the cause's finding counts whole."""
+    truth = {"steps": 1, "loops": [
+        {"loop": "g00", "base": "gpu", "cost_ns": {"all": 5e6, "fix_fp32_gemm": 3.8e6},
+         "causes": [{"name": "fp32_gemm", "layout": "none", "size": 0.5}]}]}
+    found = [{"rule": "fp32_gemm", "range": "g00_all/step", "saving_ns": 3e6},
+             {"rule": "fp32_gemm", "range": "g00_fix_fp32_gemm/step", "saving_ns": 1.8e6},
+             {"rule": "fp32_gemm", "range": "g00_fix_fp32_gemm/step", "saving_ns": 2.9e6,
+              "evidence": {"grid": 4224}}]
+    assert score.score(truth, found)[0]["priced_ms"] == pytest.approx(1.2)
+    truth["loops"][0]["causes"][0]["layout"] = "nested"
+    nested = [{"rule": "fp32_gemm", "range": "g00_all/step/fp32_gemm", "saving_ns": 1.1e6},
+              *found]
+    assert score.score(truth, nested)[0]["priced_ms"] == pytest.approx(1.1)
+
+
 def test_a_truth_whose_rounds_disagree_is_said_not_to_repeat(score, tmp_path):
     """Per round, the cause's saving is its `all` instance less its fix's (NVTX ranges of
     the capture): 1.0 and 1.1 ms agree within the band, 1.0 and 0.2 ms do not."""

@@ -12,7 +12,10 @@ of the findings on the loop's ranges (gNN_all/...) whose rule names that cause
 findings where it has some (another rule's remedy is another fix, not measured). A cause is within ±15% when |priced - realized| is at most 15%
 of the realized or 5% of the loop's cost, within ±50% likewise. A negative control
 passes when no finding on its loop saves more than 5% of the loop's cost (BASE_RULES: the
-findings that name the base step, not the control, are left out).
+findings that name the base step, not the control, are left out). A cause whose rule
+the base step shows too, run without a range of its own (an fp32 GEMM in a `gpu` loop's
+step), is priced by its share of the step's finding: that finding's saving in the
+planted variant less its saving in the variant that fixes the cause (base_share).
 
 A capture run in rounds (program.py --rounds R, R >= 2) measures each cause's saving R
 times: round r's is its `all` range's r-th instance less its `fix_<cause>` range's, per
@@ -67,6 +70,29 @@ def own_range(fits: list[dict], cause) -> list[dict]:
     about the base's work there as well (the fp32 GEMMs of a `gpu` base step)."""
     own = [f for f in fits if cause.name in (f.get("range") or "").split("/")[1:]]
     return own or fits
+
+
+def base_share(fits: list[dict], found: list[dict], cause: str, base: tuple[str, ...],
+               steps: int) -> float:
+    """The cause's price where its findings may name the base step's work too (a `gpu`
+    loop's fp32_gemm on its step, where the cause's GEMM has no range of its own): a
+    finding of a rule in `base` counts its saving in the planted variant less the same
+    finding's (rule, range and launch configuration) in the variant that fixes
+    the cause, which leaves the base's work as it is (the battery's fix makes the
+    cause's GEMM TF32, the finding's remedy every GEMM of the step); others count whole."""
+    def key(f: dict, range_: str) -> tuple:
+        ev = f.get("evidence") if isinstance(f.get("evidence"), dict) else {}
+        return f["rule"], range_, ev.get("grid")
+    twins = {key(f, f.get("range") or ""): f.get("saving_ns", 0.0) for f in found}
+    out = 0.0
+    for f in fits:
+        saved = f.get("saving_ns", 0.0)
+        if f["rule"] in base:
+            head, *rest = (f.get("range") or "").split("/")
+            saved -= twins.get(key(f, "/".join([head.replace("_all", f"_fix_{cause}"),
+                                                *rest])), 0.0)
+        out = max(out, saved / steps)
+    return out
 
 
 def findings(report: Path) -> list[dict]:
@@ -133,10 +159,14 @@ def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | No
                 rules = set(cause.rules) | {FIX_RULE.get(c["name"])}
                 fits = [f for f in mine if f["rule"] in rules and about(f, cause)]
                 fixed = [f for f in fits if f["rule"] == FIX_RULE.get(c["name"])]
-                if not fixed and set(cause.rules) & set(BASE_RULES[spec["base"]]):
+                shared = not fixed and set(cause.rules) & set(BASE_RULES[spec["base"]])
+                if shared:
                     fits = own_range(fits, cause)
                 fits = fixed or fits
             priced = max((f.get("saving_ns", 0.0) / steps for f in fits), default=0.0)
+            if not cause.control and shared and not any(
+                    cause.name in (f.get("range") or "").split("/")[1:] for f in fits):
+                priced = base_share(fits, found, c["name"], BASE_RULES[spec["base"]], steps)
             err = abs(priced - realized)
             slack = 0.05 * cost["all"]
             rows.append({
