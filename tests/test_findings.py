@@ -515,3 +515,34 @@ def test_an_input_that_outlasts_the_gpu_starves_a_loop_that_syncs() -> None:
     assert set(starved(_sync_loop(busy_ns=500))) == {"loop/input"}
     held = _sync_loop(busy_ns=4_800)
     assert not starved(held) and explained(held, "loop/input")
+
+
+def test_a_kernel_count_of_one_a_step_is_one_whatever_the_steps_weigh(monkeypatch) -> None:
+    """Every modeled step holds one fill: the weighted mean count is 1, not the
+    0.9999999999999999 eleven steps' weights sum to, which fill_overwritten's one a step
+    turned down (seed 62 g14's torch.zeros)."""
+    from analysis.diagnosis import pricing
+
+    w = np.array([0.9945975747486382, 1.6826430551426066, 0.9547922439374674,
+                  1.1802468342209773, 0.7010625458707471, 1.1046694796706937,
+                  0.8051828610142244, 0.8934700106627742, 1.625547008945079,
+                  0.9206131369790599, 1.2277864616474525])
+    assert (np.ones((len(w), 3)) * w[:, None]).sum(0)[0] / w.sum() < 1   # as summed
+
+    class Models:
+        def key_of(self, path: str, pid: int | None) -> int:
+            return 0
+
+        def graphs(self, key: int) -> list:
+            return [object()] * len(w)
+
+        def weights(self, key: int) -> np.ndarray:
+            return w
+
+        def windows(self, path: str, pid: int | None) -> tuple:
+            return ()
+
+    monkeypatch.setattr(pricing, "kernel_time", lambda g, pattern, scope: (1.0, 2e3, 1e4))
+    p = pricing.Pricer(Models(), {"loop"})
+    monkeypatch.setattr(p, "candidates", lambda path: [path])
+    assert p.kernels("loop", "Fill")[0] == 1

@@ -135,7 +135,10 @@ class Pricer:
             return 0.0, 0.0, 0.0
         w, scope = self.models.weights(key), self.models.windows(path, pid)
         per = np.array([kernel_time(g, pattern, scope) for g in graphs])
-        return tuple(float(x) for x in (per * w[:, None]).sum(0) / max(w.sum(), 1e-12))
+        n, ns, total = (per * w[:, None]).sum(0) / max(w.sum(), 1e-12)
+        # a weighted mean of whole counts: one fill a step is 1, not 0.9999999999999999
+        # (seed 62 g14's torch.zeros, under fill_overwritten's one a step before)
+        return round(float(n), 6), float(ns), float(total)
 
     def growth(self, path: str, pattern: str, least: int, pid: int | None = None
                ) -> float | None:

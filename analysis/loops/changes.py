@@ -20,9 +20,10 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    runs between them (`(repeats >= 0).all()`) gone with their dispatch
     no_break       a compiled function no longer broken on a value the host reads: no_sync,
                    and the host work between its two graphs gone
-    no_memory      the allocator reuses its blocks: memory calls take no time, and a free
-                   no longer waits for the GPU; where its range gives memory back, the
-                   thread's allocations in the rest of the step go too (asked again)
+    no_memory      the allocator reuses its blocks: memory calls take no time, nor the
+                   waits to take the GIL back after them, and a free no longer waits for
+                   the GPU; where its range gives memory back, the thread's allocations
+                   in the rest of the step go too (asked again)
     host_ahead     the range's host work is prepared ahead (workers, prefetch): the CPU
                    time between calls, the OS calls and the waits for other threads in
                    its windows are gone, its copies are asynchronous (`own_cpu`: the CPU
@@ -92,6 +93,7 @@ from .edits import (
     calls_named,
     edges,
     free,
+    gil_after,
     gil_waits,
     gone,
     launched,
@@ -203,9 +205,12 @@ def _asked_again(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
 
 
 def _no_memory(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """The memory calls gone, and the waits to take the GIL back right after each (the
+    call let it go: edits.gil_after), as a sync's."""
     nodes = on_thread(g, calls_named(g, MEMORY))
     free(g, off, keep, nodes)
     gone(g, off, nodes)
+    gone(g, off, gil_after(g, nodes))
 
 
 def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
