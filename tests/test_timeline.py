@@ -334,17 +334,21 @@ def test_a_memory_call_that_took_the_allocator_from_another_thread_waits_for_it(
     assert not (late.edge == EDGES.index("alloc")).any()
 
 
-def test_a_sync_removed_takes_the_gil_wait_after_it() -> None:
-    """A synchronize (10-30) after which the thread waits 25 for the GIL (32-57: another
-    Python thread ran the interpreter while the sync held none), then launches at 60.
-    no_sync frees the sync's wait for its kernel and the GIL wait after it; the same
-    wait 100 µs after the sync (past GIL_AFTER_NS) is another call's and stays."""
+@pytest.mark.parametrize(("call", "change"), [("cudaStreamSynchronize_v3020", "no_sync"),
+                                             ("cudaFree_v3020", "no_memory")])
+def test_a_call_removed_takes_the_gil_wait_after_it(call: str, change: str) -> None:
+    """A synchronize, or a cudaFree (torch.cuda.empty_cache() beside a GIL-holding
+    thread), at 10-30, after which the thread waits 25 for the GIL (32-57: another
+    Python thread ran the interpreter while the call held none), then launches at 60.
+    no_sync frees the sync's wait for its kernel, no_memory the free, and each the GIL
+    wait after it (seed 61 g05's empty_cache: 0.51 ms a step priced of 4.5 realized
+    before, 3.24 after); the same wait 100 µs after the call (past GIL_AFTER_NS) is
+    another call's and stays."""
     spinner = 1 << 24 | 9
     samples = pd.DataFrame({"global_tid": [spinner] * 3, "time_ns": [35, 45, 100_040],
                             "module": "python3.12", "symbol": ""})
     for gap, saved in ((2, 20 + 25), (100_000, 20)):
-        rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
-                      (MAIN, 10, 30, 2, "cudaStreamSynchronize_v3020"),
+        rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"), (MAIN, 10, 30, 2, call),
                       (MAIN, 60 + gap, 64 + gap, 3, "cudaLaunchKernel_v7000")],
                      [(0, 6, 30, 1, 7), (0, 66 + gap, 70 + gap, 3, 7)],
                      osrt=[(MAIN, 30 + gap, 55 + gap, "pthread_cond_timedwait")])
@@ -352,27 +356,7 @@ def test_a_sync_removed_takes_the_gil_wait_after_it() -> None:
         g = build(rows, MAIN, 0, 80 + gap)
         mark_gil(g, interpreter_samples(samples))
         assert g.label.count("gil") == 1
-        assert saving(g, Change("no_sync")) == saved, gap
-
-
-def test_a_memory_call_removed_takes_the_gil_wait_after_it() -> None:
-    """torch.cuda.empty_cache() beside a GIL-holding thread: its cudaFree (10-30) lets
-    the GIL go, and the thread waits 25 to take it back (32-57) before its next launch.
-    no_memory takes the free and that wait (seed 61 g05: 0.51 ms a step priced of 4.5
-    realized before, 3.24 after); the same wait 100 µs later is another call's."""
-    spinner = 1 << 24 | 9
-    samples = pd.DataFrame({"global_tid": [spinner] * 3, "time_ns": [35, 45, 100_040],
-                            "module": "python3.12", "symbol": ""})
-    for gap, saved in ((2, 20 + 25), (100_000, 20)):
-        rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
-                      (MAIN, 10, 30, 2, "cudaFree_v3020"),
-                      (MAIN, 60 + gap, 64 + gap, 3, "cudaLaunchKernel_v7000")],
-                     [(0, 6, 8, 1, 7), (0, 66 + gap, 70 + gap, 3, 7)],
-                     osrt=[(MAIN, 30 + gap, 55 + gap, "pthread_cond_timedwait")])
-        g = build(rows, MAIN, 0, 80 + gap)
-        mark_gil(g, interpreter_samples(samples))
-        assert g.label.count("gil") == 1
-        assert saving(g, Change("no_memory")) == saved, gap
+        assert saving(g, Change(change)) == saved, gap
 
 
 def test_a_scalar_read_removed_takes_the_gil_wait_of_its_dispatch() -> None:
