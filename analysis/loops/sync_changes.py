@@ -101,10 +101,8 @@ def unconverted(g: Graph, off: np.ndarray, reads: list[tuple[int, int]]) -> None
     Python stays: host_work_gone)."""
     ops, by_call = launched(g)
     nbytes = g.ops["bytes"].to_numpy()
-    for copy, sync in reads:
-        if nbytes[ops[by_call == copy] - len(g.calls)].sum() <= VECTOR_BYTES:
-            continue
-        host_work_gone(g, off, np.array([sync]))
+    host_work_gone(g, off, np.array([sync for copy, sync in reads if nbytes[
+        ops[by_call == copy] - len(g.calls)].sum() > VECTOR_BYTES], dtype=np.int64))
 
 
 def host_work_gone(g: Graph, off: np.ndarray, calls: np.ndarray) -> None:

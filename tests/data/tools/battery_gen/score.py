@@ -68,8 +68,14 @@ def own_range(fits: list[dict], cause) -> list[dict]:
     on the cause's own range (its `beside` or `nested` layout runs it in a range of its
     name) where there are some: a finding of the same rule on the loop or its step is
     about the base's work there as well (the fp32 GEMMs of a `gpu` base step)."""
-    own = [f for f in fits if cause.name in (f.get("range") or "").split("/")[1:]]
+    own = [f for f in fits if on_own_range(f, cause)]
     return own or fits
+
+
+def on_own_range(f: dict, cause) -> bool:
+    """Whether the finding's range is the cause's own (a range of its name below the
+    variant's)."""
+    return cause.name in (f.get("range") or "").split("/")[1:]
 
 
 def base_share(fits: list[dict], found: list[dict], cause: str, base: tuple[str, ...],
@@ -153,6 +159,7 @@ def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | No
         for c in spec["causes"]:
             cause = BY_NAME[c["name"]]
             realized = cost["all"] - cost["fix_" + c["name"]]
+            shared = False
             if cause.control:              # the base step's own findings name the base
                 fits = [f for f in mine if f["rule"] not in BASE_RULES[spec["base"]]]
             else:
@@ -164,8 +171,7 @@ def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | No
                     fits = own_range(fits, cause)
                 fits = fixed or fits
             priced = max((f.get("saving_ns", 0.0) / steps for f in fits), default=0.0)
-            if not cause.control and shared and not any(
-                    cause.name in (f.get("range") or "").split("/")[1:] for f in fits):
+            if shared and not any(on_own_range(f, cause) for f in fits):
                 priced = base_share(fits, found, c["name"], BASE_RULES[spec["base"]], steps)
             err = abs(priced - realized)
             slack = 0.05 * cost["all"]
