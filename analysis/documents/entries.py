@@ -289,6 +289,12 @@ class RangeEntry:
         it launched where that ran longer (a loop that queues work ahead of the GPU)."""
         return self.time_of(self.wall_ns, self.gpu_span_ns)
 
+    @property
+    def run_ns(self) -> int:
+        """The loop's time as it runs, all its runs (its wall time where a report folder
+        written before runs were measured has none)."""
+        return int(self.run_per_instance_ns * self.run_instances) or self.wall_ns
+
     @staticmethod
     def time_of(wall_ns: int, gpu_span_ns: int) -> int:
         """time_ns from those two fields (for readers of them as columns)."""

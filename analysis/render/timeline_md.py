@@ -26,15 +26,9 @@ def loop_entries(doc: SystemsDoc) -> list[RangeEntry]:
     return entry_pick(doc.ranges, rows[:MAX_LOOPS])
 
 
-def run_ns(e: RangeEntry) -> int:
-    """The loop's time as it runs, all its runs (its wall time where a report folder
-    written before runs were measured has none)."""
-    return e.run_per_instance_ns * e.run_instances or e.wall_ns
-
-
 def shares(e: RangeEntry) -> list[tuple[str, float]]:
     """(category, % of the loop's time as it runs), largest first."""
-    total = run_ns(e)
+    total = e.run_ns
     return sorted(((c, 100.0 * ns / total) for c, ns in e.critical_path_ns.items()
                    if ns > 0 and total), key=lambda kv: -kv[1])
 
@@ -85,7 +79,7 @@ def _whose(e: RangeEntry, category: str) -> str:
 
 def replay_error_pct(e: RangeEntry) -> float:
     """The replayed run time against the measured one, in % (0 without a replay)."""
-    total = run_ns(e)
+    total = e.run_ns
     return 100.0 * (e.replayed_run_ns - total) / total if total and e.replayed_run_ns \
         else 0.0
 

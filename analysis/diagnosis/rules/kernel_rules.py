@@ -22,7 +22,7 @@ from ..pricing import ChainStat
 from .host_rules import found_loops, loops, nested_evidence
 from .lines import HOW, inside, named_lines
 from .registry import Context, Rule, rule
-from .run_rules import per_loop, run_ns
+from .run_rules import per_loop
 
 FILL = r"FillFunctor|fill_kernel"
 """The kernels of torch.zeros, torch.full and Tensor.fill_ (their demangled names: the
@@ -106,7 +106,7 @@ def _chains(ctx: Context, e: RangeEntry) -> dict[int, ChainStat]:
     dispatch but one op's, hold CHAIN_MIN_PCT of its time as it runs."""
     if ctx.chains is None or not any("elementwise" in k.name for k in e.kernels):
         return {}
-    per = run_ns(e) / max(e.run_instances or e.wall_instances, 1)
+    per = e.run_ns / max(e.run_instances or e.wall_instances, 1)
     return {grid: c for grid, c in ctx.chains(e.name).items() if 100 * max(
         c.fused_away_ns, c.host_ns * (1 - c.chains / max(c.kernels, 1))) >= CHAIN_MIN_PCT * per}
 

@@ -33,14 +33,9 @@ from .lines import named_lines
 from .registry import Context, Rule, rule
 
 
-def run_ns(e: RangeEntry) -> int:
-    """The loop's time as it runs (all its runs)."""
-    return int(e.run_per_instance_ns * e.run_instances) or e.wall_ns
-
-
 def path_pct(e: RangeEntry, what: str) -> float:
     """The share of the loop's run time its critical path spends in `what`."""
-    return 100.0 * e.critical_path_ns.get(what, 0) / max(run_ns(e), 1)
+    return 100.0 * e.critical_path_ns.get(what, 0) / max(e.run_ns, 1)
 
 
 def _per_run_instance(e: RangeEntry, ns: float) -> float:
@@ -89,7 +84,7 @@ def held_by(r: Rule, ctx: Context, category: str, min_pct: float,
     def make(e: RangeEntry) -> dict:
         ns = e.critical_path_ns.get(category, 0)
         return {"message": said(e, _per_run_instance(e, ns)), "suggestion": suggestion,
-                "evidence": {f"{category}_ns": ns, "run_ns": run_ns(e), **extra(e)}}
+                "evidence": {f"{category}_ns": ns, "run_ns": e.run_ns, **extra(e)}}
     return per_loop(r, ctx, lambda e: path_pct(e, category) >= min_pct and also(e), make)
 
 
@@ -181,7 +176,7 @@ def input_wait(r: Rule, ctx: Context) -> list[Finding]:
             f"{top.file}:{top.line} in {top.function} (`{top.code or top.call}`), in the "
             f"DataLoader's worker queue ({top.call}): the workers do not keep up with the "
             "step.",
-            "evidence": {"wait_pct": pct, "run_ns": run_ns(e), "file": top.file,
+            "evidence": {"wait_pct": pct, "run_ns": e.run_ns, "file": top.file,
                          "line": top.line, "call": top.call},
             "suggestion": "more DataLoader workers (num_workers), a cheaper __getitem__ "
             "(tokenize or decode once, ahead of training), persistent_workers=True and a "
@@ -218,7 +213,7 @@ def batch_in_python(r: Rule, ctx: Context) -> list[Finding]:
             f", ending in {top.call} at {top.file}:{top.line} in {top.function}"
             + (f" (`{top.code}`)" if top.code else "") + ": the values are made one by one "
             "on the loop's thread and copied from pageable memory.",
-            "evidence": {"build_pct": pct, "run_ns": run_ns(e), "lines_named": named_lines(lines)},
+            "evidence": {"build_pct": pct, "run_ns": e.run_ns, "lines_named": named_lines(lines)},
             "suggestion": f"at {top.file}:{top.line}: build the batch on the GPU "
             "(torch.rand, torch.randint, torch.arange and tensor ops on device=...), or in "
             "DataLoader workers (num_workers=N, pin_memory=True), not value by value in "
@@ -251,7 +246,7 @@ def per_tensor_ops(r: Rule, ctx: Context) -> list[Finding]:
             f"samples on {top.file}:{top.line} in {top.function}"
             + (f" (`{top.code}`)" if top.code else "") + f", in {top.call}: each tensor "
             "is an op dispatched from Python and a kernel launched on its own.",
-            "evidence": {"line_pct": pct, "run_ns": run_ns(e), "lines_named": named_lines(lines)},
+            "evidence": {"line_pct": pct, "run_ns": e.run_ns, "lines_named": named_lines(lines)},
             "suggestion": f"at {top.file}:{top.line}: update the list at once with "
             "torch._foreach_* (torch._foreach_mul_(tensors, 0.999), _foreach_add_, "
             "_foreach_lerp_), or the optimizer's foreach=True / fused=True"}
