@@ -358,6 +358,28 @@ def test_fp32_gemms_of_a_nested_loop_are_its_own_finding() -> None:
     assert only.range == "l" and "ranges_apart" not in only.evidence
 
 
+def test_fp32_gemms_by_short_and_demangled_names_together() -> None:
+    """A step with a cuBLAS GEMM named by its short name (`..._ffma_...`) beside CUTLASS
+    `Kernel2` ones counts both, from the modeled steps' demangled names: counted by short
+    names alone, the step's 7% stays under the bar and the finding goes (seed 64 g05)."""
+    named = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x256x8_stage3_ffma_cublas"
+    e = RangeEntry(name="l", domain=None, instances=16, kernel_count=64,
+                   kernel_time_ns=16 * 7_000_000, gpu_span_ns=1, gpu_idle_ns=0,
+                   wall_instances=16, wall_ns=10**9, kernels=[
+                       KernelStat(named, 16, 16 * 500_000, 500_000.0, 1, 1),
+                       KernelStat("Kernel2", 48, 16 * 6_500_000, 6_500_000 / 3, 1, 1)])
+    doc = SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e])
+    assert not _run("fp32_gemm", Context(systems=doc))      # short names: 7% of 7 ms
+    asked = []
+
+    def kernels(path: str, pattern: str) -> tuple[float, float, float]:
+        asked.append(path)
+        return 4.0, 7_000_000.0, 7_000_000.0
+    (f,) = _run("fp32_gemm", Context(systems=doc, kernels=kernels))
+    assert asked and f.evidence["gemm_ns"] == 16 * 7_000_000
+    assert f.evidence["kernels"] == [named, "Kernel2"] and f.kernel == named
+
+
 def test_intervals_minus() -> None:
     from analysis.common.intervals import minus
     assert minus([(0, 10), (20, 30)], [(2, 4), (3, 5), (8, 22), (25, 26)]) == (
