@@ -143,12 +143,18 @@ def test_a_truth_whose_rounds_disagree_is_said_not_to_repeat(score, tmp_path):
     assert not score.repeats(per, "g01", "item", 0.05 * 3e6)
     assert score.repeats({}, "g01", "item", 0.0)          # one round: nothing to compare
     truth = {"steps": 1, "loops": [
-        {"loop": f"g0{i}", "base": "gpu", "cost_ns": {"all": 3e6, "fix_item": 2e6},
+        {"loop": f"g0{i}", "base": "gpu", "cost_ns": {"all": 3e6, "fix_item": 2e6 + 4e5 * i},
          "causes": [{"name": "item", "layout": "none", "size": 0.5}]} for i in (0, 1)]}
     found = [{"rule": "sync_in_loop", "range": "g00_all/step", "saving_ns": 1e6}]
     rows = score.score(truth, found, per)
     assert [r["repeats"] for r in rows] == [True, False]
     assert "1 of 2; of those, within ±15%: 1" in score.table(rows, "t")
+    # g01's rounds saved 1.0 and 0.2 ms: unpriced, 0.6 ms off the mean, outside ±50%
+    # (0.3 ms) but within it widened by half the rounds' spread (0.4 ms)
+    assert score.spread(per, "g01", "item") == pytest.approx(0.4e6)
+    assert [r["within50"] for r in rows] == [True, False]
+    assert [r["within50_rounds"] for r in rows] == [True, True]
+    assert "their rounds' savings (the truth's own noise): 2 of 2" in score.table(rows, "t")
 
 
 def test_no_strata_when_every_kept_step_is_a_tail_step():
