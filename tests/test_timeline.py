@@ -359,6 +359,29 @@ def test_a_call_removed_takes_the_gil_wait_after_it(call: str, change: str) -> N
         assert saving(g, Change(change)) == saved, gap
 
 
+def test_a_pageable_copy_made_pinned_takes_the_gil_wait_after_it() -> None:
+    """A pageable upload's call at 10-30 holds no GIL while its copy runs (13-28);
+    another Python thread takes it and the thread waits 25 for it back (32-57).
+    pinned_async frees the call from its copy (18) and takes the GIL wait after it, as
+    no_sync does after a sync (an asynchronous copy returns at once: seed 65 g21's
+    upload beside a GIL-holding thread saved 7.3 ms a step, its copy 1.9); the same wait
+    100 µs after the call is another call's and stays."""
+    spinner = 1 << 24 | 9
+    samples = pd.DataFrame({"global_tid": [spinner] * 3, "time_ns": [35, 45, 100_040],
+                            "module": "python3.12", "symbol": ""})
+    for gap, saved in ((2, 18 + 25), (100_000, 18)):
+        rows = _step([(MAIN, 0, 4, 1, "cudaLaunchKernel_v7000"),
+                      (MAIN, 10, 30, 2, "cudaMemcpyAsync_v3020"),
+                      (MAIN, 60 + gap, 64 + gap, 3, "cudaLaunchKernel_v7000")],
+                     [(0, 6, 12, 1, 7), (1, 13, 28, 2, 7, 1), (0, 66 + gap, 70 + gap, 3, 7)],
+                     osrt=[(MAIN, 30 + gap, 55 + gap, "pthread_cond_timedwait")])
+        rows.ops["bytes"] = [0, 1 << 20, 0]
+        g = build(rows, MAIN, 0, 80 + gap)
+        mark_gil(g, interpreter_samples(samples))
+        assert g.label.count("gil") == 1
+        assert saving(g, Change("pinned_async")) == saved, gap
+
+
 def test_a_scalar_read_removed_takes_the_gil_wait_of_its_dispatch() -> None:
     """`.item()` under another Python thread: after the launch (0-4) the thread waits 12
     for the GIL (8-20) to dispatch the read, copies 4 bytes back (20-22) and waits for

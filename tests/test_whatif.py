@@ -256,13 +256,16 @@ def test_readback_on_device_keeps_the_host_work_after_the_reads_own_range() -> N
     """The same `.cpu()` in an NVTX range of its own that ends at 70: of the 38 of host
     work after its synchronize, the 8 to its range's end are the read's (the numpy on
     it) and go; the 30 after it are the next statement's (a CPU sort before the next
-    launch) and stay, the next launch 30 later than with them gone: 63 of 125, not 85."""
+    launch) and stay, the next launch 30 later than with them gone: 63 of 125, not 85.
+    So where the read has no range and the next statement's begins at 70 (its sort in a
+    range of its own, the next launch in it)."""
     rows = _step([(0, 5, 1, LAUNCH), (6, 8, 2, ASYNC), (9, 62, 3, SYNC), (100, 105, 4, LAUNCH)],
                  [_kernel(10, 40, 1), (MEMCPY, 40, 60, 2, 64 << 20, 2, 0, ""),
                   _kernel(110, 120, 4)], syncs=[3])
-    g = build(rows, MAIN, 0, 125 * U)
-    g.entered = np.array([[6 * U, 70 * U]], dtype=np.int64)
-    assert saving(g, Change("readback_on_device")) / U == 63
+    for entered in ([6, 70], [70, 110]):
+        g = build(rows, MAIN, 0, 125 * U)
+        g.entered = np.array([entered], dtype=np.int64) * U
+        assert saving(g, Change("readback_on_device")) / U == 63
 
 
 def test_readback_on_device_drops_the_reads_own_dispatch_too() -> None:

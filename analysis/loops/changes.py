@@ -286,10 +286,17 @@ def _copy_ops(g: Graph, pageable: bool) -> np.ndarray:
 
 
 def _pinned_async(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
+    """The pageable copies' calls and syncs no longer wait, nor wait for the GIL after
+    them (a blocking copy lets the GIL go for as long as it waits, and another Python
+    thread takes it; an asynchronous one returns at once: seed 65 g21, a 16 MiB upload
+    beside a GIL-holding thread, saved 7.3 ms a step where the copy took 1.9), and they
+    run at the pinned rate."""
     ops = _copy_ops(g, pageable=True)
     if not len(ops):
         return
-    free(g, off, keep, _and_its_sync(g, on_thread(g, launcher(g, ops))))
+    calls = _and_its_sync(g, on_thread(g, launcher(g, ops)))
+    free(g, off, keep, calls)
+    gone(g, off, gil_after(g, calls))
     if change.pinned_bps and "bytes" in g.ops:
         src, dst, kind = edges(g)
         ops0 = len(g.calls)

@@ -107,17 +107,20 @@ def unconverted(g: Graph, off: np.ndarray, reads: list[tuple[int, int]]) -> None
 
 def host_work_gone(g: Graph, off: np.ndarray, calls: np.ndarray) -> None:
     """The host's CPU time after each of `calls` gone: to the thread's next call, or to
-    the end of the range that holds the call where that ends first (the statement's own
-    range; the next one's Python stays: seed 64 g38's `.tolist()` in a range of its own,
-    then 60 ms of a CPU sort in the step before the next CUDA call, was priced 63.5 ms a
-    step of the 4.2 its fix saved where the sort went with the read)."""
+    the end of the range that holds the call or the start of the next range the thread
+    enters, where either comes first (the statement's own range ends, or the next
+    statement's begins; its Python stays: seed 64 g38's `.tolist()` in a range of its
+    own, then 60 ms of a CPU sort in the step before the next CUDA call, was priced
+    63.5 ms a step of the 4.2 its fix saved where the sort went with the read; seed 65
+    g12's `.tolist()` without a range, then 80 ms of a CPU sort in a range of its own,
+    78.8 ms of 0.07)."""
     src, dst, kind = edges(g)
     e = g.entered
     for call in calls.tolist():
         at = int(g.end[call])
-        ends = e[(e[:, 0] <= at) & (e[:, 1] > at), 1]
+        bounds = np.r_[e[(e[:, 0] <= at) & (e[:, 1] > at), 1], e[e[:, 0] > at, 0]]
         after = np.isin(kind, (PROGRAM, STEP)) & (src == 2 * call + 1)
-        cut = int(ends.min()) - at if len(ends) else None
+        cut = int(bounds.min()) - at if len(bounds) else None
         off[after] = np.maximum(off[after] - cut, 0) if cut is not None else 0
 
 
