@@ -32,7 +32,8 @@ both ways. The changes, each said in one sentence (CHANGES, the findings' saving
                    CPU time between them are gone, kernels start back to back
     pinned_async   pageable copies made pinned and asynchronous: the calling thread no
                    longer waits for them, nor at the synchronize right after each (a
-                   blocking `.to()`'s), and they run at the pinned rate
+                   blocking `.to()`'s), nor for the GIL after them, and they run at the
+                   pinned rate
     readback_on_device  a device-to-host readback kept on the device: the copy, its wait,
                    the read's own dispatch before it (edits.dispatch) and the host work on
                    the copy after it are gone
