@@ -94,7 +94,6 @@ from .edits import (
     calls_named,
     edges,
     free,
-    gil_after,
     gil_waits,
     gone,
     launched,
@@ -103,6 +102,7 @@ from .edits import (
     near,
     on_thread,
     overlap,
+    unblocked,
     within,
 )
 from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, STREAM, THREAD, Graph
@@ -207,11 +207,10 @@ def _asked_again(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
 
 def _no_memory(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """The memory calls gone, and the waits to take the GIL back right after each (the
-    call let it go: edits.gil_after), as a sync's."""
+    call let it go: edits.unblocked), as a sync's."""
     nodes = on_thread(g, calls_named(g, MEMORY))
-    free(g, off, keep, nodes)
+    unblocked(g, off, keep, nodes)
     gone(g, off, nodes)
-    gone(g, off, gil_after(g, nodes))
 
 
 def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -295,9 +294,7 @@ def _pinned_async(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -
     ops = _copy_ops(g, pageable=True)
     if not len(ops):
         return
-    calls = _and_its_sync(g, on_thread(g, launcher(g, ops)))
-    free(g, off, keep, calls)
-    gone(g, off, gil_after(g, calls))
+    unblocked(g, off, keep, _and_its_sync(g, on_thread(g, launcher(g, ops))))
     if change.pinned_bps and "bytes" in g.ops:
         src, dst, kind = edges(g)
         ops0 = len(g.calls)

@@ -43,6 +43,15 @@ def free(g: Graph, off: np.ndarray, keep: np.ndarray, nodes: np.ndarray) -> None
     off[own] = np.minimum(off[own], UNBLOCKED_NS)
 
 
+def unblocked(g: Graph, off: np.ndarray, keep: np.ndarray, calls: np.ndarray) -> None:
+    """The calls no longer wait (free), nor wait to take the GIL back after them: a
+    call that blocks lets the GIL go, another Python thread takes it, and the thread
+    waits up to a switch interval for it (gil_after); one that returns at once does not
+    (no_sync, no_memory, pinned_async)."""
+    free(g, off, keep, calls)
+    gone(g, off, gil_after(g, calls))
+
+
 def gone(g: Graph, off: np.ndarray, nodes: np.ndarray) -> None:
     """The nodes take no time (their OWN edges' offsets 0)."""
     src, dst, kind = edges(g)

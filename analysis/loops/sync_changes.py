@@ -18,7 +18,6 @@ from .edits import (
     edges,
     free,
     gaps_gone,
-    gil_after,
     gil_waits,
     gone,
     launched,
@@ -26,6 +25,7 @@ from .edits import (
     named_ops,
     on_thread,
     overlap,
+    unblocked,
 )
 from .graph import CALL, OS, PROGRAM, STEP, Graph
 from .kernel_changes import undispatched
@@ -35,15 +35,14 @@ SYNCS = r"Synchronize|^cu(?:da)?Memcpy(?!.*Async)|^cu(?:da)?Memset(?!.*Async)|^c
 
 def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     """No wait, nor the wait for the GIL after it (another Python thread took the GIL
-    while the sync held none: edits.gil_after); and a scalar read back (`.item()`, a count
+    while the sync held none: edits.unblocked); and a scalar read back (`.item()`, a count
     behind `nonzero`) takes its own dispatch with it: the CPU time just before its copy,
     and the waits for the GIL since the launch before it (the read is an op of its own);
     with `whole` (the finding's call is `torch.cuda.synchronize()`, which its remedy
     removes), each device synchronize goes with its call and dispatch
     (device_syncs_gone)."""
     syncs = on_thread(g, calls_named(g, SYNCS))
-    free(g, off, keep, syncs)
-    gone(g, off, gil_after(g, syncs))
+    unblocked(g, off, keep, syncs)
     if change.whole:
         device_syncs_gone(g, off)
     src, dst, kind = edges(g)

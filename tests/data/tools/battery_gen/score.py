@@ -165,6 +165,15 @@ def band(realized: float, slack: float, share: float = 0.15) -> float:
     return max(share * abs(realized), slack)
 
 
+def within(priced: float, realized: float, slack: float, control: bool, share: float,
+           widen: float = 0.0) -> bool:
+    """Whether a cause's price is within `share` of its realized saving (band), the band
+    widened by `widen`; a negative control's, whether it prices no more than the slack."""
+    if control:
+        return priced <= slack
+    return abs(priced - realized) <= band(realized, slack, share) + widen
+
+
 def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | None = None
           ) -> list[dict]:
     """One row per cause of each loop (`per_round`: round_costs, where read)."""
@@ -191,7 +200,6 @@ def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | No
             priced = max((f.get("saving_ns", 0.0) / steps for f in fits), default=0.0)
             if shared and not any(on_own_range(f, cause) for f in fits):
                 priced = base_share(fits, found, c["name"], BASE_RULES[spec["base"]], steps)
-            err = abs(priced - realized)
             slack = 0.05 * cost["all"]
             rows.append({
                 "loop": spec["loop"], "base": spec["base"], "cause": c["name"],
@@ -202,13 +210,10 @@ def score(truth: dict, found: list[dict], per_round: dict[str, list[float]] | No
                                                              c["name"])],
                 "rules": sorted({f["rule"] for f in fits}),
                 "repeats": repeats(per_round or {}, spec["loop"], c["name"], slack),
-                "within15": (priced <= slack) if cause.control else
-                err <= band(realized, slack),
-                "within50": (priced <= slack) if cause.control else
-                err <= band(realized, slack, 0.5),
-                "within50_rounds": (priced <= slack) if cause.control else
-                err <= band(realized, slack, 0.5) + spread(per_round or {}, spec["loop"],
-                                                           c["name"])})
+                "within15": within(priced, realized, slack, cause.control, 0.15),
+                "within50": within(priced, realized, slack, cause.control, 0.5),
+                "within50_rounds": within(priced, realized, slack, cause.control, 0.5,
+                                          spread(per_round or {}, spec["loop"], c["name"]))})
     return rows
 
 
