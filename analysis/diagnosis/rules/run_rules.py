@@ -262,7 +262,7 @@ def _slow_steps(ctx: Context, e: RangeEntry) -> tuple[list[tuple[int, int]], str
         wins, line, saved = ctx.slow_steps(e.name, SLOW_STEP_FACTOR) if ctx.slow_steps \
             else ((), "", False)
         tail = [s.line for s in e.tail_steps if s.line]
-        line = line if saved or not tail else max(set(tail), key=tail.count)
+        line = line if saved or not tail else max(set(tail), key=lambda x: (tail.count(x), x))
         ctx.cache[("slow", e.name)] = (list(wins) or [
             (s.start_ns, s.start_ns + s.step_ns) for s in e.tail_steps], line, saved)
     return ctx.cache[("slow", e.name)]
