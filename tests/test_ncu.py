@@ -360,3 +360,20 @@ def test_a_run_of_the_process_alone_that_profiled_nothing_runs_over_every_proces
     assert "--target-processes" not in fake_tools.calls[1]
     assert fake_tools.calls[1][fake_tools.calls[1].index("--kill") + 1] == "yes"
     assert "again over every process" in capsys.readouterr().err
+
+
+def test_a_kernel_whose_launches_split_between_two_bounds_says_the_same_one_every_run(
+) -> None:
+    """The kernels table gives each kernel its launches' most frequent bound; between two
+    as frequent, the same one whatever the launches' order (the first of a set of
+    strings moved with the process's hash seed)."""
+    from analysis.documents.types import Ceilings, ComputeDoc, ComputeSource, KernelLaunch
+    from analysis.render.compute_md import kernels_section
+
+    for order in (("memory", "compute"), ("compute", "memory")):
+        doc = ComputeDoc(source=ComputeSource("x", None), ranges=[], ceilings=Ceilings(),
+                         thresholds={"latency_pct": 60.0},
+                         kernels=[KernelLaunch("r", "k", duration_ns=1000, bound=b)
+                                  for b in order])
+        row = next(line for line in kernels_section(doc) if line.startswith("| k "))
+        assert "| memory |" in row and "| compute |" not in row, order

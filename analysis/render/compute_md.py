@@ -91,7 +91,7 @@ def kernels_section(doc: ComputeDoc, gpu_time: dict[str, int] | None = None) -> 
             "achieved_occupancy_pct", "theoretical_occupancy_pct", "waves_per_sm")}
         bounds = [_bound(k) for k in ks]
         body.append([esc(short(label[name], NAME_WIDTH)), num(len(ks)), us(med["duration_ns"]),
-                     max(set(bounds), key=bounds.count), pct(med["sm_sol_pct"]),
+                     max(set(bounds), key=lambda b: (bounds.count(b), b)), pct(med["sm_sol_pct"]),
                      pct(med["mem_sol_pct"]), pct(med["dram_throughput_pct"]),
                      f"{pct(med['achieved_occupancy_pct'])} / "
                      f"{pct(med['theoretical_occupancy_pct'])}",
