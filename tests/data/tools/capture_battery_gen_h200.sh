@@ -25,4 +25,10 @@ for seed in ${SEEDS:-11 12}; do
   ls -la "$d"
   dirs="$dirs gen_$seed"
 done
-cd "$R" && XZ_OPT=-9T16 tar cJf "$OUT/battery_gen.tar.xz" env.txt $dirs && ls -la "$OUT"
+cd "$R" && XZ_OPT=-9T16 tar cJf "$OUT/battery_gen.tar.xz" env.txt $dirs
+# The device tool brings back files of 16 MiB at most: a larger tarball comes back in parts
+# (cat battery_gen.tar.xz.part* > battery_gen.tar.xz).
+if [ "$(stat -c %s "$OUT/battery_gen.tar.xz")" -gt 15728640 ]; then
+  split -b 15M -d "$OUT/battery_gen.tar.xz" "$OUT/battery_gen.tar.xz.part" && rm "$OUT/battery_gen.tar.xz"
+fi
+ls -la "$OUT"
