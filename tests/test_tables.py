@@ -21,7 +21,7 @@ from analysis.commands import reports
 from analysis.common.names import WRAPPER, is_op_path, user_path
 from analysis.documents import tables
 from analysis.documents.entries import SOURCES
-from analysis.documents.files import load_systems, summary_rows, write_systems
+from analysis.documents.files import load_systems, summary_rows, write_systems, write_tables
 from analysis.documents.range_build import ColumnError, checked, range_table, rounded
 from analysis.documents.range_table import long_fields, scalars
 from analysis.documents.types import RangeEntry, SystemsDoc, entry_pick, to_dict
@@ -105,6 +105,47 @@ def test_csv_only_on_request_and_it_reads_back_as_the_document(tmp_path: Path) -
     assert back["wall_ns"].tolist() == [e.wall_ns for e in doc.ranges]
     assert any("," in e.name for e in doc.ranges)
     assert {"kernel_summary.csv", "ops.csv"} <= {p.name for p in out.iterdir()}
+
+
+def test_tables_start_once_final_and_equal_the_documents(tmp_path: Path, monkeypatch) -> None:
+    """systems_report starts writing the tables as soon as measure() has made the range
+    and op tables final (before the steps are found and the rules run), and what it
+    writes is what the finished document's tables are."""
+    from analysis.commands import systems
+    order: list[str] = []
+    real_beside, real_steps = reports.beside, systems.add_steps
+    monkeypatch.setattr(reports, "beside", lambda fn: order.append("tables") or real_beside(fn))
+    monkeypatch.setattr(systems, "add_steps",
+                        lambda *a, **k: order.append("steps") or real_steps(*a, **k))
+    out = tmp_path / "r"
+    doc = reports.systems_report(out, DATA / "train_step_user" / "trace.sqlite", None, None,
+                                 _opts())
+    assert order == ["tables", "steps"]
+    again = tmp_path / "again"
+    again.mkdir()
+    counts = write_tables(again, doc)
+    assert counts == json.loads((out / "systems.json").read_text())["tables"]
+    for name in counts:
+        assert pq.read_table(out / name).equals(pq.read_table(again / name)), name
+
+
+def test_a_failure_after_the_tables_started_leaves_no_folder(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """measure() failing after the tables' child started: the error is the caller's, the
+    child is reaped and the report folder is not made."""
+    from analysis.commands import systems
+
+    def fail(*a, **k):
+        raise RuntimeError("after the tables")
+    jobs, real_beside = [], reports.beside
+    monkeypatch.setattr(reports, "beside", lambda fn: jobs.append(real_beside(fn)) or jobs[-1])
+    monkeypatch.setattr(systems, "add_steps", fail)
+    out = tmp_path / "r"
+    with pytest.raises(RuntimeError, match="after the tables"):
+        reports.systems_report(out, DATA / "train_step_user" / "trace.sqlite", None, None,
+                               _opts())
+    assert not out.exists()
+    assert len(jobs) == 1 and jobs[0].pid == 0 and jobs[0].fd == -1   # closed, reaped
 
 
 def _opts(**kw):

@@ -19,6 +19,7 @@ of one of them, never a mix; an interrupted run leaves the folder as it was.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -27,21 +28,26 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..common.errors import InputError
-from ..common.forks import beside
+from ..common.forks import Beside, beside
 from ..common.names import user_path
 from ..common.progress import progress_bar
 from ..common.settings import NCU_INSTANCES, NCU_MAX_RUNS
 from ..diagnosis import compute_wall, rules
 from ..diagnosis.ranks import rank_of
 from ..documents import tables
-from ..documents.files import load_systems, write_csv, write_systems, write_tables
+from ..documents.files import (
+    load_systems,
+    write_csv,
+    write_systems,
+    write_table_data,
+    write_tables,
+)
 from ..documents.io import (
     load_json_doc,
     load_meta,
@@ -51,6 +57,7 @@ from ..documents.io import (
     write_json_atomic,
     write_png,
 )
+from ..documents.range_table import RangeTable
 from ..documents.types import ComputeDoc, SystemsDoc, entry_column
 from ..load import ncu_csv, nsys_launches, nsys_sqlite, torch_logs
 from ..load.export import shared
@@ -85,7 +92,7 @@ def owned(kind: str, name: str, is_dir: bool) -> bool:
     return name in KINDS[kind] or name == PAGE
 
 
-@contextmanager
+@contextlib.contextmanager
 def report_folder(out: Path, kind: str) -> Iterator[Path]:
     """Yield a staging folder inside `out` to write a report of `kind` into; on success
     its files replace those of the kind in `out` (see the module doc), on failure it is
@@ -122,10 +129,11 @@ def _commit(stage: Path, out: Path, kind: str) -> None:
 
 
 def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
-                    opts: argparse.Namespace | None = None) -> systems.Measured:
+                    opts: argparse.Namespace | None = None,
+                    tables_made: systems.TablesMade | None = None) -> systems.Measured:
     """Analyze one Nsight Systems export (SQLite, or .nsys-rep through nsys), its GPU
     operations read window by window on `opts.jobs` processes (runners.attribute_file):
-    the measured document, before the rules."""
+    the measured document, before the rules (`tables_made`: as in systems.measure)."""
     meta = load_meta(meta_path)
     events = systems.event_list(torch_logs.load(logs)) if logs else None
     opts = opts or argparse.Namespace()
@@ -139,7 +147,7 @@ def measure_systems(trace: Path, meta_path: Path | None, logs: Path | None,
                                         events=events, ranks=_several_processes(export))
         export.path = trace
         return systems.measure(export, meta, events, trace=tr,
-                               step=getattr(opts, "step", None))
+                               step=getattr(opts, "step", None), tables_made=tables_made)
 
 
 def _several_processes(export: nsys_sqlite.NsysExport) -> bool:
@@ -161,13 +169,20 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
     """DIR's systems report of one export: the Parquet tables, systems.json, systems.md
     and its plots (CSV tables with `opts.csv`). The whole document is returned. The
     tables hold what `measure` made (findings change none of them): they are converted
-    and written on another core (forks.beside) while the document is judged."""
-    with report_folder(out, "systems") as stage:
-        measured = measure_systems(trace, meta_path, logs, opts)
+    and written on another core (forks.beside) from the moment they are final, while the
+    rest is measured and the document judged."""
+    with report_folder(out, "systems") as stage, contextlib.ExitStack() as jobs:
         stage.mkdir(parents=True, exist_ok=True)
-        with beside(lambda: write_tables(stage, measured.doc)) as written:
-            doc = systems.judge(measured)
-            _systems_files(stage, doc, getattr(opts, "csv", False), written.result)
+        started: list[Beside[dict[str, int]]] = []
+
+        def tables_made(table: RangeTable, ops: list) -> None:
+            started.append(jobs.enter_context(
+                beside(lambda: write_table_data(stage, table, ops))))
+        measured = measure_systems(trace, meta_path, logs, opts, tables_made)
+        written = started[0] if started else \
+            jobs.enter_context(beside(lambda: write_tables(stage, measured.doc)))
+        doc = systems.judge(measured)
+        _systems_files(stage, doc, getattr(opts, "csv", False), written.result)
     _said(out, "systems", f"{len(doc.ranges)} ranges")
     return doc
 

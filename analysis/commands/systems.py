@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +26,12 @@ from ..diagnosis.levers import add_levers
 from ..diagnosis.pricing import Pricer
 from ..diagnosis.ranks import compare, detected_measures, detected_ranks, export_ranks, rank_row
 from ..documents.range_build import add_by_row, range_table
-from ..documents.range_table import RangeEntries
+from ..documents.range_table import RangeEntries, RangeTable
 from ..documents.types import (
     Gpu,
     GpuOp,
     Meta,
+    OpRow,
     RangeEntry,
     SystemsDoc,
     SystemsSource,
@@ -164,6 +165,10 @@ def event_list(torch_events: pd.DataFrame | list[dict] | None) -> list[dict[str,
     return torch_events.astype(object).where(torch_events.notna(), None).to_dict("records")
 
 
+TablesMade = Callable[[RangeTable, list[OpRow]], None]
+"""Told the range table and the op table once measure() has made them final."""
+
+
 @dataclass
 class Measured:
     """A systems document whose tables are final, before the rules: what `judge` needs
@@ -179,13 +184,15 @@ class Measured:
 
 def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
             torch_events: pd.DataFrame | list[dict] | None = None,
-            trace: model.Trace | None = None, step: str | None = None) -> Measured:
+            trace: model.Trace | None = None, step: str | None = None,
+            tables_made: TablesMade | None = None) -> Measured:
     """The document's measured part: ranges, variants, notes, kernel summary, op table
     and GPU busy time, the steps and the capture's totals, no findings (`trace`: the
     export's attributed trace, when the caller already made it; `step`: the range that
     is the step, else found: loops/find.py). The document's range list is a RangeEntries
     over the range table: entries are made where they are read, the files written from
-    the table."""
+    the table. `tables_made(table, ops)` is called as soon as the range table and the
+    op table are final, so that a caller writes them while the rest is measured."""
     meta, events = as_meta(meta), event_list(torch_events)
     cwd = (meta.cwd if meta else None) or export.working_dir
     events = relative_events(events, cwd)
@@ -214,6 +221,9 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                                   loop_rows(cols, is_op_path), steps.run_context(), py,
                                   cwd), "runs")
     add_by_row(table, library_columns(trace, per_range["key"].to_numpy()), "library")
+    ops = op_table(trace)
+    if tables_made is not None:
+        tables_made(table, ops)
     source = SystemsSource(path=str(export.path),
                            export_schema_version=export.export_schema_version,
                            nsys_version=export.product_version,
@@ -231,7 +241,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
                      "(warm-up, compilation or unannotated code); they are in no range.")
     doc = SystemsDoc(
         source=source, ranges=entries, variants=variants, run=_run_info(meta, events), notes=notes,
-        ops=op_table(trace), kernel_summary=summary.kernel_summary(trace.kernel_names),
+        ops=ops, kernel_summary=summary.kernel_summary(trace.kernel_names),
         gpu_busy=summary.gpu_busy(trace.devices),
         copies=host.copy_summary(trace.copy_names))
     return Measured(doc, meta, events, trace, steps, add_steps(doc, export, trace, step))

@@ -69,18 +69,24 @@ def summary(doc: SystemsDoc, counts: dict[str, int]) -> SystemsDoc:
                                tables=counts)
 
 
-def table_data(doc: SystemsDoc) -> dict[str, pa.Table]:
-    """The Parquet tables of `doc` (its ranges, and ops) as Arrow, by file name. They
-    hold what `measure` made: findings change none of them."""
-    data = tables.range_arrow(range_table_of(doc))
-    if doc.ops:
-        data[tables.OPS] = tables.rows_arrow(doc.ops)
+def table_data(table: RangeTable, ops: list) -> dict[str, pa.Table]:
+    """The Parquet tables of a document (its range table, and ops) as Arrow, by file
+    name. They hold what `measure` made: findings change none of them."""
+    data = tables.range_arrow(table)
+    if ops:
+        data[tables.OPS] = tables.rows_arrow(ops)
     return data
+
+
+def write_table_data(folder: Path, table: RangeTable, ops: list) -> dict[str, int]:
+    """Write the Parquet tables of a range table and ops (table_data) into `folder`:
+    file -> rows."""
+    return tables.write_arrow(folder, table_data(table, ops))
 
 
 def write_tables(folder: Path, doc: SystemsDoc) -> dict[str, int]:
     """Write the Parquet tables of `doc` (table_data) into `folder`: file -> rows."""
-    return tables.write_arrow(folder, table_data(doc))
+    return write_table_data(folder, range_table_of(doc), doc.ops)
 
 
 def write_systems(folder: Path, doc: SystemsDoc, csv: bool = False,

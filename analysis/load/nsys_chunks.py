@@ -31,10 +31,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import sqlite_utils
 
 from ..common.errors import InputError
-from .export import shared
+from .export import shared, view
 from .nsys_host import HostLayout, plan_host
 from .nsys_meta import table_columns
 from .nsys_sqlite import (
@@ -76,7 +75,7 @@ class Layout:
 
 def _tables(conn: sqlite3.Connection) -> dict[int, tuple[str, frozenset]]:
     """The op tables the export has: table index -> (name, its columns)."""
-    db = sqlite_utils.Database(conn)
+    db = view(conn)
     return {i: (t, frozenset(table_columns(db, t))) for i, t in enumerate(OP_TABLES)
             if db[t].exists()}
 
@@ -95,7 +94,7 @@ def _cuts(conn: sqlite3.Connection, n_kern: int, k: int) -> list[int]:
 def _launch_names(conn: sqlite3.Connection) -> tuple[int, ...]:
     """StringIds of the CUDA API calls that can launch GPU work (kernel launches, graph
     launches, copies, sets): the first read of a window's calls takes only these."""
-    if "nameId" not in table_columns(sqlite_utils.Database(conn), API):
+    if "nameId" not in table_columns(view(conn), API):
         return ()
     return tuple(i for (i,) in conn.execute(
         "SELECT id FROM StringIds WHERE value LIKE '%Launch%' OR value LIKE '%Memcpy%' "

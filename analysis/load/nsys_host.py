@@ -30,11 +30,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import sqlite_utils
 
 from ..common.errors import InputError
 from ..common.intervals import union
-from .export import shared
+from .export import shared, view
 from .nsys_meta import table_columns
 from .prefetch import PUSHPOP, STARTEND
 from .rows import Db, fetch, first_rowid
@@ -101,7 +100,7 @@ def plan_host(path: Path) -> HostLayout:
     """The range threads and the OS table's columns (no pass over the call tables)."""
     conn = shared(path).conn
     try:
-        db = sqlite_utils.Database(conn)
+        db = view(conn)
         osrt = table_columns(db, OSRT)
         kinds = ",".join(map(str, PUSHPOP + STARTEND))
         tids = tuple(int(t) for (t,) in conn.execute(

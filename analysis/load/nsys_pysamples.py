@@ -23,10 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import sqlite_utils
 
 from ..common.errors import InputError
-from .export import shared
+from .export import shared, view
 from .nsys_meta import table_columns
 
 DOMAIN = "Python Periodic Sampling"
@@ -56,7 +55,7 @@ def load_py_samples(path: Path) -> PySamples:
         return PySamples()
     conn = shared(Path(path)).conn
     try:
-        db = sqlite_utils.Database(conn)
+        db = view(conn)
         cols = table_columns(db, "NVTX_EVENTS")
         if not {"eventType", "domainId", "globalTid", "start", "text"} <= cols:
             return PySamples()

@@ -14,10 +14,9 @@ import sqlite3
 from pathlib import Path
 
 import pandas as pd
-import sqlite_utils
 
 from ..common.errors import InputError
-from .export import shared
+from .export import shared, view
 from .nsys_meta import table_columns
 
 COLUMNS = ["global_tid", "time_ns", "module", "symbol"]
@@ -37,7 +36,7 @@ def load_samples(path: Path) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     conn = shared(Path(path)).conn
     try:
-        db = sqlite_utils.Database(conn)
+        db = view(conn)
         if not ({"id", "start", "globalTid"} <= table_columns(db, "COMPOSITE_EVENTS")
                 and {"id", "module", "symbol", "stackDepth"}
                 <= table_columns(db, "SAMPLING_CALLCHAINS")):

@@ -26,10 +26,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import sqlite_utils
 
 from ..common.errors import InputError
-from .export import shared
+from .export import shared, view
 from .nsys_host import api_part
 from .nsys_meta import table_columns
 from .nsys_sqlite import OP_TABLES, PID_MASK
@@ -194,7 +193,7 @@ def read_steps(path: Path, windows: list[tuple[int, int, int]],
     ops_until = ops_until or [w[2] for w in windows]
     conn = shared(path).conn
     try:
-        meta = sqlite_utils.Database(conn)
+        meta = view(conn)
         tables = {t: cols for t in (*OP_TABLES, API, SYNC, OSRT)
                   if (cols := table_columns(meta, t))}
         if API not in tables:
