@@ -34,6 +34,14 @@ from .sync_sites import sync_sites as find_sites
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
 
+SYNC_REMOVED = ("no_sync", "readback_on_device", "size_given", "fixed_shape", "unique_mask",
+                "index_on_device", "no_break")
+"""The changes that take syncs out of a step (sync_split.change_for's, and a graph break's):
+none of them acts on a torch.save on the loop's thread, whose copies wait for the GPU as
+before (slow_step's cause, with its own change). A `repeat_interleave` beside a
+checkpoint: size_given took the save's waits too, and the checkpoint's step absorbed none
+of the GPU work queued ahead of it."""
+
 
 @dataclass
 class ChainStat:
@@ -295,8 +303,8 @@ class Pricer:
         if ev.get("ranges_apart"):        # nested ranges with findings of their own
             scope = minus(scope, [w for p in ev["ranges_apart"]
                                   for w in self.models.windows(p, pid)])
-        if f.change in ("readback_on_device", "no_sync"):   # a checkpoint's copies, and
-            scope = minus(scope, self.save_windows(f.range, pid))   # waits: slow_step's
+        if f.change in SYNC_REMOVED:           # a checkpoint's copies, and waits:
+            scope = minus(scope, self.save_windows(f.range, pid))   # slow_step's
         if f.change == "host_ahead":           # the slow steps' windows, or the range's
             given = tuple((int(a), int(b)) for a, b in ev.get("windows") or ())
             return Change("host_ahead", windows=given or scope, scope=given or scope,
