@@ -129,6 +129,19 @@ def test_index_on_device_drops_the_upload_its_wait_and_its_dispatch() -> None:
     assert saving(build(_indexing("k"), MAIN, 0, 100 * U), Change("index_on_device")) == 0
 
 
+def test_a_count_is_known_by_its_launch_not_its_gpu_start() -> None:
+    """A GPU-bound step: the GEMM launched at 0 runs 10-150, the mask's count kernel
+    launched at 10 runs 150-152, after the count's read back was called (20); its copy
+    and sync follow. The read is a count's (`nonzero`, fixed_shape's), as where the GPU
+    keeps up: seed 62 g26's boolean mask was read as an `.item()` in 12 of its 16 steps
+    when its kernels were ordered by their GPU starts."""
+    rows = _step([(0, 5, 1, LAUNCH), (10, 15, 2, LAUNCH), (20, 22, 3, ASYNC),
+                  (23, 160, 4, SYNC)],
+                 [_kernel(10, 150, 1, "gemm"), _kernel(150, 152, 2, "cub::DeviceReduce::Sum"),
+                  (MEMCPY, 153, 154, 3, 4, 2, 0, "")], syncs=[4])
+    assert list(call_kinds(build(rows, MAIN, 0, 200 * U)).values()) == ["nonzero"]
+
+
 def test_an_upload_then_the_next_ranges_indexing_is_an_upload() -> None:
     """An upload (a `.to()` or `torch.tensor(rows, device=...)`) whose next kernel indexes
     in a range the thread entered after it (at 75, open at the launch at 80): another

@@ -86,7 +86,6 @@ def call_kinds(g: Graph) -> dict[int, str]:
     (SYNC_SAID's keys), in call order."""
     out: dict[int, str] = {}
     names = g.calls["name"].tolist()
-    ops0 = len(g.calls)
     none = [0] * len(g.ops)
     copy_of = {g.corr_of.get(int(c)): (int(b), int(ck) == 1) for c, k, b, ck in zip(
         g.ops["corr"].tolist(), g.ops["kind"].tolist(),
@@ -94,9 +93,7 @@ def call_kinds(g: Graph) -> dict[int, str]:
         g.ops["copy_kind"].tolist() if "copy_kind" in g.ops else none, strict=True)
         if int(k) == 1}                       # call -> (bytes, host to device)
     index = {sync for _, sync in index_uploads(g)}
-    kernels = [(g.start[ops0 + j], str(n)) for j, (n, kind) in enumerate(zip(
-        g.ops["name"].tolist() if "name" in g.ops else [], g.ops["kind"].tolist(),
-        strict=False)) if kind == 0]
+    kernels = launch_order(g)
     mine = sorted((i for i in range(len(names)) if g.thread[i] == g.tid),
                   key=lambda i: g.start[i])
     last_copy = None
@@ -124,6 +121,19 @@ def call_kinds(g: Graph) -> dict[int, str]:
         else:
             out[i] = "other"
     return out
+
+
+def launch_order(g: Graph) -> list[tuple[int, str]]:
+    """The window's kernels as (launch, name) in launch order: the start of the call that
+    launched each, -1 for earlier steps' (launched before the step). Not their GPU start:
+    in a GPU-bound loop a count kernel launched before its read back runs after the read
+    was called, and the read would not be seen as a count's (seed 62 g26's boolean mask
+    was an `.item()` in 12 of its 16 steps, and priced as one)."""
+    launched = g.op_launched()
+    names = g.ops["name"].tolist() if "name" in g.ops else []
+    found = [(int(launched[j]), str(n)) for j, (n, kind) in enumerate(zip(
+        names, g.ops["kind"].tolist(), strict=False)) if kind == 0]
+    return sorted(found, key=lambda x: x[0])
 
 
 def _segments(g, kinds: dict[int, str], scope: np.ndarray) -> list[tuple[int, int, str, int]]:
