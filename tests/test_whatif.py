@@ -635,3 +635,25 @@ def test_a_scoped_change_takes_the_host_work_leaving_its_range_up_to_the_range_e
     whole = _saved(rows, 110, Change("readback_on_device"))
     scoped = _saved(rows, 110, Change("readback_on_device", scope=((0, 60 * U),)))
     assert whole - scoped == 40
+
+
+def test_a_syncs_release_floor_is_a_syncs_latency_not_a_blocking_copys() -> None:
+    """A pageable upload (its call 20-250 returns 150 µs after the kernel before it ends:
+    the host stages the data), its stream sync (the copy's end wakes it 4 µs later), then
+    a device sync called at 330, after everything ended: that release did not bind, and
+    its floor is a sync's wake-up, 4 µs, not the median with the copy call's 150 µs
+    (which kept the device sync 64 µs after the copy once the upload stopped blocking:
+    seed 66 g09's pinned upload, 0.058 ms priced of 0.150, 0.113 with the floor)."""
+    from analysis.loops.graph import RELEASE
+    from analysis.loops.replay import offsets
+    rows = _step([(0, 5, 1, LAUNCH), (20, 250, 2, ASYNC), (252, 274, 3, SYNC),
+                  (330, 334, 4, "cudaDeviceSynchronize_v3020")],
+                 [_kernel(10, 100, 1), (MEMCPY, 110, 270, 2, 4 << 20, 1, 1, "")],
+                 syncs=[3, 4])
+    g = build(rows, MAIN, 0, 400 * U)
+    off, binds = offsets(g)
+    release = np.flatnonzero(np.asarray(g.edge) == RELEASE)
+    late = [e for e in release.tolist() if g.gap[e] == 64 * U]
+    assert len(late) == 1 and not binds[late[0]] and off[late[0]] == 4 * U
+    copy_call = [e for e in release.tolist() if g.gap[e] == 150 * U]
+    assert len(copy_call) == 1 and binds[copy_call[0]] and off[copy_call[0]] == 150 * U
