@@ -43,7 +43,7 @@ def test_predicted_saving_is_what_the_fix_realized(rows, program: str) -> None:
 
 
 TWIN_RATIOS = {"item_autograd": 0.81, "sync_timing": 1.00, "mask_sync": 1.04,
-               "empty_cache": 1.01, "cpu_readback": 0.95, "foreach_adam": 1.11,
+               "empty_cache": 1.02, "cpu_readback": 0.95, "foreach_adam": 1.11,
                "graph_break_item": 0.94, "kernel_gpu_bound": 0.99, "kernel_host_bound": 0.00,
                "input_starved": 0.99, "pageable_copy": 1.00, "item_sync": 0.99,
                "launch_bound": 1.04, "dynamic_shapes": 1.00, "fp32_gemm": 0.99,
