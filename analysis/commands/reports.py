@@ -46,7 +46,6 @@ from ..documents.files import (
     write_csv,
     write_systems,
     write_table_data,
-    write_tables,
 )
 from ..documents.io import (
     load_json_doc,
@@ -179,8 +178,7 @@ def systems_report(out: Path, trace: Path, meta_path: Path | None, logs: Path | 
             started.append(jobs.enter_context(
                 beside(lambda: write_table_data(stage, table, ops))))
         measured = measure_systems(trace, meta_path, logs, opts, tables_made)
-        written = started[0] if started else \
-            jobs.enter_context(beside(lambda: write_tables(stage, measured.doc)))
+        (written,) = started                   # measure() tells it once, on every path
         doc = systems.judge(measured)
         _systems_files(stage, doc, getattr(opts, "csv", False), written.result)
     _said(out, "systems", f"{len(doc.ranges)} ranges")
