@@ -201,3 +201,40 @@ def test_a_loop_with_its_own_steps_is_priced_and_timed_by_them(score, tmp_path):
                       [(0, 64_000, "g00_all"), (0, 16_000, "g01_all")])
     assert score.round_costs(db, {"g00": 32, "g01": 8}) == {"g00_all": [2000.0],
                                                              "g01_all": [2000.0]}
+
+
+def test_a_fix_that_is_not_the_remedy_priced_is_told_from_its_kernel(score, tmp_path):
+    """A gNN_fix_unique range whose thread launched torch.bincount's kernel inside it ran
+    the older fix (OTHER_FIXES): its row is marked and the headline counts without it; a
+    launch outside the range, or from another thread, does not count."""
+    import sqlite3
+
+    db = tmp_path / "t.sqlite"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+        c.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, text TEXT, textId INT, "
+                  "globalTid INT)")
+        c.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (shortName INT, correlationId INT)")
+        c.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (globalTid INT, start INT, "
+                  "correlationId INT)")
+        c.executemany("INSERT INTO StringIds VALUES (?, ?)",
+                      [(1, "kernelHistogram1D"), (2, "reduce_kernel")])
+        c.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, NULL, ?)",
+                      [(0, 100, "g00_fix_unique", 7), (200, 300, "g01_fix_unique", 7),
+                       (400, 500, "g02_fix_unique", 7)])
+        c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?)",
+                      [(1, 10), (1, 11), (1, 12), (2, 13)])
+        c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?)",
+                      [(7, 50, 10), (7, 350, 11), (8, 250, 12), (7, 450, 13)])
+    assert score.other_fixes(db) == {("g00", "unique")}
+    truth = {"steps": 1, "loops": [
+        {"loop": f"g0{i}", "base": "gpu", "cost_ns": {"all": 3e6, "fix_unique": 2e6},
+         "causes": [{"name": "unique", "layout": "none", "size": 0.5}]} for i in (0, 1)]}
+    found = [{"rule": "sync_in_loop", "range": "g01_all/step", "saving_ns": 1e6}]
+    rows = score.score(truth, found, None, score.other_fixes(db))
+    assert [r["other_fix"] for r in rows] == ["torch.bincount", ""]
+    text = score.table(rows, "t")
+    assert "| g00 | gpu | unique (fixed by torch.bincount) |" in text
+    assert "is not the remedy priced (marked `fixed by`: OTHER_FIXES in score.py): 1. " \
+        "Without them, within ±15%: 1 of 1" in text
+    assert "OTHER_FIXES" not in score.table(rows[1:], "t")
