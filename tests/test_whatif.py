@@ -679,3 +679,20 @@ def test_a_pinned_copy_starts_as_a_kernel_does_without_the_staging() -> None:
     copy = len(g.calls) + 1
     assert times[2 * copy] == 40 * U and times[2 * copy + 1] == 80 * U
     assert times[2 * 3 + 1] >= 80 * U                    # the device sync waits for it
+
+
+def test_a_pinned_copy_makes_no_synchronize_after_it() -> None:
+    """A blocking `.to()` from pageable memory: its copy call (0-50) and the synchronize
+    it makes right after (52-60). From pinned memory with non_blocking=True PyTorch makes
+    no synchronize: the call takes no time in the replay, not only no wait (seed 52 g13:
+    4 µs a step); the launch after it starts right after the copy's own call."""
+    from analysis.loops.replay import offsets, replay
+    rows = _step([(0, 50, 1, ASYNC), (52, 60, 2, SYNC), (62, 66, 3, LAUNCH)],
+                 [(MEMCPY, 5, 48, 1, 1 << 20, 1, 1, ""), _kernel(70, 80, 3)], syncs=[2])
+    g = build(rows, MAIN, 0, 90 * U)
+    off, _ = offsets(g)
+    changed, keep = off.copy(), np.ones(len(off), dtype=bool)
+    apply(g, Change("pinned_async", pinned_bps=1e12), changed, keep)
+    times = replay(g, changed, keep).times
+    assert times[2 * 1 + 1] == times[2 * 1]                 # the synchronize: no time
+    assert times[2 * 2] - times[2 * 0 + 1] <= 4 * U          # the launch follows the copy
