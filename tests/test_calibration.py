@@ -42,7 +42,7 @@ def test_predicted_saving_is_what_the_fix_realized(rows, program: str) -> None:
     assert r.realized_ns > 0 and calibration.RATIO[0] <= r.ratio <= calibration.RATIO[1], r
 
 
-TWIN_RATIOS = {"item_autograd": 0.81, "sync_timing": 1.00, "mask_sync": 1.04,
+TWIN_RATIOS = {"item_autograd": 0.81, "sync_timing": 1.00, "mask_sync": 1.05,
                "empty_cache": 1.02, "cpu_readback": 0.95, "foreach_adam": 1.11,
                "graph_break_item": 0.94, "kernel_gpu_bound": 0.99, "kernel_host_bound": 0.00,
                "input_starved": 0.99, "pageable_copy": 1.00, "item_sync": 0.99,

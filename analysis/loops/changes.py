@@ -101,11 +101,12 @@ from .edits import (
     launchers,
     near,
     on_thread,
+    ops_gone,
     overlap,
     unblocked,
     within,
 )
-from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, STREAM, THREAD, Graph
+from .graph import CALL, LAUNCH, OP, OS, OWN, PROGRAM, STEP, THREAD, Graph
 from .kernel_changes import faster_kernels, no_fill, one_cat, one_pass
 from .replay import offsets
 from .steady import period, steady_unchanged
@@ -252,13 +253,10 @@ def _foreach(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> Non
     hit = launches[overlap(g.start[launches], g.end[launches], w) > 0]
     gone(g, off, hit)
     ops, by_call = launched(g)
-    src, dst, kind = edges(g)
     for a, b in w.tolist():
         mine = ops[np.isin(by_call, hit) & (g.start[by_call] >= a) & (g.start[by_call] <= b)]
         if len(mine) > 1:
-            extra = np.delete(mine, np.argmin(g.end[mine] - g.start[mine]))
-            gone(g, off, extra)
-            off[(kind == STREAM) & np.isin(dst, 2 * extra)] = 0
+            ops_gone(g, off, np.delete(mine, np.argmin(g.end[mine] - g.start[mine])))
 
 
 SAMPLED = ("batch_on_device", "foreach")

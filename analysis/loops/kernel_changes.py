@@ -8,7 +8,7 @@ import numpy as np
 
 from .chains import chains, grid_of, kept
 from .change import Change
-from .edits import dispatch, edges, gaps_gone, gone, launcher, named_ops, on_thread
+from .edits import dispatch, edges, gaps_gone, gone, launcher, named_ops, on_thread, ops_gone
 from .graph import OWN, Graph
 
 
@@ -23,7 +23,7 @@ def no_fill(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None
     """The named fill kernels and the range thread's calls that launched them gone."""
     for pattern, _ in change.kernels:
         fills = named_ops(g, pattern)
-        gone(g, off, fills)
+        ops_gone(g, off, fills)
         gone(g, off, on_thread(g, launcher(g, fills)))
 
 
@@ -70,6 +70,6 @@ def undispatched(g: Graph, off: np.ndarray, ops: np.ndarray,
     if spare is not None:
         launches = np.setdiff1d(launches, launcher(g, spare))
     calls = dispatch(g, on_thread(g, launches), after)
-    gone(g, off, ops)
+    ops_gone(g, off, ops)
     gone(g, off, calls)
     gaps_gone(g, off, calls)

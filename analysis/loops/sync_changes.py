@@ -24,6 +24,7 @@ from .edits import (
     launcher,
     named_ops,
     on_thread,
+    ops_gone,
     overlap,
     unblocked,
 )
@@ -182,7 +183,7 @@ def index_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray)
     free(g, off, keep, calls)
     gone(g, off, calls)
     ops, by_call = launched(g)
-    gone(g, off, ops[np.isin(by_call, copies)])
+    ops_gone(g, off, ops[np.isin(by_call, copies)])
     src, dst, kind = edges(g)
     off[(kind == PROGRAM) & np.isin(src, 2 * calls + 1)] = 0
 
@@ -311,7 +312,7 @@ def readback_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarr
     if not len(calls):
         return
     free(g, off, keep, calls)
-    gone(g, off, d2h)
+    ops_gone(g, off, d2h)
     asked = dispatch(g, calls)             # the read's own dispatch (`.item()`, `.tolist()`)
     gone(g, off, asked)
     gaps_gone(g, off, asked)
