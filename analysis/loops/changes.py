@@ -238,8 +238,12 @@ def _host_ahead(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
 def _and_its_sync(g: Graph, copies: np.ndarray) -> np.ndarray:
     """The copy calls and the synchronize call right after each (synced_after): an
     asynchronous copy has neither wait."""
-    return np.union1d(copies, np.array([b for _, b in synced_after(g, copies)],
-                                       dtype=np.int64))
+    return np.union1d(copies, _syncs_after(g, copies))
+
+
+def _syncs_after(g: Graph, copies: np.ndarray) -> np.ndarray:
+    """The synchronize call right after each of the copy calls (synced_after)."""
+    return np.array([b for _, b in synced_after(g, copies)], dtype=np.int64)
 
 
 def _foreach(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
@@ -295,8 +299,9 @@ def _pinned_async(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -
     if not len(ops):
         return
     copies = on_thread(g, launcher(g, ops))
-    unblocked(g, off, keep, _and_its_sync(g, copies))
-    gone(g, off, np.array([b for _, b in synced_after(g, copies)], dtype=np.int64))
+    syncs = _syncs_after(g, copies)
+    unblocked(g, off, keep, np.union1d(copies, syncs))
+    gone(g, off, syncs)
     src, dst, kind = edges(g)
     started = (kind == LAUNCH) & np.isin(dst, 2 * ops)     # no staging before the DMA
     off[started] = np.minimum(off[started], launch_latency(g))
