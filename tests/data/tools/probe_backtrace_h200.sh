@@ -27,6 +27,23 @@ for t in tabs:
             print("  ", row)
 print(db.execute("SELECT sql FROM sqlite_master WHERE name='CUPTI_ACTIVITY_KIND_RUNTIME'").fetchone()[0])
 try:
+    print("event classes", db.execute("SELECT * FROM ENUM_NSYS_EVENT_CLASS").fetchall())
+    print("runtime rows by class", db.execute(
+        "SELECT eventClass, count(*), count(callchainId) FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+        "GROUP BY eventClass").fetchall())
+    for row in db.execute(
+            "SELECT r.eventClass, r.correlationId, r.start, r.end, n.value, r.callchainId "
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds n ON n.id = r.nameId "
+            "WHERE r.callchainId IS NOT NULL LIMIT 12"):
+        print(" chained", row)
+        for f in db.execute("SELECT c.*, s.value, m.value FROM CUDA_CALLCHAINS c "
+                            "LEFT JOIN StringIds s ON s.id = c.symbol LEFT JOIN StringIds m "
+                            "ON m.id = c.module WHERE c.id = ? ORDER BY c.stackDepth",
+                            (row[-1],)):
+            print("    ", f)
+except sqlite3.Error as e:
+    print("classes failed", e)
+try:
     q = ("SELECT r.correlationId, n.value, r.callchainId, c.stackDepth, s.value, m.value "
          "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds n ON n.id = r.nameId "
          "JOIN CUDA_CALLCHAINS c ON c.id = r.callchainId LEFT JOIN StringIds s ON s.id = c.symbol "
@@ -50,4 +67,6 @@ for t in [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='t
 db.commit()
 PY
 xz -9 -T16 "$R/probe.sqlite" && cp "$R/probe.sqlite.xz" "$OUT/" && cp "$R/truth.json" "$OUT/probe_truth.json"
+xz -6 -T16 -k "$R/raw.sqlite" && [ "$(stat -c %s "$R/raw.sqlite.xz")" -lt 16000000 ] \
+  && cp "$R/raw.sqlite.xz" "$OUT/probe_full.sqlite.xz"
 ls -la "$OUT"
