@@ -218,7 +218,7 @@ def measure(export: NsysExport, meta: Meta | dict[str, Any] | None = None,
     starts = thread_starts(py, cpu, set().union(*(m.thread_ids() for m in models)), cwd)
     add_by_row(table, model_columns(models, trace.export.thread_names, starts), "run_model")
     add_by_row(table, run_columns(trace, per_range["key"].to_numpy(),
-                                  loop_rows(cols, is_op_path), steps.run_context(), py,
+                                  loop_rows(cols, is_op_path), steps.run_context, py,
                                   cwd), "runs")
     add_by_row(table, library_columns(trace, per_range["key"].to_numpy()), "library")
     ops = op_table(trace)

@@ -23,6 +23,7 @@ launched).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -222,12 +223,13 @@ def tail_steps(trace: Trace, runs: Runs, median: float, ends: np.ndarray,
 
 
 def run_columns(trace: Trace, keys: np.ndarray, rows: list[int],
-                made: tuple[np.ndarray, dict[str, np.ndarray]],
+                made: Callable[[], tuple[np.ndarray, dict[str, np.ndarray]]],
                 py: PySamples | None = None, cwd: str | None = None) -> pd.DataFrame:
     """RUN_COLUMNS by range-table row, for the loop rows `rows` (`keys`: the key of each
-    table row; `made`: the trace's gpu_ends and key_context, as the step models hold them
-    (StepModels.run_context); `py`, `cwd`: as run_fields)."""
-    ends, ctx = made
+    table row; `made()`: the trace's gpu_ends and key_context, as the step models hold them
+    (StepModels.run_context), asked for only where there are loop rows: on the 66k-range
+    record_shapes capture, which has none, they cost 0.05 s; `py`, `cwd`: as run_fields)."""
+    ends, ctx = made() if rows else (np.zeros(0, dtype=np.int64), {})
     fields = [run_fields(trace, int(keys[row]), ends, ctx, py, cwd) for row in rows]
     frame = pd.DataFrame({c: pd.Series([f[c] for f in fields], dtype=object)
                           for c in RUN_COLUMNS})

@@ -31,11 +31,24 @@ def parents(ranges: pd.DataFrame, user_path) -> dict[int, str]:
     held: dict[int, Counter] = {}
     for t in np.unique(tid[lib]).tolist():
         mine = tid == t
-        user = np.flatnonzero(mine & pushpop & ~lib)
+        libs = np.flatnonzero(mine & lib)
+        user = _around(ranges, np.flatnonzero(mine & pushpop & ~lib), libs)
         if not len(user):
             continue
-        _enclosing(ranges, user, np.flatnonzero(mine & lib), held, user_path)
+        _enclosing(ranges, user, libs, held, user_path)
     return {k: c.most_common(1)[0][0] for k, c in held.items()}
+
+
+def _around(ranges: pd.DataFrame, user: np.ndarray, libs: np.ndarray) -> np.ndarray:
+    """The user ranges in which some library instance starts: only they can enclose one,
+    and every range enclosing one of them does too, so the parent links among them are
+    those among all (on the 66k-range record_shapes capture, a few hundred of the op
+    ranges the walk took 20 ms over)."""
+    start = ranges["start_ns"].to_numpy(dtype="int64")
+    at = np.sort(start[libs])
+    lo = np.searchsorted(at, start[user], side="left")
+    hi = np.searchsorted(at, ranges["end_ns"].to_numpy(dtype="int64")[user], side="right")
+    return user[hi > lo]
 
 
 def _enclosing(ranges: pd.DataFrame, user: np.ndarray, libs: np.ndarray,
