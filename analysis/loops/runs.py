@@ -125,6 +125,18 @@ def _blocks(steady: np.ndarray, count: np.ndarray, pid: np.ndarray) -> np.ndarra
     return out
 
 
+def _positions(ctx: dict) -> dict[str, list[int]]:
+    """Each path's positions in the key context, made once per context (kept in it): a
+    loop's enclosing ranges are looked up by path, not found by testing every key's path
+    (110k keys on the emit_nvtx capture: 18 ms a loop)."""
+    if "positions" not in ctx:
+        at: dict[str, list[int]] = {}
+        for i, p in enumerate(ctx["path"].tolist()):
+            at.setdefault(p, []).append(i)
+        ctx["positions"] = at
+    return ctx["positions"]
+
+
 def _breaks(trace: Trace, key: int, ctx: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
     """The starts of the instances that end a run of `key`, sorted, by thread: its
     set-apart siblings' (the same steady path), those of an enclosing range that repeats
@@ -135,8 +147,9 @@ def _breaks(trace: Trace, key: int, ctx: dict[str, np.ndarray]) -> dict[int, np.
     kind, paths, me = ctx["key"], ctx["path"], ctx["key"] == key
     parts = str(paths[me][0]).split("/")
     above = {"/".join(parts[:i]) for i in range(1, len(parts))}
-    enclosing = np.array([p in above for p in paths], dtype=bool) & \
-        (ctx["count"] < ctx["count"][me][0])
+    enclosing = np.zeros(len(paths), dtype=bool)
+    enclosing[[i for p in above for i in _positions(ctx).get(p, ())]] = True
+    enclosing &= ctx["count"] < ctx["count"][me][0]
     peers = ctx["block"] & ctx["block"][me][0] & (ctx["parent"] == ctx["parent"][me][0])
     cut = kind[((ctx["steady"] == ctx["steady"][me][0]) | enclosing | peers) & ~me]
     r = trace.ranges
