@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -126,7 +127,7 @@ class StepModels:
             self._runs[key] = key_runs(self.trace, key, *self.run_context())
         return self._runs[key]
 
-    def run_context(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def run_context(self) -> tuple[np.ndarray, dict[str, Any]]:
         """gpu_ends and key_context of the trace (loops/runs.py), made once for every
         loop: the range table's run columns and the pricing read the same."""
         if self._run_ctx is None:

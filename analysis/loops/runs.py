@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -91,10 +92,12 @@ def gpu_reach(trace: Trace, ends: np.ndarray, windows: list[tuple[int, int, int]
     return out
 
 
-def key_context(trace: Trace) -> dict[str, np.ndarray]:
+def key_context(trace: Trace) -> dict[str, Any]:
     """Per key (Trace.keys' order): key, path, steady path (warm-up tags taken off),
     instance count, parent path and whether it is a block of steps, made once for every
-    loop."""
+    loop; and `positions`, each path's positions among the keys (a loop's enclosing ranges
+    are looked up by path, not found by testing every key's path: 110k keys on the
+    emit_nvtx capture, 25 ms a loop)."""
     kind, paths = trace.keys.index.to_numpy(dtype="int64"), trace.keys["path"]
     tagged = tagged_paths(paths.tolist())
     steady = paths.to_numpy(dtype=object).copy()     # few paths hold a tag
@@ -102,8 +105,11 @@ def key_context(trace: Trace) -> dict[str, np.ndarray]:
     count = trace.ranges["key"].value_counts().reindex(kind, fill_value=0).to_numpy()
     path = paths.to_numpy(dtype=object)
     parent = np.array([p.rpartition("/")[0] for p in steady.tolist()], dtype=object)
+    positions: dict[str, list[int]] = {}
+    for i, p in enumerate(path.tolist()):
+        positions.setdefault(p, []).append(i)
     return {"key": kind, "path": path, "steady": steady, "count": count, "parent": parent,
-            "block": _blocks(steady, count, trace.keys["pid"].to_numpy()
+            "positions": positions, "block": _blocks(steady, count, trace.keys["pid"].to_numpy()
                              if "pid" in trace.keys else np.zeros(len(kind), dtype=np.int64))}
 
 
@@ -125,19 +131,7 @@ def _blocks(steady: np.ndarray, count: np.ndarray, pid: np.ndarray) -> np.ndarra
     return out
 
 
-def _positions(ctx: dict) -> dict[str, list[int]]:
-    """Each path's positions in the key context, made once per context (kept in it): a
-    loop's enclosing ranges are looked up by path, not found by testing every key's path
-    (110k keys on the emit_nvtx capture: 18 ms a loop)."""
-    if "positions" not in ctx:
-        at: dict[str, list[int]] = {}
-        for i, p in enumerate(ctx["path"].tolist()):
-            at.setdefault(p, []).append(i)
-        ctx["positions"] = at
-    return ctx["positions"]
-
-
-def _breaks(trace: Trace, key: int, ctx: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
+def _breaks(trace: Trace, key: int, ctx: dict[str, Any]) -> dict[int, np.ndarray]:
     """The starts of the instances that end a run of `key`, sorted, by thread: its
     set-apart siblings' (the same steady path), those of an enclosing range that repeats
     less often (one loop of several in a program; not the step a phase is one of, which
@@ -148,7 +142,7 @@ def _breaks(trace: Trace, key: int, ctx: dict[str, np.ndarray]) -> dict[int, np.
     parts = str(paths[me][0]).split("/")
     above = {"/".join(parts[:i]) for i in range(1, len(parts))}
     enclosing = np.zeros(len(paths), dtype=bool)
-    enclosing[[i for p in above for i in _positions(ctx).get(p, ())]] = True
+    enclosing[[i for p in above for i in ctx["positions"].get(p, ())]] = True
     enclosing &= ctx["count"] < ctx["count"][me][0]
     peers = ctx["block"] & ctx["block"][me][0] & (ctx["parent"] == ctx["parent"][me][0])
     cut = kind[((ctx["steady"] == ctx["steady"][me][0]) | enclosing | peers) & ~me]
@@ -159,7 +153,7 @@ def _breaks(trace: Trace, key: int, ctx: dict[str, np.ndarray]) -> dict[int, np.
     return {int(t): np.sort(start[tid == t]) for t in np.unique(tid)}
 
 
-def key_runs(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray]
+def key_runs(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, Any]
              ) -> Runs:
     """The runs of one key (see the module doc); `ends`: gpu_ends(trace); `ctx`:
     key_context(trace)."""
@@ -188,7 +182,7 @@ def key_runs(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray
     return Runs(rows, run, step, run_end - first)
 
 
-def run_fields(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, np.ndarray],
+def run_fields(trace: Trace, key: int, ends: np.ndarray, ctx: dict[str, Any],
                py: PySamples | None = None, cwd: str | None = None) -> dict:
     """The RUN_COLUMNS of one loop key (`ctx`: key_context(trace); `py`, `cwd`: the
     Python samples and the program's directory, for the tail steps' lines)."""
@@ -236,14 +230,16 @@ def tail_steps(trace: Trace, runs: Runs, median: float, ends: np.ndarray,
 
 
 def run_columns(trace: Trace, keys: np.ndarray, rows: list[int],
-                made: Callable[[], tuple[np.ndarray, dict[str, np.ndarray]]],
+                made: Callable[[], tuple[np.ndarray, dict[str, Any]]],
                 py: PySamples | None = None, cwd: str | None = None) -> pd.DataFrame:
     """RUN_COLUMNS by range-table row, for the loop rows `rows` (`keys`: the key of each
     table row; `made()`: the trace's gpu_ends and key_context, as the step models hold them
     (StepModels.run_context), asked for only where there are loop rows: on the 66k-range
     record_shapes capture, which has none, they cost 0.05 s; `py`, `cwd`: as run_fields)."""
-    ends, ctx = made() if rows else (np.zeros(0, dtype=np.int64), {})
-    fields = [run_fields(trace, int(keys[row]), ends, ctx, py, cwd) for row in rows]
+    fields: list[dict] = []
+    if rows:
+        ends, ctx = made()
+        fields = [run_fields(trace, int(keys[row]), ends, ctx, py, cwd) for row in rows]
     frame = pd.DataFrame({c: pd.Series([f[c] for f in fields], dtype=object)
                           for c in RUN_COLUMNS})
     frame.index = pd.Index(rows, dtype="int64")
