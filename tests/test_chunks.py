@@ -117,7 +117,7 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, strea
 CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, streamId INT,
     correlationId INT, globalPid INT);
 CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
-    correlationId INT, nameId INT);
+    correlationId INT, nameId INT, eventClass INT NOT NULL DEFAULT 0);
 CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, globalTid INT,
     domainId INT, endGlobalTid INT);
 """
@@ -149,7 +149,8 @@ def _write(path: Path, ops: list[tuple], ranges: list[tuple], shuffle: bool) -> 
     conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?)",
                      order(kern))
     conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,?,?,?)", order(copy))
-    conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?)", order(api))
+    conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, "
+                     "correlationId, nameId) VALUES (?,?,?,?,?)", order(api))
     conn.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,NULL,NULL)",
                      [(s, e, 59 if style else 60, name, TIDS[tid])
                       for style, name, tid, s, e in ranges])

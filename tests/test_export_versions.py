@@ -6,6 +6,7 @@ transformations in tests/data/tools/older_layouts.py.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -91,3 +92,28 @@ def test_unreadable_schema_names_the_version(tmp_path: Path, capsys) -> None:
     assert main(["systems", str(path), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "export schema version 3.20.3" in err and len(err.strip().splitlines()) == 1
+
+
+BACKTRACES = DATA / "backtrace" / "trace.sqlite"
+
+
+def test_backtrace_rows_are_not_calls(tmp_path: Path) -> None:
+    """A capture with `--cudabacktrace` (Nsight Systems 2025.3) holds, beside each call it
+    took a backtrace of, a row of its own in the API table with the call's correlation id;
+    the analysis gives the same document with those rows deleted (read as calls, every
+    such sync counted twice in the host split)."""
+    api = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    with sqlite3.connect(BACKTRACES) as db:
+        twins = db.execute(
+            f"SELECT count(*) FROM {api} b JOIN {api} r ON r.correlationId = b.correlationId "
+            "AND r.eventClass = 0 WHERE b.eventClass = 67 AND b.callchainId IS NOT NULL"
+        ).fetchone()[0]
+    assert twins > 200
+    clean = tmp_path / "clean.sqlite"
+    shutil.copyfile(BACKTRACES, clean)
+    with sqlite3.connect(clean) as db:
+        db.execute(f"DELETE FROM {api} WHERE eventClass = 67")
+    got, want = systems_json(BACKTRACES), systems_json(clean)
+    for doc in (got, want):
+        doc["source"].pop("path")
+    assert got == want

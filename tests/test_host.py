@@ -95,13 +95,14 @@ def _tiny(path: Path) -> None:
     conn.executescript("""
         CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
         CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
-            correlationId INT, nameId INT);
+            correlationId INT, nameId INT, eventClass INT NOT NULL DEFAULT 0);
         CREATE TABLE OSRT_API (start INT, end INT, globalTid INT, nestingLevel INT);
         CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT,
             globalTid INT, domainId INT, endGlobalTid INT);
         INSERT INTO StringIds VALUES (1, 'cudaStreamSynchronize_v3020'),
             (2, 'cudaLaunchKernel_v7000');
-        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (100, 600, 1, 1, 1),
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId,
+            nameId) VALUES (100, 600, 1, 1, 1),
             (650, 660, 1, 2, 2), (1500, 1600, 2, 3, 2), (3500, 3600, 2, 4, 2);
         INSERT INTO OSRT_API VALUES (300, 400, 1, 0), (700, 800, 1, 0), (1700, 1800, 2, 0);
         INSERT INTO NVTX_EVENTS VALUES (0, 1000, 59, 'step', 1, NULL, NULL),

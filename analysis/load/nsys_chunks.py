@@ -35,7 +35,7 @@ import pandas as pd
 from ..common.errors import InputError
 from .export import shared, view
 from .nsys_host import HostLayout, plan_host
-from .nsys_meta import table_columns
+from .nsys_meta import CALLS, table_columns
 from .nsys_sqlite import (
     CALL_COLUMNS,
     OP_TABLES,
@@ -177,7 +177,7 @@ def _launch_rows(db: Db, layout: Layout, earliest: int, hi_row: int) -> np.ndarr
         return np.empty((0, 5), dtype=np.int64)
     marks = ",".join("?" * len(layout.launch_names))
     return fetch(db.conn, f"SELECT correlationId, globalTid, start, end, rowid FROM {API} "
-                  f"WHERE rowid >= ? AND rowid < ? AND nameId IN ({marks})",
+                  f"WHERE rowid >= ? AND rowid < ? AND nameId IN ({marks}) AND {CALLS}",
                   (first_rowid(db, API, earliest), hi_row, *layout.launch_names), 5)
 
 
@@ -214,7 +214,7 @@ def _calls(db: Db, layout: Layout, ops: pd.DataFrame) -> pd.DataFrame:
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS want_ids (id INTEGER)")
     conn.execute("CREATE INDEX IF NOT EXISTS temp.want_ids_id ON want_ids (id)")
     sql = (f"SELECT correlationId, globalTid, start, end, rowid FROM {API} "
-           "WHERE correlationId IN (SELECT id FROM temp.want_ids)")
+           f"WHERE correlationId IN (SELECT id FROM temp.want_ids) AND {CALLS}")
     for step in (*LOOKBACK_NS, None):
         missing = np.unique(want["correlation_id"].to_numpy()[~matched])
         if not len(missing):

@@ -34,7 +34,7 @@ import pandas as pd
 from ..common.errors import InputError
 from ..common.intervals import union
 from .export import shared, view
-from .nsys_meta import table_columns
+from .nsys_meta import CALLS, table_columns
 from .prefetch import PUSHPOP, STARTEND
 from .rows import Db, fetch, first_rowid
 
@@ -238,7 +238,8 @@ def _api_rows(db: Db, layout: HostLayout, spans: np.ndarray, lo: int, hi: int,
               scan: bool) -> np.ndarray:
     """globalTid, start, end, nameId of the calls of the range threads that start in
     [lo, hi) inside a span."""
-    sql = f"SELECT globalTid, start, end, nameId FROM {API} WHERE globalTid IN {layout.tid_list}"
+    sql = (f"SELECT globalTid, start, end, nameId FROM {API} WHERE {CALLS} "
+           f"AND globalTid IN {layout.tid_list}")
     if scan:
         rows = fetch(db.conn, f"{sql} AND start >= ? AND start < ?", (lo, hi), 4)
     else:
@@ -295,8 +296,8 @@ def _context_rows(db: Db, spans: np.ndarray, lo: int, osrt: np.ndarray,
             continue
         if scan:
             row = db.conn.execute(
-                f"SELECT globalTid, start, end, nameId FROM {API} WHERE globalTid = ? AND "
-                "start >= ? AND start < ? ORDER BY start DESC, end DESC LIMIT 1",
+                f"SELECT globalTid, start, end, nameId FROM {API} WHERE {CALLS} AND "
+                "globalTid = ? AND start >= ? AND start < ? ORDER BY start DESC, end DESC LIMIT 1",
                 (tid, int(spans[s, 1]), lo)).fetchone()
         else:
             row = _last_call(db, tid, int(spans[s, 1]), lo)
@@ -310,7 +311,8 @@ def _last_call(db: Db, tid: int, t0: int, t1: int) -> tuple | None:
     [t0, t1), looked for in the NEAR_ROWS rows before t1 first (a table in start order)."""
     r0, r1 = first_rowid(db, API, t0), first_rowid(db, API, t1)
     sql = (f"SELECT globalTid, start, end, nameId FROM {API} WHERE rowid >= ? AND "
-           "rowid < ? AND globalTid = ? AND start >= ? ORDER BY start DESC, end DESC LIMIT 1")
+           f"rowid < ? AND globalTid = ? AND start >= ? AND {CALLS} "
+           "ORDER BY start DESC, end DESC LIMIT 1")
     near = max(r0, r1 - NEAR_ROWS)
     row = db.conn.execute(sql, (near, r1, tid, t0)).fetchone()
     if row is None and near > r0:
@@ -325,7 +327,7 @@ def _launcher_rows(db: Db, spans: np.ndarray, launchers: np.ndarray,
     out = []
     for tid, start in inside.tolist():
         sql = (f"SELECT globalTid, start, end, nameId FROM {API} WHERE globalTid = ? "
-               "AND start = ?")
+               f"AND start = ? AND {CALLS}")
         if scan:
             row = db.conn.execute(f"{sql} LIMIT 1", (tid, start)).fetchone()
         else:

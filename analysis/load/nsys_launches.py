@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .export import shared
+from .nsys_meta import CALLS
 from .nsys_sqlite import fetch_ints, os_pid
 
 COLUMNS = ["pid", "tid", "name", "config", "invocation", "start_ns", "duration_ns",
@@ -42,7 +43,8 @@ def launches(path: Path, names: list[str]) -> pd.DataFrame:
         "ifnull(r.start, -1) "
         "FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON "
         f"r.correlationId = k.correlationId AND r.globalTid / 16777216 = k.globalPid / "
-        f"16777216 WHERE k.shortName IN ({marks}) ORDER BY k.correlationId, k.start"), 14)
+        f"16777216 AND r.{CALLS} WHERE k.shortName IN ({marks}) "
+        "ORDER BY k.correlationId, k.start"), 14)
     return _frame(raw, {v: k for k, v in ids.items()})
 
 

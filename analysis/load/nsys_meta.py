@@ -12,6 +12,16 @@ import sqlite_utils
 
 from ..common.errors import InputError
 
+CALLS = "eventClass NOT IN (67, 68, 69)"
+"""The CUPTI_ACTIVITY_KIND_RUNTIME rows that are CUDA calls (an SQL condition). A capture
+with `--cudabacktrace` adds a row for each backtrace it took (ENUM_NSYS_EVENT_CLASS 67-69,
+TRACE_PROCESS_EVENT_CUDABACKTRACE*; seen on Nsight Systems 2025.3): the call's thread and
+correlation id, its name without the version suffix, from 0.1-0.3 us before the call to as
+long after it, and the callchainId of its native frames in CUDA_CALLCHAINS. Read as calls,
+they count every sync that has a backtrace twice (`nsys stats` 2023.4's cuda_api_sum does:
+two cudaDeviceSynchronize lines) and give a launch's kernel two calls in a join on the
+correlation id."""
+
 
 def table_columns(db: sqlite_utils.Database, table: str) -> set[str]:
     """The column names of `table` (none when the export lacks it)."""

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .export import shared
+from .nsys_meta import CALLS
 from .nsys_sqlite import PID_MASK, fetch_ints, os_pid
 
 SEQUENCE_ROWS = 4_000_000
@@ -85,8 +86,8 @@ def launch_calls(path: Path, device: int, stream: int, starts: np.ndarray) -> pd
     raw = fetch_ints(conn, path, "SELECT k.start, r.globalTid, r.start, r.end FROM "
                      "CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON "
                      f"r.correlationId = k.correlationId AND (r.globalTid & {int(PID_MASK)}) "
-                     f"= k.globalPid WHERE k.deviceId = {int(device)} AND k.streamId = "
-                     f"{int(stream)} AND k.start IN ({marks})", 4)
+                     f"= k.globalPid AND r.{CALLS} WHERE k.deviceId = {int(device)} AND "
+                     f"k.streamId = {int(stream)} AND k.start IN ({marks})", 4)
     if not len(raw):
         return empty
     out = pd.DataFrame(raw, columns=list(empty.columns))

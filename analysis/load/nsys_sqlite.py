@@ -36,6 +36,7 @@ from ..common.errors import InputError
 from . import prefetch
 from .export import shared
 from .nsys_meta import (
+    CALLS,
     export_meta,
     load_gpus,
     load_session_start,
@@ -268,7 +269,7 @@ def _launch_calls_sql(conn: sqlite3.Connection, path: Path) -> str:
     read-only), and only matching calls cross into Python.
     """
     everything = ("SELECT correlationId, globalTid, start, end "
-                  "FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+                  f"FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE {CALLS}")
     tables = [t for t in OP_TABLES if conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (t,)).fetchone()]
     sizes = [conn.execute(f"SELECT ifnull(max(rowid), 0) FROM {t}").fetchone()[0]
@@ -284,7 +285,7 @@ def _launch_calls_sql(conn: sqlite3.Connection, path: Path) -> str:
         conn.execute("CREATE INDEX temp.op_correlation_id ON op_correlation (id)")
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read export ({exc})") from exc
-    return f"{everything} WHERE correlationId IN (SELECT id FROM temp.op_correlation)"
+    return f"{everything} AND correlationId IN (SELECT id FROM temp.op_correlation)"
 
 
 def _launching_calls(conn: sqlite3.Connection, path: Path, ops: pd.DataFrame) -> pd.DataFrame:
@@ -351,7 +352,7 @@ def load_graph_launches(conn: sqlite3.Connection, path: Path) -> pd.DataFrame:
     return _query(conn, path, f"""
         SELECT globalTid AS global_tid, start AS api_start_ns, end AS api_end_ns,
                correlationId AS correlation_id
-        FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({marks})""", tuple(ids))
+        FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({marks}) AND {CALLS}""", tuple(ids))
 
 
 def load(path: str | Path, ops: bool = True) -> NsysExport:

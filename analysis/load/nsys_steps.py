@@ -30,7 +30,7 @@ import pandas as pd
 from ..common.errors import InputError
 from .export import shared, view
 from .nsys_host import api_part
-from .nsys_meta import table_columns
+from .nsys_meta import CALLS, table_columns
 from .nsys_sqlite import OP_TABLES, PID_MASK
 from .rows import Db, fetch, first_rowid
 
@@ -80,7 +80,8 @@ def _names(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
 
 def _calls(db: Db, pid: int, lo: int, hi: int) -> pd.DataFrame:
     rows = _rows(db, API, f"SELECT t.start, t.end, t.globalTid, t.correlationId, t.nameId "
-                 f"FROM {API} t", lo, hi, 5, "(t.globalTid & ?) = ?", (int(PID_MASK), pid))
+                 f"FROM {API} t", lo, hi, 5, f"(t.globalTid & ?) = ? AND t.{CALLS}",
+                 (int(PID_MASK), pid))
     names = _names(db.conn, rows[:, 4])
     name = [names.get(i, "") for i in rows[:, 4].tolist()]
     return pd.DataFrame({"tid": rows[:, 2], "start_ns": rows[:, 0], "end_ns": rows[:, 1],
