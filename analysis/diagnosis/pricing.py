@@ -26,10 +26,11 @@ from ..load.nsys_sqlite import PID_MASK
 from ..loops.chains import chains, grid_of, host_span
 from ..loops.changes import WHOLE_STEP, Change, saving
 from ..loops.edits import overlap
+from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
 from ..trace.pylines import line_windows, lines_inside, module_windows, top_line, wait_windows
 from .graph_reads import growth_of, h2d_spans, kernel_time, read_back, started_in, sync_kinds
-from .sync_sites import SyncSite
+from .sync_sites import SyncSite, binding_calls
 from .sync_sites import sync_sites as find_sites
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
@@ -105,21 +106,34 @@ class Pricer:
         the copy calls, a pageable one blocking in the call itself) in its loop's modeled
         steps, within the range's instances: where the user's code waits, whatever call it
         made."""
+        spans = [(int(g.start[i]), int(g.end[i])) for g, i in self._blocking(path, kind, pid)]
+        return lines_inside(self.models.py_samples(), self.threads(path, pid),
+                            np.array(sorted(spans), dtype=np.int64).reshape(-1, 2))
+
+    def backtraced(self, path: str, kind: str, pid: int | None = None) -> Counter:
+        """The Python calls (from CUDA backtraces, where the capture took them) of the
+        same blocking calls as `blocked`: `torch.tensor`, `Tensor.cpu`."""
+        found = Counter()
+        for g, i in self._blocking(path, kind, pid):
+            found[binding_calls(g).get(i, "")] += 1
+        found.pop("", None)
+        return found
+
+    def _blocking(self, path: str, kind: str, pid: int | None) -> list[tuple[Graph, int]]:
+        """(step graph, call) of the range thread's blocking calls of a `kind` (blocked's)
+        that start within the range's instances, over its loop's modeled steps."""
         key = self.modeled_key(path, pid)
         if key is None:
-            return Counter()
+            return []
         w = np.array(self.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
-        spans = []
+        out = []
         for g in self.models.graphs(key):
             n = len(g.calls)
             hit = np.array(g.label[:n]) == "sync" if kind == "sync" else \
                 g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
             calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
-            lo, hi = g.start[calls], g.end[calls]
-            inside = started_in(lo, w)
-            spans += list(zip(lo[inside].tolist(), hi[inside].tolist(), strict=True))
-        return lines_inside(self.models.py_samples(), self.threads(path, pid),
-                            np.array(sorted(spans), dtype=np.int64).reshape(-1, 2))
+            out += [(g, int(i)) for i in calls[started_in(g.start[calls], w)].tolist()]
+        return out
 
     def syncs(self, path: str, pid: int | None = None) -> Counter:
         """What the blocking calls of a range's steps are (sync_kinds over its loop's
@@ -361,6 +375,7 @@ SYNC_SAID = {"item": "`.item()` (a scalar read back)", "cpu": "`.cpu()` of a ten
              "size": "a total read back after a scan (`repeat_interleave` without "
                      "output_size)",
              "synchronize": "`torch.cuda.synchronize()`",
+             "unique": "`torch.unique` (its output's size read back)",
              "event": "an event synchronize", "other": "a synchronize call",
              "index": "indexing with a CPU index tensor (the index copied to the GPU and "
                       "waited for)",

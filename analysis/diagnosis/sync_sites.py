@@ -44,6 +44,7 @@ class SyncSite:
     kinds: tuple[str, ...]                 # pricing.SYNC_SAID's keys, one per sync a step
     windows: tuple[tuple[int, int], ...]   # its segments in the modeled steps
     file: str = ""                         # the line's file, as sampled
+    calls: tuple[str, ...] = ()            # the Python call of each sync, where backtraced
 
 
 def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
@@ -54,25 +55,32 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
     if key is None:
         return []
     scope = np.array(pricer.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
-    per_step = [_segments(g, call_kinds(g), scope) for g in pricer.models.graphs(key)]
+    per_step = [_segments(g, call_kinds(g), scope, binding_calls(g))
+                for g in pricer.models.graphs(key)]
     counts = Counter(len(x) for x in per_step)
     n, seen = counts.most_common(1)[0] if counts else (0, 0)
     if n < 2 or seen < SAME_SHARE * len(per_step):
         return []
     alike = [x for x in per_step if len(x) == n]
-    spans = np.array([(a, b) for x in alike for a, b, _, _ in x], dtype=np.int64)
+    spans = np.array([x[:2] for step in alike for x in step], dtype=np.int64)
     near = lines_before(pricer.models.py_samples(), pricer.threads(path, pid), spans)
     frames: list[Frame | None] = [None] * n
-    for ks in _calls([kind for _, _, kind, _ in alike[0]]):
+    for ks in _calls([x[2] for x in alike[0]]):
         found = _nearest([d for i, d in enumerate(near) if i % n in ks])
         for k in ks:
             frames[k] = found
     files = {(f[1], f[2]): f[0] for f in frames if f is not None}
     lines = [(f[1], f[2]) if f is not None else None for f in frames]
-    return [SyncSite(line, tuple(x[k][2] for x in alike[:1] for k in ks),
+    return [SyncSite(line, tuple(alike[0][k][2] for k in ks),
                      tuple((x[k][0], x[k][3]) for x in alike for k in ks),
-                     files.get(line, "") if line else "")
+                     files.get(line, "") if line else "", _backtraced(alike[0], ks))
             for line, ks in _grouped(lines).items()]
+
+
+def _backtraced(step: list[tuple], ks: list[int]) -> tuple[str, ...]:
+    """The Python calls of a site's syncs in one step, () where none was backtraced."""
+    calls = tuple(step[k][4] for k in ks)
+    return calls if any(calls) else ()
 
 
 NONZERO = re.compile(COUNTING, re.I)
@@ -120,7 +128,44 @@ def call_kinds(g: Graph) -> dict[int, str]:
             last_copy = None
         else:
             out[i] = "other"
+    for i, call in binding_calls(g).items():    # what the pattern cannot tell apart
+        if i in out and call in BINDING_KINDS:
+            out[i] = BINDING_KINDS[call]
     return out
+
+
+BINDING_CALLS = {"tensor": "torch.tensor", "as_tensor": "torch.as_tensor",
+                 "_unique2": "torch.unique", "_unique": "torch.unique",
+                 "unique_consecutive": "torch.unique_consecutive",
+                 "bool_scalar": "Tensor.__bool__", "getitem": "Tensor.__getitem__",
+                 "setitem": "Tensor.__setitem__", "repeat_interleave": "repeat_interleave"}
+"""torch's Python bindings (`torch::autograd::THPVariable_<name>`) that are not the
+method `Tensor.<name>`, by name: the call the user wrote."""
+BINDING_KINDS = {"torch.unique": "unique", "torch.unique_consecutive": "unique",
+                 "torch.cuda.synchronize": "synchronize"}
+"""Syncs whose kind (SYNC_SAID) a backtrace tells where the CUDA calls cannot: torch.unique
+reads back its output's size as a boolean mask's count does."""
+
+
+def binding_call(frame: str) -> str:
+    """The Python call a bindings frame (nsys_backtraces) is: `THPVariable_cpu` ->
+    `Tensor.cpu`, `THCPModule_cudaSynchronize` -> `torch.cuda.synchronize`; "" for one
+    that is neither."""
+    name = frame.rsplit("::", 1)[-1]
+    if name.startswith("THCPModule_cuda") and len(name) > 15:
+        return f"torch.cuda.{name[15].lower()}{name[16:]}"
+    if name.startswith("THPVariable_"):
+        base = name.removeprefix("THPVariable_")
+        return BINDING_CALLS.get(base, f"Tensor.{base}")
+    return ""
+
+
+def binding_calls(g: Graph) -> dict[int, str]:
+    """Each call of the step whose backtrace was captured -> its Python call."""
+    if "binding" not in g.calls:
+        return {}
+    return {i: call for i, b in enumerate(g.calls["binding"].tolist())
+            if b and (call := binding_call(b))}
 
 
 def launch_order(g: Graph) -> list[tuple[int, str]]:
@@ -136,19 +181,20 @@ def launch_order(g: Graph) -> list[tuple[int, str]]:
     return sorted(found, key=lambda x: x[0])
 
 
-def _segments(g, kinds: dict[int, str], scope: np.ndarray) -> list[tuple[int, int, str, int]]:
-    """(segment start, sync end, kind, next call's start) of each sync on the range's
-    thread in one step, inside the range's instances."""
+def _segments(g, kinds: dict[int, str], scope: np.ndarray,
+              calls: dict[int, str]) -> list[tuple[int, int, str, int, str]]:
+    """(segment start, sync end, kind, next call's start, Python call or "") of each sync
+    on the range's thread in one step, inside the range's instances."""
     mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
     mine = mine[np.argsort(g.start[mine], kind="stable")]
-    out: list[tuple[int, int, str, int]] = []
+    out: list[tuple[int, int, str, int, str]] = []
     for w0, w1 in scope[(scope[:, 1] > g.lo) & (scope[:, 0] < g.hi)].tolist():
         at = mine[(g.start[mine] >= w0) & (g.start[mine] < w1)].tolist()
         prev = w0
         for j, i in enumerate(at):
             if i in kinds:
                 after = int(g.start[at[j + 1]]) if j + 1 < len(at) else w1
-                out.append((prev, int(g.end[i]), kinds[i], after + 1))
+                out.append((prev, int(g.end[i]), kinds[i], after + 1, calls.get(i, "")))
                 prev = int(g.end[i])
     return out
 

@@ -8,7 +8,8 @@ found by binary search (the tables are in start order, as Nsight Systems writes 
 a read whose rows leave its bounds is done again by start time, a full scan).
 
 Frames (times in ns, on the trace's clock):
-    calls  tid, start_ns, end_ns, corr, name, part (index into nsys_host.HOST_PARTS)
+    calls  tid, start_ns, end_ns, corr, name, part (index into nsys_host.HOST_PARTS);
+           binding where the capture took CUDA backtraces (nsys_backtraces)
     ops    kind (0 kernel, 1 copy, 2 set), start_ns, end_ns, corr, device, stream, bytes,
            copy_kind (CUDA_MEMCPY_KIND: 1 host to device, 2 device to host, ...),
            pageable (from or to pageable host memory), name (kernels)
@@ -29,6 +30,7 @@ import pandas as pd
 
 from ..common.errors import InputError
 from .export import shared, view
+from .nsys_backtraces import bindings
 from .nsys_host import api_part
 from .nsys_meta import CALLS, table_columns
 from .nsys_sqlite import OP_TABLES, PID_MASK
@@ -78,15 +80,22 @@ def _names(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
                              f"({','.join(map(str, uniq))})").fetchall())
 
 
-def _calls(db: Db, pid: int, lo: int, hi: int) -> pd.DataFrame:
+def _calls(db: Db, pid: int, lo: int, hi: int,
+           frames: dict[tuple[int, int], str]) -> pd.DataFrame:
+    """The window's calls; with `frames` (nsys_backtraces.bindings), each call's Python
+    binding too ("" where its backtrace was not taken)."""
     rows = _rows(db, API, f"SELECT t.start, t.end, t.globalTid, t.correlationId, t.nameId "
                  f"FROM {API} t", lo, hi, 5, f"(t.globalTid & ?) = ? AND t.{CALLS}",
                  (int(PID_MASK), pid))
     names = _names(db.conn, rows[:, 4])
     name = [names.get(i, "") for i in rows[:, 4].tolist()]
-    return pd.DataFrame({"tid": rows[:, 2], "start_ns": rows[:, 0], "end_ns": rows[:, 1],
-                         "corr": rows[:, 3], "name": pd.Series(name, dtype=object),
-                         "part": np.array([api_part(n) for n in name], dtype="int64")})
+    out = pd.DataFrame({"tid": rows[:, 2], "start_ns": rows[:, 0], "end_ns": rows[:, 1],
+                        "corr": rows[:, 3], "name": pd.Series(name, dtype=object),
+                        "part": np.array([api_part(n) for n in name], dtype="int64")})
+    if frames:
+        out["binding"] = pd.Series([frames.get((pid, c), "") for c in rows[:, 3].tolist()],
+                                   dtype=object)
+    return out
 
 
 OP_COLUMNS = ["kind", "start_ns", "end_ns", "corr", "device", "stream", "bytes", "copy_kind",
@@ -201,6 +210,7 @@ def read_steps(path: Path, windows: list[tuple[int, int, int]],
             return []
         sync_cols, osrt_cols = tables.get(SYNC, set()), tables.get(OSRT, set())
         db = Db(conn)
+        frames = bindings(path)
         wanted = _within_budget(db, windows, groups, budget)
         every = _osrt_all(db, osrt_cols, [w for w, ok in zip(windows, wanted, strict=True)
                                           if ok])
@@ -209,7 +219,7 @@ def read_steps(path: Path, windows: list[tuple[int, int, int]],
             pid, lo, hi = windows[i]
             until = max(hi, ops_until[i])
             if host is None:
-                out[i] = StepRows(pid, lo, hi, _calls(db, pid, lo, hi),
+                out[i] = StepRows(pid, lo, hi, _calls(db, pid, lo, hi, frames),
                                   _ops(db, tables, pid, lo, until),
                                   _syncs(db, sync_cols, pid, lo, hi), _osrt(every, pid, lo, hi))
             else:

@@ -31,7 +31,7 @@ from ...common.settings import (
 )
 from ...documents.types import Finding, RangeEntry
 from ..pricing import SYNC_SAID
-from .lines import MASK_REMEDY, SIZE_REMEDY, SYNC_CALLS, UPLOAD_REMEDY, pick
+from .lines import MASK_REMEDY, SIZE_REMEDY, SYNC_CALLS, UNIQUE_REMEDY, UPLOAD_REMEDY, pick
 from .registry import ONCE, Context, Rule, rule
 from .sync_split import change_for, site_finding, split
 
@@ -300,6 +300,7 @@ SYNC_REMEDY = {
            "pinned buffer with non_blocking=True and read it steps later",
     "nonzero": MASK_REMEDY,
     "size": SIZE_REMEDY,
+    "unique": UNIQUE_REMEDY,
     "synchronize": "time the steps with CUDA events (torch.cuda.Event(enable_timing=True): "
                    "record around the step, read elapsed_time after the loop) instead of "
                    "torch.cuda.synchronize() per step",

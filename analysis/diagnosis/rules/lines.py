@@ -48,14 +48,15 @@ UPLOAD_REMEDY = ("pin the source once (tensor.pin_memory(), DataLoader(pin_memor
                  "and copy with .to(device, non_blocking=True)")
 SIZE_REMEDY = ("give the size the call reads back: repeat_interleave(..., output_size=n), "
                "with n known on the host or computed once before the loop")
+UNIQUE_REMEDY = ("torch.unique reads its output's size back: mark what occurs in a "
+                 "fixed-size mask (seen = x.new_zeros(n, dtype=torch.bool).index_fill_(0, "
+                 "x, True); torch.bincount reads its size back too), or call it outside "
+                 "the loop")
 """Remedies said by the call (REMEDIES) and by the kind of sync (host_rules.SYNC_REMEDY)."""
 
 REMEDIES = (
     (SIZE_CALL, {"sync_in_loop"}, SIZE_REMEDY),
-    (UNIQUE_CALL, {"sync_in_loop"},
-     "torch.unique reads its output's size back: mark what occurs in a fixed-size mask "
-     "(seen = x.new_zeros(n, dtype=torch.bool).index_fill_(0, x, True); torch.bincount "
-     "reads its size back too), or call it outside the loop"),
+    (UNIQUE_CALL, {"sync_in_loop"}, UNIQUE_REMEDY),
     (r"Tensor\.__bool__$", {"sync_in_loop"},
      "an `if` on a tensor reads it back: check on the device (torch._assert_async) or "
      "every N steps"),
@@ -99,10 +100,13 @@ calls (`blocked`), then the one whose call fits."""
 
 def locate(found: list[Finding], systems: SystemsDoc | None,
            entries: Mapping[str, RangeEntry],
-           blocked: Callable[[str, str], Counter] | None = None) -> None:
+           blocked: Callable[[str, str], Counter] | None = None,
+           backtraced: Callable[[str, str], Counter] | None = None) -> None:
     """Name the user's line in each host-side finding (see the module doc): `entries` are
     the systems document's ranges by path; `blocked(path)`: the lines sampled inside the
-    range's blocking calls of a kind (Pricer.blocked), for BLOCKING_RULES."""
+    range's blocking calls of a kind (Pricer.blocked), for BLOCKING_RULES; `backtraced`:
+    those calls' Python calls from CUDA backtraces (Pricer.backtraced), which name the
+    call of a finding whose line names none."""
     if not any(f.rule in LINE_RULES and f.range for f in found):
         return
     sampled = any(entry_column(systems.ranges, "py_samples")) if systems else False
@@ -110,6 +114,8 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         e = entries.get(f.range) if f.rule in LINE_RULES and f.range else None
         if e is None:
             continue
+        if backtraced is not None and f.rule in BLOCKING_RULES:
+            _called(f, backtraced(f.range, BLOCKING_RULES[f.rule]))
         if not sampled:
             f.message += " " + HOW
             continue
@@ -129,6 +135,21 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         remedy = remedy_for(line.call, f.rule)
         where = f"{line.file}:{line.line}" + (f" (`{line.code}`)" if line.code else "")
         f.suggestion = f"at {where}: {remedy or f.suggestion}"
+
+
+def _called(f: Finding, calls: Counter) -> None:
+    """The Python call the finding's blocking calls came through, from their CUDA
+    backtraces (the most frequent): said in the message, kept in the evidence, its
+    remedy leading the suggestion where it has one."""
+    if not calls:
+        return
+    call, n = calls.most_common(1)[0]
+    f.message += (f" Its blocking calls come from `{call}` ({n} of "
+                  f"{sum(calls.values())} with a CUDA backtrace).")
+    f.evidence = {**f.evidence, "backtraced_calls": dict(calls)}
+    remedy = remedy_for(call, f.rule)
+    if remedy and remedy not in f.suggestion:
+        f.suggestion = remedy
 
 
 def pick(lines: list[PyLine], fits: str) -> PyLine | None:

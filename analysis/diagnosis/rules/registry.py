@@ -62,6 +62,8 @@ class Context:
     # matching a pattern grow through a step (Pricer.growth)
     blocked: Callable[[str, str], Any] | None = None   # a range's user lines sampled
     # inside its blocking calls of a kind (Counter of (function, line); Pricer.blocked)
+    backtraced: Callable[[str, str], Any] | None = None   # the Python calls of those
+    # blocking calls, from CUDA backtraces (Counter; Pricer.backtraced)
     chains: Callable[[str], dict] | None = None   # a range's chains of elementwise
     # kernels by launch configuration, per modeled step (Pricer.chains)
     sync_sites: Callable[[str], list] | None = None   # a range's syncs by the user's
@@ -316,7 +318,7 @@ def run(source: str, ctx: Context) -> list[Finding]:
         f.share_pct = share_pct(f.saving_ns, total)
         f.share_of = SHARE_OF[source]
     if source == "systems":
-        locate(found, ctx.systems, ctx.entries, ctx.blocked)
+        locate(found, ctx.systems, ctx.entries, ctx.blocked, ctx.backtraced)
     return sorted(found, key=sort_key)
 
 

@@ -37,10 +37,11 @@ def site_finding(r: Any, e: RangeEntry, site: SyncSite, evidence: dict,
     line = _line_of(e, site)
     where = f"{line['file']}:{line['line']} in {line['function']}" if line else \
         "a line the Python samples did not reach"
-    call = f" in `{line['call']}`" if line and line["call"] else ""
+    called = next((c for c in site.calls if c), "") or (line["call"] if line else "")
+    call = f" in `{called}`" if called else ""
     return r.finding(
         range=e.name, iterations=e.wall_instances,
-        change=change_for(top, line["call"] if line else None),
+        change=change_for(top, called or None),
         message=f"{e.name} waits for the GPU at {where}{call}, {len(site.kinds)} sync(s) a "
         f"step ({said}), one of the loop's sync sites; its saving is that line's alone.",
         evidence={**evidence, "syncs": dict(kinds), "site_windows": [list(w) for w in
@@ -63,16 +64,17 @@ def _line_of(e: RangeEntry, site: SyncSite) -> dict | None:
 
 def change_for(top: str | None, call: str | None) -> str:
     """How the loop model removes a sync's cause, from its kind (pricing.SYNC_SAID's keys)
-    and the user's call: a count read back made fixed-shape (fixed_shape); a readback the
-    host converts (`.tolist()`, `.numpy()`, `.cpu()`) kept on the device
-    (readback_on_device: the copy, its wait and the host's work on it gone); indexing
-    with a CPU index tensor, the index kept on the device (index_on_device); torch.unique
-    made a fixed-size mask, its sort gone too (unique_mask); any other
+    and the user's call (its line's, or its backtrace's: SyncSite.calls): a count read
+    back made fixed-shape (fixed_shape); a readback the host converts (`.tolist()`,
+    `.numpy()`, `.cpu()`) kept on the device (readback_on_device: the copy, its wait and
+    the host's work on it gone); indexing with a CPU index tensor, the index kept on the
+    device (index_on_device); torch.unique made a fixed-size mask, its sort gone too
+    (unique_mask); any other
     sync only stops waiting (no_sync); `repeat_interleave`, or a total read back after a
     scan, given its output size (size_given: its reads and the check between them gone)."""
     if (call and SIZE_READ.search(call)) or top == "size":
         return "size_given"
-    if call and UNIQUE.search(call):
+    if (call and UNIQUE.search(call)) or top == "unique":
         return "unique_mask"
     if top == "nonzero":
         return "fixed_shape"
