@@ -28,7 +28,14 @@ from ..loops.changes import WHOLE_STEP, Change, saving
 from ..loops.edits import overlap
 from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
-from ..trace.pylines import line_windows, lines_inside, module_windows, top_line, wait_windows
+from ..trace.pylines import (
+    line_windows,
+    lines_inside,
+    module_windows,
+    steady_line,
+    top_line,
+    wait_windows,
+)
 from .graph_reads import growth_of, h2d_spans, kernel_time, read_back, started_in, sync_kinds
 from .sync_sites import SyncSite, binding_calls
 from .sync_sites import sync_sites as find_sites
@@ -175,12 +182,14 @@ class Pricer:
         return float(np.median(found)) if found else None
 
     def slow_steps(self, path: str, factor: float, pid: int | None = None
-                   ) -> tuple[tuple[tuple[int, int], ...], str, bool]:
+                   ) -> tuple[tuple[tuple[int, int], ...], str, bool | None]:
         """The range's slow steps as (start, end) windows, the user's line most of them
         fell on (pylines.top_line of each, as a tail step's; "" without samples), and
         whether the call named them: where its threads were sampled in torch.save inside
         its instances, those spans (save_windows), whatever the steps' lengths; else its
-        steps as they run `factor` times its median step or longer."""
+        steps as they run `factor` times its median step or longer, and None for whether
+        where their line is the one the other steps were sampled on most (the loop's own
+        work, run slower: no periodic work to move)."""
         key = self.models.key_of(path, pid)
         if key is None:
             return (), "", False
@@ -197,7 +206,10 @@ class Pricer:
         found = tuple((int(start[row]), int(start[row]) + int(step[row])) for row in rows)
         lines = Counter(x for row, (a, b) in zip(rows, found, strict=True)
                         if len(py) and (x := top_line(py, int(tid[row]), a, b, cwd)))
-        return found, lines.most_common(1)[0][0] if lines else "", False
+        line = lines.most_common(1)[0][0] if lines else ""
+        span = (min(int(start[r]) for r in step), max(int(start[r]) + n for r, n in step.items()))
+        steady = line and steady_line(py, int(tid[rows[0]]), span, found, cwd)
+        return found, line, None if line and line == steady else False
 
     def readback_share(self, path: str, least: int, pid: int | None = None
                        ) -> float | None:

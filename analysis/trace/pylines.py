@@ -180,6 +180,25 @@ def top_line(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = None) 
     """The user's line most Python samples of thread `tid` fell on in [lo, hi), as
     `file:line in function, call` ('' where none fell on a user line): what one slow
     step of a loop did (loops/runs.py), read from the samples alone."""
+    said = line_counts(py, tid, lo, hi, cwd)
+    return max(said, key=lambda k: (said[k], k)) if said else ""
+
+
+def steady_line(py: PySamples, tid: int, span: tuple[int, int],
+                slow: tuple[tuple[int, int], ...], cwd: str | None = None) -> str:
+    """The user's line thread `tid`'s Python samples in `span` (a loop's steps) fell on
+    most outside its `slow` steps' windows: what the other steps did."""
+    said = Counter(line_counts(py, tid, *span, cwd))
+    for a, b in slow:
+        said.subtract(line_counts(py, tid, a, b, cwd))
+    said = +said
+    return max(said, key=lambda k: (said[k], k)) if said else ""
+
+
+def line_counts(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = None
+                ) -> dict[str, int]:
+    """Of thread `tid`'s Python samples in [lo, hi), how many fell on each user line
+    (named as top_line names it)."""
     s = py.samples
     t = s["time_ns"].to_numpy(dtype="int64")
     at = (s["global_tid"].to_numpy(dtype="int64") == tid) & (t >= lo) & (t < hi)
@@ -191,7 +210,7 @@ def top_line(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = None) 
         if number >= 0:
             name = f"{file}:{line} in {function}" + (f", {call}" if call else "")
             said[name] = said.get(name, 0) + n
-    return max(said, key=lambda k: (said[k], k)) if said else ""
+    return said
 
 
 def _sites(stacks: list[tuple[Frame, ...]], cwd: str | None

@@ -270,6 +270,8 @@ def _slow_steps(ctx: Context, e: RangeEntry) -> tuple[list[tuple[int, int]], str
 
 def _slow(ctx: Context, e: RangeEntry) -> bool:
     wins, _, saved = _slow_steps(ctx, e)
+    if saved is None:             # the slow steps ran the other steps' own line, slower
+        return False
     if saved:                     # the call says: its time, not the steps' spread
         return sum(b - a for a, b in wins) * 100 >= \
             SAVE_MIN_PCT * max(e.run_per_instance_ns, 1) * max(e.run_instances, 1)
@@ -281,7 +283,8 @@ def _slow(ctx: Context, e: RangeEntry) -> bool:
       "call names it, whatever its steps' lengths); else a loop's steps as they run "
       "average `tail_pct` of its cost or more above its median step, from steps "
       "`factor`x the median or longer (a periodic checkpoint, evaluation or logging step "
-      "on the loop's thread)",
+      "on the loop's thread), unless their Python samples fell most on the line the "
+      "other steps' did (the loop's own work, run slower)",
       {"save_pct": SAVE_MIN_PCT, "tail_pct": SLOW_TAIL_PCT, "factor": SLOW_STEP_FACTOR},
       change="host_ahead")
 def slow_step(r: Rule, ctx: Context) -> list[Finding]:
