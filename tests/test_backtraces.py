@@ -69,3 +69,26 @@ def test_a_synchronize_loop_names_torch_cuda_synchronize() -> None:
              and f.range == "g01_fix_unique/synchronize")
     assert f.evidence["backtraced_calls"] == {"torch.cuda.synchronize": 16}
     assert f.change == "no_sync"
+
+
+HELD_OUT = "backtrace/seed72"
+"""A second capture, made after the code above was written (seed 72, 12 loops)."""
+CALL_OF = {"tolist": "Tensor.tolist", "unique": "torch.unique", "readback": "Tensor.cpu",
+           "repeat_interleave": "repeat_interleave", "synchronize": "torch.cuda.synchronize"}
+"""The battery's sync causes (tests/data/tools/battery_gen/causes.py) by the call they make."""
+
+
+def test_every_planted_sync_is_named_by_its_call_on_a_held_out_capture() -> None:
+    """Each sync cause planted in a loop of the held-out capture is named by a finding on
+    that loop (its steps or the cause's own range) through its backtraced call."""
+    doc = analyzed(HELD_OUT)
+    truth = json.loads((DATA / "backtrace" / "seed72_truth.json").read_text())
+    named: dict[str, set[str]] = {}
+    for f in doc.findings:
+        loop = (f.range or "").split("/")[0]
+        named.setdefault(loop, set()).update(f.evidence.get("backtraced_calls") or {})
+    planted = [(spec["loop"], CALL_OF[c["name"]]) for spec in truth["loops"]
+               for c in spec["causes"] if c["name"] in CALL_OF]
+    assert len(planted) >= 8
+    assert [(loop, call) for loop, call in planted
+            if call not in named.get(f"{loop}_all", set())] == []

@@ -138,7 +138,8 @@ BINDING_CALLS = {"tensor": "torch.tensor", "as_tensor": "torch.as_tensor",
                  "_unique2": "torch.unique", "_unique": "torch.unique",
                  "unique_consecutive": "torch.unique_consecutive",
                  "bool_scalar": "Tensor.__bool__", "getitem": "Tensor.__getitem__",
-                 "setitem": "Tensor.__setitem__", "repeat_interleave": "repeat_interleave"}
+                 "setitem": "Tensor.__setitem__", "repeat_interleave": "repeat_interleave",
+                 "integral_scalar": "Tensor.__int__"}
 """torch's Python bindings (`torch::autograd::THPVariable_<name>`) that are not the
 method `Tensor.<name>`, by name: the call the user wrote."""
 BINDING_KINDS = {"torch.unique": "unique", "torch.unique_consecutive": "unique",
@@ -149,14 +150,16 @@ reads back its output's size as a boolean mask's count does."""
 
 def binding_call(frame: str) -> str:
     """The Python call a bindings frame (nsys_backtraces) is: `THPVariable_cpu` ->
-    `Tensor.cpu`, `THCPModule_cudaSynchronize` -> `torch.cuda.synchronize`; "" for one
-    that is neither."""
+    `Tensor.cpu`, `THCPModule_cudaSynchronize` -> `torch.cuda.synchronize`,
+    `THPStorage_copy_` -> `UntypedStorage.copy_`; "" for any other."""
     name = frame.rsplit("::", 1)[-1]
     if name.startswith("THCPModule_cuda") and len(name) > 15:
         return f"torch.cuda.{name[15].lower()}{name[16:]}"
     if name.startswith("THPVariable_"):
         base = name.removeprefix("THPVariable_")
         return BINDING_CALLS.get(base, f"Tensor.{base}")
+    if name.startswith("THPStorage_"):          # torch.save copies each storage to the host
+        return f"UntypedStorage.{name.removeprefix('THPStorage_')}"
     return ""
 
 
