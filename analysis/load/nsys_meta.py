@@ -18,9 +18,9 @@ with `--cudabacktrace` adds a row for each backtrace it took (ENUM_NSYS_EVENT_CL
 TRACE_PROCESS_EVENT_CUDABACKTRACE*; seen on Nsight Systems 2025.3): the call's thread and
 correlation id, its name without the version suffix, from 0.1-0.3 us before the call to as
 long after it, and the callchainId of its native frames in CUDA_CALLCHAINS. Read as calls,
-they count every sync that has a backtrace twice (`nsys stats` 2023.4's cuda_api_sum does:
-two cudaDeviceSynchronize lines) and give a launch's kernel two calls in a join on the
-correlation id."""
+they count every sync that has a backtrace twice (`nsys stats`' cuda_api_sum does, 2023.4
+and 2025.3 alike: two cudaDeviceSynchronize lines) and give a launch's kernel two calls in
+a join on the correlation id."""
 
 
 def table_columns(db: sqlite_utils.Database, table: str) -> set[str]:
