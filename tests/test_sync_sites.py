@@ -294,3 +294,34 @@ def test_read_back_counts_the_device_to_host_bytes_launched_in_the_windows() -> 
     assert read_back(g, ()) == 104
     assert read_back(g, ((40, 100),)) == 4
     assert read_back(g, ((200, 300),)) == 0
+
+
+def test_one_sync_a_step_is_a_site_whose_line_the_loops_finding_names() -> None:
+    """A loop that syncs once a step (an `if` on a tensor: no call in its source text
+    that syncs) gets one finding for the loop, which names the line sampled nearest the
+    sync's end: the site's, found from the samples alone."""
+    from analysis.diagnosis.rules import REGISTRY, Context
+    from analysis.diagnosis.rules.host_rules import sync_in_loop
+    from analysis.diagnosis.rules.lines import locate
+    from analysis.documents.types import PyLine, RangeEntry, SystemsDoc, SystemsSource
+
+    guard = PyLine(file="train.py", line=57, function="_guard", call="torch.isfinite",
+                   pct=12.0, code="if not torch.isfinite(x).all():", samples=8)
+    base = PyLine(file="train.py", line=80, function="step", call="", pct=88.0,
+                  code="v = v * 0.5 + 1.0", samples=60)
+    e = RangeEntry(name="loop/step", domain=None, instances=16, kernel_count=0,
+                   kernel_time_ns=0, gpu_span_ns=1, gpu_idle_ns=0, wall_instances=16,
+                   wall_ns=16_000_000, sync_instances=16, sync_calls=16, lines=[base, guard],
+                   py_samples=68)
+    site = SyncSite(("_guard", 57), ("item",), ((0, 10),), "train.py")
+    doc = SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e])
+    ctx = Context(systems=doc, syncs=lambda path: {"item": 16},
+                  sync_sites=lambda path: [site], price=lambda f: 1_000_000.0)
+    (f,) = sync_in_loop(REGISTRY["sync_in_loop"], ctx)
+    assert "site_windows" not in f.evidence                 # the loop's finding, not a site's
+    locate([f], doc, {e.name: e})
+    assert "train.py:57 in _guard" in f.message and f.suggestion.startswith("at train.py:57")
+    ctx.sync_sites = lambda path: [SyncSite(None, ("item",), ((0, 10),))]
+    (f,) = sync_in_loop(REGISTRY["sync_in_loop"], ctx)
+    locate([f], doc, {e.name: e})
+    assert "train.py:" not in f.message

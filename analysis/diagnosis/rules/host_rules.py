@@ -33,7 +33,7 @@ from ...documents.types import Finding, RangeEntry
 from ..pricing import SYNC_SAID
 from .lines import MASK_REMEDY, SIZE_REMEDY, SYNC_CALLS, UNIQUE_REMEDY, UPLOAD_REMEDY, pick
 from .registry import ONCE, Context, Rule, rule
-from .sync_split import change_for, site_finding, split
+from .sync_split import change_for, line_of, site_finding, split
 
 CUDNN = re.compile(r"cudnn|fmha|flash", re.I)
 
@@ -228,6 +228,9 @@ def sync_in_loop(r: Rule, ctx: Context) -> list[Finding]:
             out += _site_findings(r, ctx, e, inner, sites)
             continue
         f = _sync_finding(r, e, inner, kinds)
+        lone = sites[0] if len(sites) == 1 else None     # one site: where no line's call
+        if lone is not None and lone.line is not None and pick(e.lines, SYNC_CALLS) is None:
+            f.evidence = {**f.evidence, "lines_named": [line_of(e, lone)]}   # says, its line
         priced = ctx.price(f) if ctx.price is not None else None
         if _syncs(e) or (priced or 0) * 100 >= FINDING_MIN_PCT * e.wall_ns:
             out.append(f)

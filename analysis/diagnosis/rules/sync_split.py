@@ -34,7 +34,7 @@ def site_finding(r: Any, e: RangeEntry, site: SyncSite, evidence: dict,
     kinds = Counter(site.kinds)
     top = max(kinds, key=kinds.get)
     said = ", ".join(f"{SYNC_SAID[k]} ({n})" for k, n in kinds.most_common())
-    line = _line_of(e, site)
+    line = line_of(e, site)
     where = f"{line['file']}:{line['line']} in {line['function']}" if line else \
         "a line the Python samples did not reach"
     called = next((c for c in site.calls if c), "") or (line["call"] if line else "")
@@ -50,7 +50,7 @@ def site_finding(r: Any, e: RangeEntry, site: SyncSite, evidence: dict,
         suggestion=remedies.get(top, remedies["item"]))
 
 
-def _line_of(e: RangeEntry, site: SyncSite) -> dict | None:
+def line_of(e: RangeEntry, site: SyncSite) -> dict | None:
     """The site's line as lines_named holds it: the range's sampled line where kept."""
     if site.line is None:
         return None
