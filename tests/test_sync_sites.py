@@ -325,3 +325,26 @@ def test_one_sync_a_step_is_a_site_whose_line_the_loops_finding_names() -> None:
     (f,) = sync_in_loop(REGISTRY["sync_in_loop"], ctx)
     locate([f], doc, {e.name: e})
     assert "train.py:" not in f.message
+
+
+def test_a_range_no_sample_fell_in_says_so() -> None:
+    """On a sampled capture, a finding on a range that no Python sample fell in (a short
+    sync beside the step) says why it names no line and how to get one."""
+    from analysis.diagnosis.rules.lines import locate
+    from analysis.documents.types import Finding, PyLine, RangeEntry, SystemsDoc, SystemsSource
+
+    def entry(name: str, samples: int, lines: list) -> RangeEntry:
+        return RangeEntry(name=name, domain=None, instances=64, kernel_count=0,
+                          kernel_time_ns=0, gpu_span_ns=1, gpu_idle_ns=0, wall_instances=64,
+                          wall_ns=1_878_412, lines=lines, py_samples=samples)
+
+    step = entry("loop/step", 60, [PyLine(file="train.py", line=80, function="step",
+                                          call="", pct=100.0, code="", samples=60)])
+    sync = entry("loop/synchronize", 0, [])
+    doc = SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[step, sync])
+    f = Finding(rule="sync_in_loop", severity="warning", range="loop/synchronize",
+                kernel=None, message="waits.", evidence={}, suggestion="time with events")
+    locate([f], doc, {e.name: e for e in (step, sync)})
+    assert f.message == ("waits. No Python sample fell in its 64 instances (1.88 ms in all): "
+                         "more steps, or a higher --python-sampling-frequency (up to 2000 "
+                         "Hz), would name its line.")

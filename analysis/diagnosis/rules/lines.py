@@ -128,6 +128,7 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
             if f.rule in BLOCKING_RULES and blocked is not None:
                 line = inside(e.lines, blocked(f.range, BLOCKING_RULES[f.rule])) or line
         if line is None:
+            f.message += unsampled(e)
             continue
         f.message += " " + said(e, line)
         f.evidence = {**f.evidence, "lines": [_brief(x) for x in e.lines[:3]],
@@ -135,6 +136,16 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         remedy = remedy_for(line.call, f.rule)
         where = f"{line.file}:{line.line}" + (f" (`{line.code}`)" if line.code else "")
         f.suggestion = f"at {where}: {remedy or f.suggestion}"
+
+
+def unsampled(e: RangeEntry) -> str:
+    """Why a sampled capture names no line for the range: none of its Python samples fell
+    in it ("" where some did: none of its lines makes the call)."""
+    if e.py_samples:
+        return ""
+    return (f" No Python sample fell in its {e.wall_instances:,} instances "
+            f"({e.wall_ns / 1e6:,.2f} ms in all): more steps, or a higher "
+            "--python-sampling-frequency (up to 2000 Hz), would name its line.")
 
 
 def _called(f: Finding, calls: Counter) -> None:
