@@ -27,6 +27,7 @@ def test_profile_argv_traces_cuda_nvtx_osrt_graph_nodes_without_sampling() -> No
 def test_profile_argv_with_cpu_samples() -> None:
     argv = nsys.profile_argv("nsys", "t", ["python", "x.py"], sample="cpu")
     assert "--sample=process-tree" in argv and "--python-sampling=true" in argv
+    assert "--python-sampling-frequency=2000" in argv
     assert "--sample=none" not in argv and argv[-2:] == ["python", "x.py"]
     assert "--sample cpu" in subprocess.run(
         ["make", "-n", "systems", "SCRIPT=python x.py", "NAME=x", "SAMPLE=cpu"],
