@@ -123,6 +123,8 @@ def test_frame_kinds(file: str, kind: str) -> None:
 
 @pytest.mark.parametrize(("source", "call"), [
     ("loss_sum += loss.item()", "Tensor.item"), ("h = h[h > 0]", "nonzero"),
+    ('s["z"] = s["x"][s["x"] > 0]', "nonzero"), ("y = x[(a > 0) & ~(b == 1)]", "nonzero"),
+    ('v = batch["ids"][0]', ""),
     ("x = torch.tensor([float(v) for v in row if v > 0])", "torch.tensor"),
     ("torch.cuda.empty_cache()", "empty_cache"), ("y = model(x)", "model"),
     ("x = np.tanh(x * 1.01).astype(np.float32)", "np.tanh"), ("for _ in range(n):", "")])

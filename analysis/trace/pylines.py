@@ -103,26 +103,53 @@ def site(stack: Sequence[Frame], source: str = "") -> tuple[int, str] | None:
 
 
 def named_call(source: str) -> str:
-    """The compiled call a line of source makes: one of CALLS, else its first call by a
-    dotted name (`np.tanh`, `rng.standard_normal`; Python's builtins left out), else ""."""
+    """The compiled call a line of source makes: one of CALLS, else "nonzero" where it
+    indexes with a comparison (a boolean mask: `s["x"][s["x"] > 0]`, which CALLS' pattern
+    misses), else its first call by a dotted name (`np.tanh`, `rng.standard_normal`;
+    Python's builtins left out), else ""."""
     known = next((name for name, pattern in CALLS if re.search(pattern, source)), "")
-    return known or _first_call(source)
+    if known:
+        return known
+    tree = _parsed(source)
+    if tree is None:
+        return ""
+    return "nonzero" if _masked(tree) else _first_call(tree)
 
 
 BUILTINS = frozenset(dir(builtins))
 
 
-def _first_call(source: str) -> str:
-    """The leftmost call of a line whose function is a dotted name, not a builtin."""
-    tree = None
+def _parsed(source: str) -> ast.AST | None:
+    """A line's syntax tree (a block's head completed, a `return` dropped), or None."""
     for text in (source, source + "\n    pass", source.removeprefix("return ")):
         try:
-            tree = ast.parse(text.strip())
-            break
+            return ast.parse(text.strip())
         except SyntaxError:
             continue
-    if tree is None:
-        return ""
+    return None
+
+
+def _masked(tree: ast.AST) -> bool:
+    """Whether the line indexes with a comparison (`x[x > 0]`, `x[~(m == 1)]`,
+    `x[(a > 0) & (b < 1)]`; not a slice's bound, `x[: n if n > 0 else None]`)."""
+    return any(isinstance(n, ast.Subscript) and _mask(n.slice) for n in ast.walk(tree))
+
+
+def _mask(node: ast.expr) -> bool:
+    """A comparison, its negation or inversion, or their `&` / `|` / tuple."""
+    if isinstance(node, ast.Compare):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
+        return _mask(node.operand)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+        return _mask(node.left) or _mask(node.right)
+    if isinstance(node, ast.Tuple):
+        return any(_mask(x) for x in node.elts)
+    return False
+
+
+def _first_call(tree: ast.AST) -> str:
+    """The leftmost call of a line whose function is a dotted name, not a builtin."""
     calls = sorted((n.col_offset, -len(name), name) for n in ast.walk(tree)
                    if isinstance(n, ast.Call) and (name := _dotted(n.func))
                    and name not in BUILTINS)
