@@ -92,3 +92,15 @@ def test_every_planted_sync_is_named_by_its_call_on_a_held_out_capture() -> None
     assert len(planted) >= 8
     assert [(loop, call) for loop, call in planted
             if call not in named.get(f"{loop}_all", set())] == []
+
+
+def test_a_copy_is_named_by_the_backtrace_of_its_sync() -> None:
+    """A pageable upload's backtrace is on the synchronize after its copy, a readback's
+    on the copy's own wait: the copy findings name `torch.tensor` and `Tensor.cpu`."""
+    doc = analyzed(CAPTURE)
+    by = {(f.rule, f.range): f for f in doc.findings}
+    upload = by[("pageable_copy", "g00_all/python_batch")]
+    assert upload.evidence["backtraced_calls"] == {"torch.tensor": 16}
+    assert "come from `torch.tensor`" in upload.message
+    assert by[("readback_in_loop", "g05_all/step")].evidence["backtraced_calls"] == {
+        "Tensor.cpu": 16}

@@ -37,7 +37,7 @@ from ..trace.pylines import (
     wait_windows,
 )
 from .graph_reads import growth_of, h2d_spans, kernel_time, read_back, started_in, sync_kinds
-from .sync_sites import SyncSite, binding_calls
+from .sync_sites import SyncSite, binding_calls, blocking_call
 from .sync_sites import sync_sites as find_sites
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
@@ -120,9 +120,11 @@ class Pricer:
     def backtraced(self, path: str, kind: str, pid: int | None = None) -> Counter:
         """The Python calls (from CUDA backtraces, where the capture took them) of the
         same blocking calls as `blocked`: `torch.tensor`, `Tensor.cpu`."""
-        found = Counter()
+        found, calls = Counter(), {}
         for g, i in self._blocking(path, kind, pid):
-            found[binding_calls(g).get(i, "")] += 1
+            if id(g) not in calls:
+                calls[id(g)] = binding_calls(g)
+            found[blocking_call(g, i, calls[id(g)])] += 1
         found.pop("", None)
         return found
 
