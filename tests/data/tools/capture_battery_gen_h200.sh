@@ -3,7 +3,7 @@
 # after `source .gpu-kit/env.sh`): for each SEED, battery_gen/program.py under Nsight
 # Systems with CPU and Python sampling, exported with its JSON, scrubbed and trimmed, with
 # the program's truth -> $OUT/battery_gen.tar.xz (gen_<seed>/{trace.sqlite,truth.json,log.txt}).
-#   SEEDS="11 12" LOOPS=40 STEPS=16 [ROUNDS=2] [PROFILE_S=250] [PY_HZ=2000] \
+#   SEEDS="11 12" LOOPS=40 STEPS=16 [ROUNDS=2] [PROFILE_S=250] [PY_HZ=2000] [BACKTRACE=sync:1000] \
 #     bash tests/data/tools/capture_battery_gen_h200.sh
 set -u
 T=tests/data/tools
@@ -12,6 +12,7 @@ bash $T/machine_env.sh > "$R/env.txt" 2>&1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 FLAGS="--trace=cuda,nvtx,osrt --sample=process-tree --python-sampling=true --cpuctxsw=none --force-overwrite=true"
 [ -n "${PY_HZ:-}" ] && FLAGS="$FLAGS --python-sampling-frequency=$PY_HZ"   # nsys: 1-2000 Hz
+[ -n "${BACKTRACE:-}" ] && FLAGS="$FLAGS --cudabacktrace=$BACKTRACE"         # e.g. sync:1000
 dirs=""
 for seed in ${SEEDS:-11 12}; do
   d=$R/gen_$seed; mkdir -p "$d"
