@@ -29,6 +29,7 @@ CAPTURE = "backtrace/trace"
     ("torch::autograd::THPVariable_tensor", "torch.tensor"),
     ("torch::autograd::THPVariable_item", "Tensor.item"),
     ("torch::autograd::THPVariable_bool_scalar", "Tensor.__bool__"),
+    ("torch::autograd::THPVariable_is_nonzero", "Tensor.__bool__"),
     ("_PyEval_EvalFrameDefault", ""),
 ])
 def test_binding_frames_are_python_calls(frame: str, call: str) -> None:

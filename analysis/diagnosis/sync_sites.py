@@ -139,7 +139,8 @@ def call_kinds(g: Graph) -> dict[int, str]:
 BINDING_CALLS = {"tensor": "torch.tensor", "as_tensor": "torch.as_tensor",
                  "_unique2": "torch.unique", "_unique": "torch.unique",
                  "unique_consecutive": "torch.unique_consecutive",
-                 "bool_scalar": "Tensor.__bool__", "getitem": "Tensor.__getitem__",
+                 "bool_scalar": "Tensor.__bool__", "is_nonzero": "Tensor.__bool__",
+                 "getitem": "Tensor.__getitem__",
                  "setitem": "Tensor.__setitem__", "repeat_interleave": "repeat_interleave",
                  "integral_scalar": "Tensor.__int__"}
 """torch's Python bindings (`torch::autograd::THPVariable_<name>`) that are not the
