@@ -346,5 +346,5 @@ def test_a_range_no_sample_fell_in_says_so() -> None:
                 kernel=None, message="waits.", evidence={}, suggestion="time with events")
     locate([f], doc, {e.name: e for e in (step, sync)})
     assert f.message == ("waits. No Python sample fell in its 64 instances (1.88 ms in all): "
-                         "more steps, or a higher --python-sampling-frequency (up to 2000 "
-                         "Hz), would name its line.")
+                         "more steps, or a higher --python-sampling-frequency (2000 Hz: "
+                         "`--sample cpu`'s), would name its line.")

@@ -54,10 +54,10 @@ SAMPLING = {"none": ["--sample=none"],
 """`--sample`: no CPU sampling, or CPU samples with native backtraces of the process tree
 and Python backtraces (both seen recording on the H200 test machine with Nsight Systems
 2025.3: COMPOSITE_EVENTS / SAMPLING_CALLCHAINS, and NVTX events of the Python sampler),
-Python's at 2 kHz, nsys's most: at its default 1 kHz a short range beside the step (a
-synchronize, a `.tolist()`) often got no sample in 64 instances, and of the generated
-battery's host-side causes 92.5% were named by their line (seeds 11-71); at 2 kHz all
-40 of seed 73 were."""
+Python's at 2 kHz (nsys 2025.3 took it on the H100 test machine): at its default 1 kHz
+a short range beside the step (a synchronize, a `.tolist()`) often got no sample in 64
+instances, and of the generated battery's host-side causes 92.5% were named by their
+line (seeds 11-71); at 2 kHz all 40 of seed 73 were."""
 
 
 def profile_argv(nsys: Path | str, output_base: Path | str, command: list[str],

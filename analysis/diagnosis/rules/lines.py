@@ -145,7 +145,7 @@ def unsampled(e: RangeEntry) -> str:
         return ""
     return (f" No Python sample fell in its {e.wall_instances:,} instances "
             f"({e.wall_ns / 1e6:,.2f} ms in all): more steps, or a higher "
-            "--python-sampling-frequency (up to 2000 Hz), would name its line.")
+            "--python-sampling-frequency (2000 Hz: `--sample cpu`'s), would name its line.")
 
 
 def _called(f: Finding, calls: Counter) -> None:
