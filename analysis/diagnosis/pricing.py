@@ -29,11 +29,13 @@ from ..loops.edits import overlap
 from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
 from ..trace.pylines import (
+    line_counts,
     line_windows,
     lines_inside,
     module_windows,
     steady_line,
     top_line,
+    top_of,
     wait_windows,
 )
 from .graph_reads import growth_of, h2d_spans, kernel_time, read_back, started_in, sync_kinds
@@ -113,24 +115,25 @@ class Pricer:
         the copy calls, a pageable one blocking in the call itself) in its loop's modeled
         steps, within the range's instances: where the user's code waits, whatever call it
         made."""
-        spans = [(int(g.start[i]), int(g.end[i])) for g, i in self._blocking(path, kind, pid)]
+        spans = [(int(a), int(b)) for g, calls in self._blocking(path, kind, pid)
+                 for a, b in zip(g.start[calls], g.end[calls], strict=True)]
         return lines_inside(self.models.py_samples(), self.threads(path, pid),
                             np.array(sorted(spans), dtype=np.int64).reshape(-1, 2))
 
     def backtraced(self, path: str, kind: str, pid: int | None = None) -> Counter:
         """The Python calls (from CUDA backtraces, where the capture took them) of the
         same blocking calls as `blocked`: `torch.tensor`, `Tensor.cpu`."""
-        found, calls = Counter(), {}
-        for g, i in self._blocking(path, kind, pid):
-            if id(g) not in calls:
-                calls[id(g)] = binding_calls(g)
-            found[blocking_call(g, i, calls[id(g)])] += 1
+        found = Counter()
+        for g, calls in self._blocking(path, kind, pid):
+            named = binding_calls(g)
+            found.update(blocking_call(g, int(i), named) for i in calls)
         found.pop("", None)
         return found
 
-    def _blocking(self, path: str, kind: str, pid: int | None) -> list[tuple[Graph, int]]:
-        """(step graph, call) of the range thread's blocking calls of a `kind` (blocked's)
-        that start within the range's instances, over its loop's modeled steps."""
+    def _blocking(self, path: str, kind: str, pid: int | None
+                  ) -> list[tuple[Graph, np.ndarray]]:
+        """Per modeled step of the range's loop, its graph and the range thread's blocking
+        calls of a `kind` (blocked's) that start within the range's instances."""
         key = self.modeled_key(path, pid)
         if key is None:
             return []
@@ -141,7 +144,7 @@ class Pricer:
             hit = np.array(g.label[:n]) == "sync" if kind == "sync" else \
                 g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
             calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
-            out += [(g, int(i)) for i in calls[started_in(g.start[calls], w)].tolist()]
+            out.append((g, calls[started_in(g.start[calls], w)]))
         return out
 
     def syncs(self, path: str, pid: int | None = None) -> Counter:
@@ -206,12 +209,17 @@ class Pricer:
         step, _, median = self.models.steps_of(key)
         rows = [row for row, ns in step.items() if median > 0 and ns >= factor * median]
         found = tuple((int(start[row]), int(start[row]) + int(step[row])) for row in rows)
-        lines = Counter(x for row, (a, b) in zip(rows, found, strict=True)
-                        if len(py) and (x := top_line(py, int(tid[row]), a, b, cwd)))
+        counts = [line_counts(py, int(tid[row]), a, b, cwd) if len(py) else {}
+                  for row, (a, b) in zip(rows, found, strict=True)]
+        lines = Counter(x for c in counts if (x := top_of(c)))
         line = lines.most_common(1)[0][0] if lines else ""
+        if not line:
+            return found, "", False
+        t = int(tid[rows[0]])           # the other steps' line on the first slow one's thread
+        mine = [c if int(tid[row]) == t else line_counts(py, t, a, b, cwd)
+                for row, (a, b), c in zip(rows, found, counts, strict=True)]
         span = (min(int(start[r]) for r in step), max(int(start[r]) + n for r, n in step.items()))
-        steady = line and steady_line(py, int(tid[rows[0]]), span, found, cwd)
-        return found, line, None if line and line == steady else False
+        return found, line, None if line == steady_line(py, t, span, mine, cwd) else False
 
     def readback_share(self, path: str, least: int, pid: int | None = None
                        ) -> float | None:

@@ -57,8 +57,7 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
     if key is None:
         return []
     scope = np.array(pricer.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
-    per_step = [_segments(g, call_kinds(g), scope, binding_calls(g))
-                for g in pricer.models.graphs(key)]
+    per_step = [_segments(g, scope) for g in pricer.models.graphs(key)]
     counts = Counter(len(x) for x in per_step)
     n, seen = counts.most_common(1)[0] if counts else (0, 0)
     if n < 1 or seen < SAME_SHARE * len(per_step):
@@ -91,9 +90,9 @@ SCAN = re.compile(r"Scan", re.I)
 sizes its output by (`repeat_interleave` without output_size sums its repeats so)."""
 
 
-def call_kinds(g: Graph) -> dict[int, str]:
+def call_kinds(g: Graph, named: dict[int, str] | None = None) -> dict[int, str]:
     """Each blocking call (label "sync") on the step's range thread -> what caused it
-    (SYNC_SAID's keys), in call order."""
+    (SYNC_SAID's keys), in call order; `named`: binding_calls(g), where the caller has it."""
     out: dict[int, str] = {}
     names = g.calls["name"].tolist()
     none = [0] * len(g.ops)
@@ -130,7 +129,8 @@ def call_kinds(g: Graph) -> dict[int, str]:
             last_copy = None
         else:
             out[i] = "other"
-    for i, call in binding_calls(g).items():    # what the pattern cannot tell apart
+    named = binding_calls(g) if named is None else named
+    for i, call in named.items():                # what the pattern cannot tell apart
         if i in out and call in BINDING_KINDS:
             out[i] = BINDING_KINDS[call]
     return out
@@ -200,10 +200,11 @@ def launch_order(g: Graph) -> list[tuple[int, str]]:
     return sorted(found, key=lambda x: x[0])
 
 
-def _segments(g, kinds: dict[int, str], scope: np.ndarray,
-              calls: dict[int, str]) -> list[tuple[int, int, str, int, str]]:
+def _segments(g, scope: np.ndarray) -> list[tuple[int, int, str, int, str]]:
     """(segment start, sync end, kind, next call's start, Python call or "") of each sync
     on the range's thread in one step, inside the range's instances."""
+    calls = binding_calls(g)
+    kinds = call_kinds(g, calls)
     mine = np.flatnonzero((g.kind == CALL) & (g.thread == g.tid))
     mine = mine[np.argsort(g.start[mine], kind="stable")]
     out: list[tuple[int, int, str, int, str]] = []

@@ -20,7 +20,8 @@ import sqlite3
 from pathlib import Path
 
 from ..common.errors import InputError
-from .export import shared
+from .export import Reader, shared
+from .nsys_meta import table_columns
 from .nsys_sqlite import PID_MASK
 
 BINDINGS_MODULE = "libtorch_python"
@@ -40,18 +41,14 @@ def bindings(path: str | Path) -> dict[tuple[int, int], str]:
     """(global pid, correlation id) -> the outermost bindings frame of the call's
     backtrace, its arguments cut (`torch::autograd::THPVariable_cpu`); read once."""
     reader = shared(path)
-    return reader.once("bindings", lambda: _read(reader.conn, Path(path)))
+    return reader.once("bindings", lambda: _read(reader, Path(path)))
 
 
-def _read(conn: sqlite3.Connection, path: Path) -> dict[tuple[int, int], str]:
-    have = {t for (t,) in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
-        "('CUDA_CALLCHAINS', 'CUPTI_ACTIVITY_KIND_RUNTIME')")}
-    if len(have) < 2:
+def _read(reader: Reader, path: Path) -> dict[tuple[int, int], str]:
+    if "callchainId" not in table_columns(reader.db, "CUPTI_ACTIVITY_KIND_RUNTIME") \
+            or not table_columns(reader.db, "CUDA_CALLCHAINS"):
         return {}
-    cols = {row[1] for row in conn.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")}
-    if "callchainId" not in cols:
-        return {}
+    conn = reader.conn
     out: dict[tuple[int, int], str] = {}
     try:
         for tid, corr, symbol in conn.execute(_SQL):    # deeper frames later: the last wins

@@ -207,19 +207,23 @@ def top_line(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = None) 
     """The user's line most Python samples of thread `tid` fell on in [lo, hi), as
     `file:line in function, call` ('' where none fell on a user line): what one slow
     step of a loop did (loops/runs.py), read from the samples alone."""
-    said = line_counts(py, tid, lo, hi, cwd)
+    return top_of(line_counts(py, tid, lo, hi, cwd))
+
+
+def top_of(said: dict[str, int]) -> str:
+    """The line of line_counts' counts with the most samples ('' for none)."""
     return max(said, key=lambda k: (said[k], k)) if said else ""
 
 
 def steady_line(py: PySamples, tid: int, span: tuple[int, int],
-                slow: tuple[tuple[int, int], ...], cwd: str | None = None) -> str:
+                slow: list[dict[str, int]], cwd: str | None = None) -> str:
     """The user's line thread `tid`'s Python samples in `span` (a loop's steps) fell on
-    most outside its `slow` steps' windows: what the other steps did."""
+    most outside its slow steps (`slow`: their line_counts on that thread): what the
+    other steps did."""
     said = Counter(line_counts(py, tid, *span, cwd))
-    for a, b in slow:
-        said.subtract(line_counts(py, tid, a, b, cwd))
-    said = +said
-    return max(said, key=lambda k: (said[k], k)) if said else ""
+    for counts in slow:
+        said.subtract(counts)
+    return top_of(+said)
 
 
 def line_counts(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = None
