@@ -61,6 +61,32 @@ def test_rounds_alternate_and_never_run_a_variant_twice_in_a_row(program):
     assert program.orders([None, "a", "b"], 2) == [[None, "a", "b"], ["a", None, "b"]]
 
 
+def test_a_loop_runs_more_rounds_until_its_savings_settle(program):
+    """settled: every cause's per-round saving has a standard error within half the
+    ±15% band (15% of the saving, or 5% of the loop): savings of 1.0 and 1.02 ms on a 3 ms
+    loop have settled; 1.0 and 1.6 have not, nor has any saving after one round."""
+    ms = 1e6
+    steady = {None: [3 * ms, 3 * ms], "a": [2 * ms, 1.98 * ms]}
+    noisy = {None: [3 * ms, 3 * ms], "a": [2 * ms, 1.4 * ms]}
+    assert program.settled(steady) and not program.settled(noisy)
+    assert not program.settled({None: [3 * ms], "a": [2 * ms]})
+    assert program.standard_error([1.0, 3.0]) == pytest.approx(1.0)
+    assert program.standard_error([1.0, 2.0, 3.0]) == pytest.approx(1 / 3 ** 0.5)
+
+
+def test_rounds_judge_the_truth_by_the_standard_error_of_their_mean(score):
+    """Two rounds repeat where they differ by at most the band's width (as before more
+    rounds); three or more, where the standard error of their mean is within the band."""
+    two = {"g00_all": [3.0, 3.0], "g00_fix_item": [2.0, 1.5]}     # savings 1.0, 1.5
+    assert score.repeats(two, "g00", "item", 0.25)                 # 0.5 <= 2 x 0.25
+    assert not score.repeats(two, "g00", "item", 0.2)
+    assert score.spread(two, "g00", "item") == pytest.approx(0.25)
+    three = {"g00_all": [3.0] * 3, "g00_fix_item": [2.0, 1.5, 2.5]}
+    assert score.spread(three, "g00", "item") == pytest.approx(0.5 / 3 ** 0.5)
+    assert score.repeats(three, "g00", "item", 0.3) and \
+        not score.repeats(three, "g00", "item", 0.2)
+
+
 def test_score_matches_rules_and_limits(score):
     truth = {"steps": 10, "loops": [
         {"loop": "g00", "base": "gpu", "cost_ns": {"all": 2e6, "fix_item": 1e6},

@@ -3,7 +3,7 @@
 # after `source .gpu-kit/env.sh`): for each SEED, battery_gen/program.py under Nsight
 # Systems with CPU and Python sampling, exported with its JSON, scrubbed and trimmed, with
 # the program's truth -> $OUT/battery_gen.tar.xz (gen_<seed>/{trace.sqlite,truth.json,log.txt}).
-#   SEEDS="11 12" LOOPS=40 STEPS=16 [ROUNDS=2] [PROFILE_S=250] [PY_HZ=2000] [BACKTRACE=sync:1000] \
+#   SEEDS="11 12" LOOPS=40 STEPS=16 [ROUNDS=2] [MAX_ROUNDS=8] [PROFILE_S=250] [PY_HZ=2000] [BACKTRACE=sync:1000] \
 #     bash tests/data/tools/capture_battery_gen_h200.sh
 set -u
 T=tests/data/tools
@@ -18,7 +18,7 @@ for seed in ${SEEDS:-11 12}; do
   d=$R/gen_$seed; mkdir -p "$d"
   /usr/bin/time -f "seed $seed profile wall %e s" timeout ${PROFILE_S:-250} nsys profile $FLAGS --output="$d/raw" \
     python3 $T/battery_gen/program.py --seed $seed --loops ${LOOPS:-40} --steps ${STEPS:-16} \
-    --rounds ${ROUNDS:-1} --out "$d/truth.json" > "$d/log.txt" 2>&1
+    --rounds ${ROUNDS:-1} --max-rounds ${MAX_ROUNDS:-${ROUNDS:-1}} --out "$d/truth.json" > "$d/log.txt" 2>&1
   tail -4 "$d/log.txt"
   nsys export --type=sqlite --include-json=true --force-overwrite=true --output="$d/raw.sqlite" \
     "$d/raw.nsys-rep" >> "$d/log.txt" 2>&1

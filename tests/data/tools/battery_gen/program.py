@@ -2,7 +2,8 @@
 the catalogue (causes.py) and the fix of each, run in one process, the truth measured
 around every variant by its synchronize.
 
-    python program.py --seed 11 [--loops 24] [--steps 16] [--rounds 2] [--device cuda]
+    python program.py --seed 11 [--loops 24] [--steps 16] [--rounds 2] [--max-rounds 8]
+                      [--device cuda]
                       [--out truth.json]
     python program.py --seed 11 --plan         # the drawn loops, as JSON, nothing run
 
@@ -16,11 +17,17 @@ the others planted). Variant `v` of loop `gNN` is the range `gNN_v` around its s
 each step the range `step`, after three warm-up steps outside any range. With
 `--rounds R` each variant runs R times, steps / R steps each, the variants in order and
 then reversed, round after round, never one variant twice in a row (`orders`): range
-`gNN_v` has R instances.
+`gNN_v` has R instances. With `--max-rounds M` a loop runs more rounds, up to M, until
+every cause's saving has settled (`settled`: the standard error of its per-round mean
+within half the band it is judged by) or its extra rounds have taken EXTRA_BUDGET_S: a
+loop whose steps vary by a fifth from one to the next (host work beside a GIL holder,
+a sort of a fresh CPU tensor) measures a saving of a tenth of its step only over many
+steps; the truth records the rounds each loop ran.
 
 Truth (--out): per loop, its draw and each variant's cost per step as it runs: (time after
-the synchronize that follows the last step - time before the first step) / steps. The
-realized saving of fixing cause c is cost(all) - cost(fix_c), in the same process.
+the synchronize that follows the last step - time before the first step) / steps, the
+mean over its rounds (`cost_ns`), and each round's (`round_cost_ns`). The realized
+saving of fixing cause c is cost(all) - cost(fix_c), in the same process.
 """
 
 from __future__ import annotations
@@ -142,20 +149,66 @@ def orders(names: list, rounds: int) -> list[list]:
     return out
 
 
-def run(spec: dict, steps: int, dev: str, rounds: int = 1) -> dict:
-    """Every variant of one loop: the spec with `cost_ns` per variant. With `rounds` > 1
-    the variants run in rounds of steps / rounds steps each, in the orders of `orders`."""
+def run(spec: dict, steps: int, dev: str, rounds: int = 1,
+        max_rounds: int | None = None) -> dict:
+    """Every variant of one loop: the spec with `cost_ns` per variant (the mean over its
+    rounds) and `round_cost_ns` (each round's). With `rounds` > 1 the variants run in
+    rounds of steps / rounds steps each, in the orders of `orders`; up to `max_rounds`
+    (default `rounds`) while a cause's saving has not settled (settled) and the loop's
+    extra rounds have taken less than EXTRA_BUDGET_S. The spec's `steps` and `rounds`
+    are those run."""
     base = base_setup(spec["base"], spec["base_size"], dev)
     states = [BY_NAME[c["name"]].setup(random.Random(c["size"]), c["size"], dev)
               for c in spec["causes"]]
     names = [None] + [c["name"] for c in spec["causes"]]
-    cost = dict.fromkeys(names, 0.0)
-    for order in orders(names, rounds):
+    cost: dict = {n: [] for n in names}
+    per, last = steps // rounds, max(rounds, max_rounds or rounds)
+    extra = 0.0
+    for r, order in enumerate(orders(names, last)):
+        if r == rounds:
+            extra = time.perf_counter()
+        if r >= rounds and (settled(cost) or time.perf_counter() - extra > EXTRA_BUDGET_S):
+            break
         for fix in order:
-            cost[fix] += variant(spec, base, states, fix, steps // rounds,
-                                 dev == "cuda") / rounds
-    return {**spec, "rounds": rounds,
-            "cost_ns": {("fix_" + k if k else "all"): v for k, v in cost.items()}}
+            cost[fix].append(variant(spec, base, states, fix, per, dev == "cuda"))
+    done = len(cost[None])
+    key = {n: "fix_" + n if n else "all" for n in names}
+    return {**spec, "rounds": done, "steps": per * done,
+            "cost_ns": {key[n]: sum(v) / done for n, v in cost.items()},
+            "round_cost_ns": {key[n]: v for n, v in cost.items()}}
+
+
+EXTRA_BUDGET_S = 4.0
+"""The most a loop spends on rounds beyond --rounds (seconds, warm-up steps included)."""
+SETTLED = 0.5
+"""A cause's saving has settled when the standard error of its per-round mean is within
+this share of the ±15% band's half-width (score.py's band: 15% of the saving or 5% of the
+loop's cost, whichever is wider): its rounds then agree to the precision it is judged to."""
+
+
+def settled(cost: dict) -> bool:
+    """Whether every cause's saving (cost[None] round r less cost[cause] round r) has
+    settled (SETTLED), over the rounds run so far."""
+    everything = cost[None]
+    if len(everything) < 2:
+        return False
+    slack = 0.05 * sum(everything) / len(everything)
+    for name, fixed in cost.items():
+        if name is None:
+            continue
+        saved = [a - b for a, b in zip(everything, fixed, strict=True)]
+        mean = sum(saved) / len(saved)
+        if standard_error(saved) > SETTLED * max(0.15 * abs(mean), slack):
+            return False
+    return True
+
+
+def standard_error(values: list[float]) -> float:
+    """The standard error of the values' mean (sample standard deviation over sqrt(n));
+    for two values, half their difference."""
+    n = len(values)
+    mean = sum(values) / n
+    return (sum((v - mean) ** 2 for v in values) / (n - 1) / n) ** 0.5
 
 
 def main() -> None:
@@ -167,6 +220,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1,
                    help="run the variants in this many rounds, alternately in order and "
                    "reversed (steps must divide by it)")
+    p.add_argument("--max-rounds", type=int, default=None,
+                   help="run more rounds, up to this many, while a cause's saving has not "
+                   "settled (see `settled`; at most EXTRA_BUDGET_S more a loop)")
     p.add_argument("--out", type=Path)
     p.add_argument("--plan", action="store_true", help="print the drawn loops, run nothing")
     a = p.parse_args()
@@ -176,7 +232,7 @@ def main() -> None:
         return
     done = []
     for spec in specs:
-        done.append(sized(spec, a.steps, a.device, a.rounds))
+        done.append(sized(spec, a.steps, a.device, a.rounds, a.max_rounds))
         said = ", ".join(f"{k} {v / 1e6:.3f}" for k, v in done[-1]["cost_ns"].items())
         print(f"{spec['loop']} {spec['base']} "
               f"{'+'.join(c['name'] + ':' + c['layout'] for c in spec['causes'])}: {said} ms",
@@ -199,9 +255,10 @@ def scale(per_step_s: float, steps: int) -> int:
     return max(1, min(MAX_SCALE, int(STEP_BUDGET_S / max(per_step_s * steps, 1e-9))))
 
 
-def sized(spec: dict, steps: int, dev: str, rounds: int) -> dict:
+def sized(spec: dict, steps: int, dev: str, rounds: int,
+          max_rounds: int | None = None) -> dict:
     """run() with the loop's steps scaled (scale) from three planted steps timed before
-    it; the truth records the loop's own `steps`."""
+    it; the truth records the loop's own `steps` (every round's)."""
     base = base_setup(spec["base"], spec["base_size"], dev)
     states = [BY_NAME[c["name"]].setup(random.Random(c["size"]), c["size"], dev)
               for c in spec["causes"]]
@@ -209,7 +266,7 @@ def sized(spec: dict, steps: int, dev: str, rounds: int) -> dict:
                   dev == "cuda") / 1e9
     del base, states
     n = steps * scale(per, steps)
-    return {**run(spec, n - n % rounds, dev, rounds), "steps": n - n % rounds}
+    return run(spec, n - n % rounds, dev, rounds, max_rounds)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,13 @@ planted variant less its saving in the variant that fixes the cause (base_share)
 A capture run in rounds (program.py --rounds R, R >= 2) measures each cause's saving R
 times: round r's is its `all` range's r-th instance less its `fix_<cause>` range's, per
 step, read from the trace's NVTX ranges (the program opens each around its timed steps).
-Where those differ by more than the ±15% band's width (twice its half-width), the truth
+Where the standard error of their mean is wider than the ±15% band's half-width (for two
+rounds: where they differ by more than the band's width), the truth
 itself does not repeat to that precision (the machine drifted between rounds): the row
 says so (`repeats`: no) and the table gives the share within ±15% both over every cause
 and over those whose truth repeats. It also counts the causes within ±50% once the band
-is widened by half the spread of the rounds' savings: a price outside ±50% of the mean
-but within the rounds' own disagreement is judged by a truth that does not hold still
+is widened by that standard error (two rounds: half their spread): a price outside ±50%
+of the mean but within the rounds' own disagreement is judged by a truth that does not hold still
 (a loop with a periodic checkpoint whose one slow save falls in one round).
 """
 
@@ -175,20 +176,31 @@ def round_savings(per_round: dict[str, list[float]], loop: str, cause: str) -> l
 
 
 def repeats(per_round: dict[str, list[float]], loop: str, cause: str, slack: float) -> bool:
-    """Whether the cause's saving measured round by round stays within the ±15% band's
-    width (see the module doc); True where the capture has one round."""
+    """Whether the cause's saving measured round by round holds still to the ±15% band:
+    the standard error of its mean within the band's half-width (two rounds: they differ
+    by at most the band's width; see the module doc); True where the capture has one
+    round."""
     saved = round_savings(per_round, loop, cause)
     if not saved:
         return True
-    return max(saved) - min(saved) <= 2 * band(sum(saved) / len(saved), slack)
+    return standard_error(saved) <= band(sum(saved) / len(saved), slack)
 
 
 def spread(per_round: dict[str, list[float]], loop: str, cause: str) -> float:
-    """Half the range of the cause's per-round savings (ns; 0 with one round): how far
-    the truth itself moved between rounds. A price outside ±50% of the mean by no more
-    than this is outside it by the truth's own noise (`within50_rounds`)."""
+    """The standard error of the cause's mean saving over its rounds (ns; half their
+    range for two rounds, 0 with one): how far the truth itself moves between rounds. A
+    price outside ±50% of the mean by no more than this is outside it by the truth's own
+    noise (`within50_rounds`)."""
     saved = round_savings(per_round, loop, cause)
-    return (max(saved) - min(saved)) / 2 if saved else 0.0
+    return standard_error(saved) if saved else 0.0
+
+
+def standard_error(values: list[float]) -> float:
+    """The standard error of the values' mean (sample deviation over sqrt(n)): for two
+    values, half their difference."""
+    n = len(values)
+    mean = sum(values) / n
+    return (sum((v - mean) ** 2 for v in values) / (n - 1) / n) ** 0.5
 
 
 def band(realized: float, slack: float, share: float = 0.15) -> float:
@@ -265,7 +277,7 @@ def table(rows: list[dict], title: str) -> str:
             f"Causes whose truth repeats (its rounds agree within the ±15% band): "
             f"{len(rep)} of {len(real)}; of those, within ±15%: "
             f"{sum(r['within15'] for r in rep)}.", "",
-            f"Causes within ±50% widened by half the spread of their rounds' savings (the "
+            f"Causes within ±50% widened by the standard error of their rounds' savings (the "
             f"truth's own noise): {sum(r['within50_rounds'] for r in real)} of {len(real)}.",
             "", *_without_other_fixes(real),
             "| loop | base | cause | layout | loop ms/step | realized ms | priced ms | rules "
