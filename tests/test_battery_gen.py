@@ -87,6 +87,22 @@ def test_rounds_judge_the_truth_by_the_standard_error_of_their_mean(score):
         not score.repeats(three, "g00", "item", 0.2)
 
 
+def test_a_loop_of_small_ops_is_priced_by_the_rule_whose_remedy_its_fix_applies(score):
+    """small_ops' fix is one torch._foreach_mul_, per_tensor_ops's remedy: its finding on
+    the step prices the cause, not launch_bound's on the cause's own range (a CUDA graph
+    of the same launches; seed 76's g26 priced half its saving so)."""
+    truth = {"steps": 10, "loops": [
+        {"loop": "g00", "base": "host", "cost_ns": {"all": 2e6, "fix_small_ops": 1.6e6},
+         "causes": [{"name": "small_ops", "layout": "nested", "size": 0.5}]}]}
+    line = {"lines_named": [{"function": "_small_ops", "line": 248}]}
+    found = [{"rule": "per_tensor_ops", "range": "g00_all/step", "saving_ns": 4.1e6,
+              "evidence": line},
+             {"rule": "launch_bound", "range": "g00_all/step/small_ops", "saving_ns": 2e6,
+              "evidence": line}]
+    row = score.score(truth, found)[0]
+    assert row["priced_ms"] == pytest.approx(0.41) and row["within15"]
+
+
 def test_score_matches_rules_and_limits(score):
     truth = {"steps": 10, "loops": [
         {"loop": "g00", "base": "gpu", "cost_ns": {"all": 2e6, "fix_item": 1e6},

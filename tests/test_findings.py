@@ -425,6 +425,27 @@ def test_growth_is_the_rank_correlation_of_durations_or_grids_with_their_order()
     assert abs(growth_of(step(jitter, [16] * 24), "Cat", (), 8)) < 0.5
 
 
+def test_growth_is_read_within_each_instance_of_the_range() -> None:
+    """A step modeled as one round of an outer range holds many instances of the step
+    (seed 77's g09): a tensor grown in each makes a sawtooth over the round, and each
+    instance's own trend is read, their median the growth; over the whole round, the
+    sawtooth is no trend."""
+    from types import SimpleNamespace
+
+    from analysis.diagnosis.graph_reads import growth_of
+
+    blocks = [16 * (i + 1) for i in range(24)] * 4
+    starts = np.arange(len(blocks)) * 10_000
+    ops = pd.DataFrame({"kind": 0, "name": ["CatArrayBatchedCopy"] * len(blocks),
+                        "grid": np.array(blocks) * 1024 + 128})
+    g = SimpleNamespace(calls=pd.DataFrame(index=range(0)), cache={}, ops=ops, start=starts,
+                        end=starts + 1100 + (37 * np.arange(len(blocks))) % 40,
+                        op_launched=lambda: starts)
+    each = tuple((int(starts[24 * i]), int(starts[24 * i + 23]) + 1) for i in range(4))
+    assert growth_of(g, "Cat", each, 8) > 0.9
+    assert growth_of(g, "Cat", ((0, int(starts[-1]) + 1),), 8) < 0.5
+
+
 def test_slow_steps_under_the_tail_factor_make_a_slow_step_finding() -> None:
     """A loop the GPU holds hides part of a checkpoint: its slow steps take 2x the median,
     no tail step (3x); the steps read off its runs (Pricer.slow_steps) are the finding's

@@ -51,11 +51,14 @@ GEMMs (TF32 off, PyTorch's default): a control's loop is judged on the findings 
 than these, which name the base, the same in every variant."""
 
 
-FIX_RULE = {"blocking_upload": "pageable_copy", "adam_single": "per_tensor_ops"}
+FIX_RULE = {"blocking_upload": "pageable_copy", "adam_single": "per_tensor_ops",
+            "small_ops": "per_tensor_ops"}
 """Where a cause's rules give different remedies, the one whose remedy its fix applies (a
 pinned non_blocking copy is pageable_copy's; copy_on_compute_stream's is a prefetch on a
 side stream, which the program does not run; the fused optimizer is per_tensor_ops's,
-a rule the cause's list in causes.py predates, so it counts among its rules here). Kept
+a rule the cause's list in causes.py predates, so it counts among its rules here; one
+`torch._foreach_mul_` for a loop of `p.mul_` is per_tensor_ops's too, where launch_bound's
+remedy is a CUDA graph of the same launches). Kept
 here, not in causes.py: the captures' Python samples name causes.py's lines, and the
 analysis reads the code at those lines, so that file's lines must not move."""
 
