@@ -51,6 +51,20 @@ def test_draws_vary_and_repeat(program):
         assert len(set(names)) == len(names)
 
 
+def test_the_sampled_functions_keep_their_lines(program):
+    """The captures' Python samples name program.py's lines and the analysis reads the
+    code at them: the functions a step runs in stay where seeds 11-75 sampled them
+    (a change to the file goes below `run`)."""
+    first = {f.__name__: f.__code__.co_firstlineno for f in (
+        program.draw, program.base_setup, program.base_step, program.one, program.step,
+        program.variant, program.orders, program.run)}
+    assert first == {"draw": 45, "base_setup": 62, "base_step": 71, "one": 84, "step": 93,
+                     "variant": 109, "orders": 129, "run": 145}
+    lines = (TOOLS / "program.py").read_text().splitlines()
+    assert lines[79].strip() == "v = v * 0.5 + 1.0" and \
+        lines[120].strip() == "torch.cuda.synchronize()"
+
+
 def test_rounds_alternate_and_never_run_a_variant_twice_in_a_row(program):
     for names in ([None, "a"], [None, "a", "b"], [None, "a", "b", "c"]):
         for rounds in (1, 2, 4, 5):

@@ -2,9 +2,8 @@
 the catalogue (causes.py) and the fix of each, run in one process, the truth measured
 around every variant by its synchronize.
 
-    python program.py --seed 11 [--loops 24] [--steps 16] [--rounds 2] [--max-rounds 8]
-                      [--device cuda]
-                      [--out truth.json]
+    python program.py --seed 11 [--loops 24] [--steps 16] [--rounds 2 [--max-rounds 8]]
+                      [--device cuda] [--out truth.json]
     python program.py --seed 11 --plan         # the drawn loops, as JSON, nothing run
 
 Each loop `gNN` is drawn from the seed: a base step (`gpu`: a chain of GEMMs sized
@@ -14,21 +13,14 @@ and a layout: its code in a range nested in the step (`step/<cause>`), in a rang
 the step in the same iteration (`<cause>`), or in no range of its own. A loop runs as
 variants: `all` (every cause planted), and `fix_<cause>` for each cause (that cause's fix,
 the others planted). Variant `v` of loop `gNN` is the range `gNN_v` around its steps,
-each step the range `step`, after three warm-up steps outside any range (and before
-the first round, a warm-up pass of every variant: `warm`). With
-`--rounds R` each variant runs R times, steps / R steps each, the variants in order and
-then reversed, round after round, never one variant twice in a row (`orders`): range
-`gNN_v` has R instances. With `--max-rounds M` a loop runs more rounds, up to M, until
-every cause's saving has settled (`settled`: the standard error of its per-round mean
-within half the band it is judged by) or its extra rounds have taken EXTRA_BUDGET_S: a
-loop whose steps vary by a fifth from one to the next (host work beside a GIL holder,
-a sort of a fresh CPU tensor) measures a saving of a tenth of its step only over many
-steps; the truth records the rounds each loop ran.
+each step the range `step`, after three warm-up steps outside any range (a pass of all
+first: `warm`). With `--rounds R` each variant runs R times, steps / R steps each, the
+variants in order and then reversed, round after round, never one variant twice in a row
+(`orders`), and up to `--max-rounds` while the savings have not settled (`run`).
 
-Truth (--out): per loop, its draw and each variant's cost per step as it runs: (time after
-the synchronize that follows the last step - time before the first step) / steps, the
-mean over its rounds (`cost_ns`), and each round's (`round_cost_ns`). The realized
-saving of fixing cause c is cost(all) - cost(fix_c), in the same process.
+Truth (--out): per loop, its draw and each variant's cost per step as it runs (`run`): the
+time after the synchronize that follows its last step less the time before its first, over
+its steps. The realized saving of fixing cause c is cost(all) - cost(fix_c), in one process.
 """
 
 from __future__ import annotations
@@ -134,32 +126,6 @@ def variant(spec: dict, base: State, states: list[State], fix: str | None, steps
     return (t1 - t0) / steps
 
 
-WARM_S = 0.2
-"""The least a loop's warm-up pass lasts (seconds) before its first timed round."""
-
-
-def warm(spec: dict, base: State, states: list[State], names: list, sync: bool) -> None:
-    """Before the first round, untimed and in no range of the loop's: three steps of every
-    variant, then planted steps until WARM_S has passed (64 at most). Without it the
-    loop's first timed variant, `all`, paid for its first steps after the setup: on seeds
-    11-75 the first round's savings were on average 1.7% of the loop above the second's
-    (the second round runs `all` last)."""
-    t0 = time.perf_counter()
-    for fix in names:
-        for i in range(3):
-            step(spec, base, states, fix, i)
-        for st in states:
-            gil_stop(st)
-    for i in range(64):
-        if time.perf_counter() - t0 >= WARM_S:
-            break
-        step(spec, base, states, None, i)
-    for st in states:
-        gil_stop(st)
-    if sync:
-        torch.cuda.synchronize()
-
-
 def orders(names: list, rounds: int) -> list[list]:
     """The variants' order in each round: in order, then in reverse, round after round,
     so that a drift of the machine's speed through the loop falls on every variant alike;
@@ -182,8 +148,14 @@ def run(spec: dict, steps: int, dev: str, rounds: int = 1,
     rounds) and `round_cost_ns` (each round's). With `rounds` > 1 the variants run in
     rounds of steps / rounds steps each, in the orders of `orders`; up to `max_rounds`
     (default `rounds`) while a cause's saving has not settled (settled) and the loop's
-    extra rounds have taken less than EXTRA_BUDGET_S. The spec's `steps` and `rounds`
-    are those run."""
+    extra rounds have taken less than EXTRA_BUDGET_S: a loop whose steps vary by a fifth
+    from one to the next (host work beside a GIL holder, a sort of a fresh CPU tensor)
+    measures a saving of a tenth of its step only over many steps. The spec's `steps`
+    and `rounds` are those run.
+
+    Everything above this function keeps its line numbers: the captures' Python samples
+    name its lines (base_step's, variant's synchronize), and the analysis reads the code
+    at them; new code goes below."""
     base = base_setup(spec["base"], spec["base_size"], dev)
     states = [BY_NAME[c["name"]].setup(random.Random(c["size"]), c["size"], dev)
               for c in spec["causes"]]
@@ -237,6 +209,32 @@ def standard_error(values: list[float]) -> float:
     n = len(values)
     mean = sum(values) / n
     return (sum((v - mean) ** 2 for v in values) / (n - 1) / n) ** 0.5
+
+
+WARM_S = 0.2
+"""The least a loop's warm-up pass lasts (seconds) before its first timed round."""
+
+
+def warm(spec: dict, base: State, states: list[State], names: list, sync: bool) -> None:
+    """Before the first round, untimed and in no range of the loop's: three steps of every
+    variant, then planted steps until WARM_S has passed (64 at most). Without it the
+    loop's first timed variant, `all`, paid for its first steps after the setup: on seeds
+    11-75 the first round's savings were on average 1.7% of the loop above the second's
+    (the second round runs `all` last)."""
+    t0 = time.perf_counter()
+    for fix in names:
+        for i in range(3):
+            step(spec, base, states, fix, i)
+        for st in states:
+            gil_stop(st)
+    for i in range(64):
+        if time.perf_counter() - t0 >= WARM_S:
+            break
+        step(spec, base, states, None, i)
+    for st in states:
+        gil_stop(st)
+    if sync:
+        torch.cuda.synchronize()
 
 
 def main() -> None:
