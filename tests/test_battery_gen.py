@@ -294,3 +294,13 @@ def test_a_fix_that_is_not_the_remedy_priced_is_told_from_its_kernel(score, tmp_
     assert "is not the remedy priced (marked `fixed by`: OTHER_FIXES in score.py): 1. " \
         "Without them, within ±15%: 1 of 1" in text
     assert "OTHER_FIXES" not in score.table(rows[1:], "t")
+
+
+def test_sampled_lines_are_translated_statement_for_statement():
+    """remap_lines.line_map: a line of the old file maps to the new file's line with the
+    same text, through the blocks the two share; a line only the old file has, nowhere."""
+    remap = _load("remap_lines")
+    old = ["doc", "more doc", "def f():", "    x = 1", "    return x"]
+    new = ["doc", "def f():", "    x = 1", "    return x", "def g():"]
+    m = remap.line_map(old, new)
+    assert m == {1: 1, 3: 2, 4: 3, 5: 4} and 2 not in m

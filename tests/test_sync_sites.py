@@ -348,3 +348,19 @@ def test_a_range_no_sample_fell_in_says_so() -> None:
     assert f.message == ("waits. No Python sample fell in its 64 instances (1.88 ms in all): "
                          "more steps, or a higher --python-sampling-frequency (2000 Hz: "
                          "`--sample cpu`'s), would name its line.")
+
+
+def test_a_copys_blocking_span_runs_to_the_end_of_the_synchronize_after_it() -> None:
+    """Where no Python sample fell in a range's copies, Pricer.blocked reads the user's
+    line inside each copy and the synchronize right after it on its thread (PyTorch's
+    pageable upload and readback wait there): a CPU index's 0.04 ms upload is sampled in
+    its wait, not its call (seed 75's g08, whose pageable_copy finding named no line). A
+    copy followed by a launch keeps its own end; unsynced, every call its own."""
+    from analysis.diagnosis.pricing import _synced_ends
+
+    g = SimpleNamespace(kind=np.zeros(4, dtype=np.int64), thread=np.full(4, 7), tid=7,
+                        start=np.array([0, 10, 50, 60]), end=np.array([8, 40, 55, 90]),
+                        label=["copy", "sync", "copy", "launch"])
+    copies = np.array([0, 2])
+    assert _synced_ends(g, copies, True).tolist() == [40, 55]
+    assert _synced_ends(g, copies, False).tolist() == [8, 55]

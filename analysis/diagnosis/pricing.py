@@ -28,6 +28,7 @@ from ..loops.changes import WHOLE_STEP, Change, saving
 from ..loops.edits import overlap
 from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
+from ..loops.sync_changes import synced_after
 from ..trace.pylines import (
     line_counts,
     line_windows,
@@ -63,6 +64,25 @@ class ChainStat:
     fused_away_ns: float                   # their kernels' time but the shortest of each
     host_ns: float                         # from each chain's first launch to its last
     lines: Counter                         # (function, line) sampled while launching them
+
+
+def _spans(found: list[tuple[Graph, np.ndarray]], synced: bool) -> np.ndarray:
+    """The blocking calls' (start, end) rows, sorted; with `synced`, a copy's end that of
+    the synchronize right after it on its thread, where one follows (_synced_ends)."""
+    spans = [(int(a), int(b)) for g, calls in found
+             for a, b in zip(g.start[calls], _synced_ends(g, calls, synced), strict=True)]
+    return np.array(sorted(spans), dtype=np.int64).reshape(-1, 2)
+
+
+def _synced_ends(g: Graph, calls: np.ndarray, synced: bool) -> np.ndarray:
+    """Each call's end; with `synced`, for one followed on its thread by a synchronize
+    (synced_after), that synchronize's end."""
+    ends = g.end[calls].copy()
+    if synced and len(calls):
+        after = dict(synced_after(g, calls))
+        ends = np.array([g.end[after.get(int(c), int(c))] for c in calls.tolist()],
+                        dtype=ends.dtype)
+    return ends
 
 
 @dataclass
@@ -114,11 +134,16 @@ class Pricer:
         blocking calls of a `kind` ("sync": synchronize calls and blocking copies; "copy":
         the copy calls, a pageable one blocking in the call itself) in its loop's modeled
         steps, within the range's instances: where the user's code waits, whatever call it
-        made."""
-        spans = [(int(a), int(b)) for g, calls in self._blocking(path, kind, pid)
-                 for a, b in zip(g.start[calls], g.end[calls], strict=True)]
-        return lines_inside(self.models.py_samples(), self.threads(path, pid),
-                            np.array(sorted(spans), dtype=np.int64).reshape(-1, 2))
+        made. Where no sample fell in its copies, their spans run to the end of the
+        synchronize right after each on its thread (PyTorch's copy from pageable memory,
+        or back to the host, waits there: a CPU index's short upload is sampled in its
+        wait, not its call)."""
+        found = self._blocking(path, kind, pid)
+        threads, samples = self.threads(path, pid), self.models.py_samples()
+        lines = lines_inside(samples, threads, _spans(found, synced=False))
+        if not lines and kind == "copy":
+            lines = lines_inside(samples, threads, _spans(found, synced=True))
+        return lines
 
     def backtraced(self, path: str, kind: str, pid: int | None = None) -> Counter:
         """The Python calls (from CUDA backtraces, where the capture took them) of the
