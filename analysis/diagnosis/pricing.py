@@ -40,7 +40,7 @@ from ..trace.pylines import (
     wait_windows,
 )
 from .graph_reads import growth_of, h2d_spans, kernel_time, read_back, started_in, sync_kinds
-from .sync_sites import SyncSite, binding_calls, blocking_call
+from .sync_sites import SyncSite, binding_calls
 from .sync_sites import sync_sites as find_sites
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
@@ -83,6 +83,14 @@ def _synced_ends(g: Graph, calls: np.ndarray, synced: bool) -> np.ndarray:
         ends = np.array([g.end[after.get(int(c), int(c))] for c in calls.tolist()],
                         dtype=ends.dtype)
     return ends
+
+
+def _called_through(g: Graph, calls: np.ndarray, named: dict[int, str]) -> list[str]:
+    """Each blocking call's Python call (`named`: binding_calls): its own backtrace's, else
+    that of the synchronize right after it on its thread (synced_after: a pageable
+    upload's backtrace is on the synchronize after its copy); "" for neither."""
+    after = dict(synced_after(g, calls))
+    return [named.get(i) or named.get(after.get(i, -1), "") for i in calls.tolist()]
 
 
 @dataclass
@@ -151,7 +159,8 @@ class Pricer:
         found = Counter()
         for g, calls in self._blocking(path, kind, pid):
             named = binding_calls(g)
-            found.update(blocking_call(g, int(i), named) for i in calls)
+            if named:
+                found.update(_called_through(g, calls, named))
         found.pop("", None)
         return found
 

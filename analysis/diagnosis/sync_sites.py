@@ -166,19 +166,6 @@ def binding_call(frame: str) -> str:
     return ""
 
 
-def blocking_call(g: Graph, i: int, calls: dict[int, str]) -> str:
-    """The Python call of the step's blocking call `i` (`calls`: binding_calls): its own
-    backtrace's, else, for a copy, that of the next call of its thread where that is a
-    sync (a pageable upload's backtrace is on the synchronize after its copy)."""
-    if not calls or i in calls:
-        return calls.get(i, "")
-    later = np.flatnonzero((g.kind == CALL) & (g.thread == g.thread[i]) & (g.start > g.start[i]))
-    if not len(later):
-        return ""
-    j = int(later[np.argmin(g.start[later])])
-    return calls.get(j, "") if g.label[j] == "sync" else ""
-
-
 def binding_calls(g: Graph) -> dict[int, str]:
     """Each call of the step whose backtrace was captured -> its Python call."""
     if "binding" not in g.calls:
