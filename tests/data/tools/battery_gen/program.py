@@ -178,6 +178,8 @@ def run(spec: dict, steps: int, dev: str, rounds: int = 1,
             "round_cost_ns": {key[n]: v for n, v in cost.items()}}
 
 
+from score import band, standard_error  # noqa: E402  (below run: the lines above stay)
+
 EXTRA_BUDGET_S = 4.0
 """The most a loop spends on rounds beyond --rounds (seconds, warm-up steps included)."""
 SETTLED = 0.5
@@ -198,17 +200,9 @@ def settled(cost: dict) -> bool:
             continue
         saved = [a - b for a, b in zip(everything, fixed, strict=True)]
         mean = sum(saved) / len(saved)
-        if standard_error(saved) > SETTLED * max(0.15 * abs(mean), slack):
+        if standard_error(saved) > SETTLED * band(mean, slack):
             return False
     return True
-
-
-def standard_error(values: list[float]) -> float:
-    """The standard error of the values' mean (sample standard deviation over sqrt(n));
-    for two values, half their difference."""
-    n = len(values)
-    mean = sum(values) / n
-    return (sum((v - mean) ** 2 for v in values) / (n - 1) / n) ** 0.5
 
 
 WARM_S = 0.2
