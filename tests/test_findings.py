@@ -557,6 +557,20 @@ def test_a_loop_waiting_for_the_gil_stays_host_bound_by_its_own_cpu_work() -> No
             ] == ["gil_contention"]
 
 
+def test_a_checkpoint_beside_a_gil_holder_keeps_its_slow_step_finding() -> None:
+    """gil_contention supersedes slow_step on its range, unless torch.save was sampled in
+    the slow steps (the call names the cause): that finding stays, priced over the whole
+    of its windows (no beside_gil: the save's waits for the GIL are the save's)."""
+    def f(rule: str, **ev) -> Finding:
+        return Finding(rule=rule, severity="warning", range="g05_all", kernel=None,
+                       message="m", evidence=ev, suggestion="s")
+    kept = registry.superseded([f("gil_contention"), f("slow_step", torch_save=True)])
+    assert [x.rule for x in kept] == ["gil_contention", "slow_step"]
+    assert "beside_gil" not in kept[1].evidence
+    assert [x.rule for x in registry.superseded(
+        [f("gil_contention"), f("slow_step", torch_save=False)])] == ["gil_contention"]
+
+
 def _sync_loop(busy_ns: int) -> Context:
     """A loop that syncs every iteration (1,000 ns, 100 of them waiting) around an input
     range with no kernels of its own holding 800 ns, the GPU busy `busy_ns`."""

@@ -301,6 +301,7 @@ def slow_step(r: Rule, ctx: Context) -> list[Finding]:
             "message": said + (f"; their samples fell on {line}" if line else "") + ".",
             "evidence": {"tail_ns": e.tail_ns, "slow_steps": len(wins),
                          "median_step_ns": e.step_median_ns, "line": line,
+                         "torch_save": bool(saved),
                          "windows": [[a, b] for a, b in wins]},
             "suggestion": "move the periodic work off the loop's thread: an asynchronous "
             "checkpoint (torch.distributed.checkpoint.async_save, or a copy to pinned "
