@@ -114,8 +114,9 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         e = entries.get(f.range) if f.rule in LINE_RULES and f.range else None
         if e is None:
             continue
-        if backtraced is not None and f.rule in BLOCKING_RULES:
-            _called(f, backtraced(f.range, BLOCKING_RULES[f.rule]))
+        calls = backtraced(f.range, BLOCKING_RULES[f.rule]) \
+            if backtraced is not None and f.rule in BLOCKING_RULES else Counter()
+        _called(f, calls)
         if not sampled:
             f.message += " " + HOW
             continue
@@ -127,6 +128,8 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
             line = pick(e.lines, LINE_RULES[f.rule])
             if f.rule in BLOCKING_RULES and blocked is not None:
                 line = inside(e.lines, blocked(f.range, BLOCKING_RULES[f.rule])) or line
+            line = line or fallback(e, calls, f.rule not in BLOCKING_RULES
+                                    and leaf(f.range, entries))
         if line is None:
             f.message += unsampled(e)
             continue
@@ -136,6 +139,26 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         remedy = remedy_for(line.call, f.rule)
         where = f"{line.file}:{line.line}" + (f" (`{line.code}`)" if line.code else "")
         f.suggestion = f"at {where}: {remedy or f.suggestion}"
+
+
+def fallback(e: RangeEntry, calls: Counter, alone: bool) -> PyLine | None:
+    """A line for a finding none of whose range's lines makes a call that fits its rule:
+    the line of the call its CUDA backtraces name most (`torch.tensor(rows,
+    device="cuda")`, an upload the rule's patterns do not list), else, for a rule whose
+    cause is no blocking call, in a range with no range inside it (`alone`: the user's
+    range around a statement or two), its hottest line (seed 81's g16: a fill range's
+    one sample fell on the `out=` op after `torch.zeros`). A blocking rule's finding
+    names no line rather than one the thread did not block on."""
+    for call, _ in calls.most_common():
+        line = next((x for x in e.lines if x.call == call), None)
+        if line is not None:
+            return line
+    return e.lines[0] if alone and e.lines else None
+
+
+def leaf(path: str, entries: Mapping[str, RangeEntry]) -> bool:
+    """Whether no other range of the document lies inside the range at `path`."""
+    return not any(p.startswith(path + "/") for p in entries)
 
 
 def unsampled(e: RangeEntry) -> str:
