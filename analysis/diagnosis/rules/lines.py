@@ -128,8 +128,7 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
             line = pick(e.lines, LINE_RULES[f.rule])
             if f.rule in BLOCKING_RULES and blocked is not None:
                 line = inside(e.lines, blocked(f.range, BLOCKING_RULES[f.rule])) or line
-            line = line or fallback(e, calls, f.rule not in BLOCKING_RULES
-                                    and leaf(f.range, entries))
+            line = line or backtraced_line(e, calls)
         if line is None:
             f.message += unsampled(e)
             continue
@@ -141,24 +140,17 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         f.suggestion = f"at {where}: {remedy or f.suggestion}"
 
 
-def fallback(e: RangeEntry, calls: Counter, alone: bool) -> PyLine | None:
-    """A line for a finding none of whose range's lines makes a call that fits its rule:
-    the line of the call its CUDA backtraces name most (`torch.tensor(rows,
-    device="cuda")`, an upload the rule's patterns do not list), else, for a rule whose
-    cause is no blocking call, in a range with no range inside it (`alone`: the user's
-    range around a statement or two), its hottest line (seed 81's g16: a fill range's
-    one sample fell on the `out=` op after `torch.zeros`). A blocking rule's finding
-    names no line rather than one the thread did not block on."""
+def backtraced_line(e: RangeEntry, calls: Counter) -> PyLine | None:
+    """For a finding none of whose range's lines makes a call that fits its rule, the
+    line that makes the call its CUDA backtraces name most (`torch.tensor(rows,
+    device="cuda")`: an upload the rule's patterns do not list, seed 81's g26), else
+    None. (A range's hottest line is no such fallback: in a step range it is the step's
+    own work, not the fill or copy the finding is about.)"""
     for call, _ in calls.most_common():
         line = next((x for x in e.lines if x.call == call), None)
         if line is not None:
             return line
-    return e.lines[0] if alone and e.lines else None
-
-
-def leaf(path: str, entries: Mapping[str, RangeEntry]) -> bool:
-    """Whether no other range of the document lies inside the range at `path`."""
-    return not any(p.startswith(path + "/") for p in entries)
+    return None
 
 
 def unsampled(e: RangeEntry) -> str:
