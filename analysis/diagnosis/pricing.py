@@ -167,18 +167,22 @@ class Pricer:
     def _blocking(self, path: str, kind: str, pid: int | None
                   ) -> list[tuple[Graph, np.ndarray]]:
         """Per modeled step of the range's loop, its graph and the range thread's blocking
-        calls of a `kind` (blocked's) that start within the range's instances."""
+        calls of a `kind` (blocked's) that start within the range's instances; kept, as
+        blocked and backtraced both ask for a finding's range."""
+        memo = ("blocking", path, kind, pid)
+        if memo in self.cache:
+            return self.cache[memo]
         key = self.modeled_key(path, pid)
-        if key is None:
-            return []
-        w = np.array(self.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
         out = []
-        for g in self.models.graphs(key):
-            n = len(g.calls)
-            hit = np.array(g.label[:n]) == "sync" if kind == "sync" else \
-                g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
-            calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
-            out.append((g, calls[started_in(g.start[calls], w)]))
+        if key is not None:
+            w = np.array(self.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
+            for g in self.models.graphs(key):
+                n = len(g.calls)
+                hit = np.array(g.label[:n]) == "sync" if kind == "sync" else \
+                    g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
+                calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
+                out.append((g, calls[started_in(g.start[calls], w)]))
+        self.cache[memo] = out
         return out
 
     def syncs(self, path: str, pid: int | None = None) -> Counter:
