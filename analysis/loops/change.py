@@ -42,8 +42,9 @@ CHANGES = {
     "no_break": "the step replayed as one compiled graph: no read back between its two "
                 "graphs, no sync, no host work resuming the second",
     "no_memory": "the step replayed with the allocator reusing its blocks: memory calls "
-                 "take no time, nor the waits to take the GIL back after them, and a free "
-                 "no longer waits for the GPU",
+                 "take no time, nor the waits to take the GIL back after them, a free no "
+                 "longer waits for the GPU, and the allocator's host work beside each "
+                 "takes the thread's usual time between calls",
     "host_ahead": "the step replayed with its host work prepared ahead: the CPU time "
                   "between calls in the range's windows gone, its copies asynchronous",
     "one_graph": "the step replayed as one CUDA graph launch: the launch calls and the CPU "
