@@ -723,12 +723,11 @@ def test_kernels_taken_away_leave_no_gap_on_their_stream() -> None:
 def _allocating_step(after: int) -> StepRows:
     """A host-bound step of launches 10 µs apart (5 µs calls, 5 µs between), a cudaMalloc
     (40-140) with 15 µs of CPU time before it and `after` µs after it, then launches
-    again; the kernels short."""
-    calls = [(10 * i, 10 * i + 5, i + 1, LAUNCH) for i in range(3)]
+    again; the kernels short. The step ends 30 after the malloc's next launch."""
     t = 140 + after
-    calls += [(40, 140, 10, "cudaMalloc_v3020")] + [
+    calls = [(10 * i, 10 * i + 5, i + 1, LAUNCH) for i in range(3)] + [
+        (40, 140, 10, "cudaMalloc_v3020")] + [
         (t + 10 * i, t + 10 * i + 5, 20 + i, LAUNCH) for i in range(3)]
-    calls[2] = (20, 25, 3, LAUNCH)
     ops = [_kernel(s + 6, s + 8, k) for s, _, k, n in calls if n == LAUNCH]
     return _step(sorted(calls), ops)
 
@@ -738,6 +737,5 @@ def test_no_memory_cuts_the_allocators_own_host_work_beside_the_call() -> None:
     the thread's usual 5 between launches: 100 + 10 + 55 = 165. A gap after it longer
     than the call (a batch built in Python after an allocation, 400) is the program's and
     stays: 100 + 10."""
-    end = lambda after: 140 + after + 30
-    assert _saved(_allocating_step(60), end(60), Change("no_memory")) == 165
-    assert _saved(_allocating_step(400), end(400), Change("no_memory")) == 110
+    assert _saved(_allocating_step(60), 230, Change("no_memory")) == 165
+    assert _saved(_allocating_step(400), 570, Change("no_memory")) == 110
