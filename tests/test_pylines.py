@@ -116,7 +116,8 @@ def test_page_lists_the_loops_lines(docs) -> None:
     ("/opt/v/lib/python3.12/site-packages/torch/cuda/memory.py", "library"),
     ("/usr/lib/python3.12/json/decoder.py", "stdlib"), ("<frozen runpy>", "stdlib"),
     ("./train.py", "user"), ("/home/a/proj/model.py", "user"),
-    ("/repo/workflows/runner.py", "toolkit")])
+    ("/repo/workflows/runner.py", "toolkit"), ("/tmp/gpu-kit-site/nvtx/nvtx.py", "toolkit"),
+    ("/home/a/proj/nvtx_utils.py", "user")])
 def test_frame_kinds(file: str, kind: str) -> None:
     assert pylines.frame_kind(file) == kind
 

@@ -45,7 +45,12 @@ LINES = 8
 
 LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 STDLIB = re.compile(r"[/\\]lib(?:64)?[/\\]python\d+(?:\.\d+)?[/\\]")
-TOOLKIT = re.compile(r"(?:^|[/\\])workflows[/\\](?:runner|nsys)\.py$")
+TOOLKIT = re.compile(r"(?:^|[/\\])workflows[/\\](?:runner|nsys)\.py$"
+                     r"|[/\\]nvtx[/\\](?:nvtx|__init__)\.py$")
+"""This toolkit's runner, and the NVTX package that draws the user's ranges
+(`nvtx.push_range`, `nvtx.annotate`) wherever it is installed: on the H200 kit it sits in a
+folder on PYTHONPATH, not site-packages, and a sync site sampled while its thread waited
+in a range push was named at nvtx.py:361 (battery seed 86's g28)."""
 
 CALLS = (("scaled_dot_product_attention", r"scaled_dot_product_attention"),
          ("empty_cache", r"\bempty_cache\s*\("),
@@ -64,7 +69,8 @@ COLUMNS = ["key", "file", "line", "function", "call", "code", "samples", "pct"]
 
 def frame_kind(file: str) -> str:
     """user, library (site-packages), stdlib (the interpreter's own modules and frozen
-    ones) or toolkit (this toolkit's runner, which starts the user's script)."""
+    ones) or toolkit (this toolkit's runner, which starts the user's script, and the NVTX
+    package that draws the ranges)."""
     if LIBRARY.search(file):
         return "library"
     if file.startswith("<") or STDLIB.search(file):
