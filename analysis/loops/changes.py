@@ -94,6 +94,7 @@ import numpy as np
 
 from .change import CHANGES, Change
 from .edits import (
+    calls_labelled,
     calls_named,
     edges,
     free,
@@ -238,7 +239,7 @@ def _allocator_gaps(g: Graph, off: np.ndarray, nodes: np.ndarray) -> None:
     program's own work (a batch built in Python after an allocation) and stays."""
     src, dst, kind = edges(g)
     prog = kind == PROGRAM
-    launches = on_thread(g, np.flatnonzero(np.array(g.label[:len(g.calls)]) == "launch"))
+    launches = on_thread(g, calls_labelled(g, "launch"))
     between = prog & np.isin(src // 2, launches)         # after a launch, to the next call
     if between.sum() < MIN_LAUNCH_GAPS or not len(nodes):
         return
@@ -246,7 +247,7 @@ def _allocator_gaps(g: Graph, off: np.ndarray, nodes: np.ndarray) -> None:
     own = np.zeros(g.n, dtype=np.int64)
     mine = (kind == OWN) & np.isin(src // 2, nodes)
     own[src[mine] // 2] = off[mine]
-    beside = np.maximum(np.where(prog, own[dst // 2], 0), np.where(prog, own[src // 2], 0))
+    beside = np.maximum(own[dst // 2], own[src // 2])       # the memory call's own time
     cut = prog & (beside > 0) & (off > usual) & (off <= beside)
     off[cut] = usual
 
@@ -290,7 +291,7 @@ def _foreach(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> Non
     them go."""
     _host_ahead(g, change, off, keep)
     w = near(change.windows, int(g.points.min()), int(g.points.max()))
-    launches = on_thread(g, np.flatnonzero(np.array(g.label[:len(g.calls)]) == "launch"))
+    launches = on_thread(g, calls_labelled(g, "launch"))
     hit = launches[overlap(g.start[launches], g.end[launches], w) > 0]
     gone(g, off, hit)
     ops, by_call = launched(g)
@@ -305,7 +306,7 @@ SAMPLED = ("batch_on_device", "foreach")
 
 
 def _one_graph(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
-    launches = on_thread(g, np.flatnonzero(np.array([lb == "launch" for lb in g.label])))
+    launches = on_thread(g, calls_labelled(g, "launch"))
     if len(launches) < 2:
         return
     first, last = g.start[launches].min(), g.end[launches].max()

@@ -23,6 +23,12 @@ def calls_named(g: Graph, pattern: str) -> np.ndarray:
     return np.flatnonzero(g.calls["name"].str.contains(pattern, regex=True).to_numpy())
 
 
+def calls_labelled(g: Graph, label: str) -> np.ndarray:
+    """Call nodes whose host part (the graph's label: "launch", "sync", "memory" ...) is
+    `label`."""
+    return np.flatnonzero(np.array(g.label[:len(g.calls)], dtype=object) == label)
+
+
 def on_thread(g: Graph, nodes: np.ndarray) -> np.ndarray:
     """The nodes on the range's own thread."""
     return nodes[g.thread[nodes] == g.tid]
