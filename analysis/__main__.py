@@ -172,7 +172,8 @@ def cmd_scrub(args: argparse.Namespace) -> int:
     counts = scrub(Path(args.input), Path(args.output))
     print(f"wrote {args.output}: blanked {counts['environment_blocks']} environment "
           f"block(s), {counts['environment_rows']} environment row(s), shortened "
-          f"{counts['paths']} path value(s); rank variables kept")
+          f"{counts['paths']} path value(s); rank variables kept; carried the text of "
+          f"{counts['source_lines']} sampled line(s) of your code")
     return 0
 
 

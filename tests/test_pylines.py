@@ -128,7 +128,9 @@ def test_frame_kinds(file: str, kind: str) -> None:
     ('v = batch["ids"][0]', ""),
     ("x = torch.tensor([float(v) for v in row if v > 0])", "torch.tensor"),
     ("torch.cuda.empty_cache()", "empty_cache"), ("y = model(x)", "model"),
-    ("x = np.tanh(x * 1.01).astype(np.float32)", "np.tanh"), ("for _ in range(n):", "")])
+    ("x = np.tanh(x * 1.01).astype(np.float32)", "np.tanh"), ("for _ in range(n):", ""),
+    ('s["seen"] = s["y"].new_zeros(9).index_fill_(0, s["y"], True)', "s['y'].new_zeros"),
+    ("v = f(x)[0].sum()", "f")])
 def test_calls_named_from_source(source: str, call: str) -> None:
     assert pylines.named_call(source) == call
 
@@ -232,3 +234,16 @@ def test_the_planted_cause_is_named_on_its_line(docs, name: str, rule: str, wher
     and the call in it (pinned)."""
     f = next(f for f in docs[name].findings if f.rule == rule and f.range == "planted")
     assert f"on {where} " in f.message and f"in {call}." in f.message, f.message
+
+
+def test_lines_of_a_function_are_its_samples_anywhere_on_the_thread() -> None:
+    """pylines.lines_of: the lines of the functions asked for, counted over the thread's
+    whole capture, are line_counts' over its whole span for those lines, most first."""
+    py = load_py_samples(TWINS / "item_sync_sampled" / "trace.sqlite")
+    tid = int(py.samples.groupby("global_tid").size().idxmax())
+    every = pylines.line_counts(py, tid, 0, 2**62, ".")
+    found = pylines.lines_of(py, {tid}, {("item_sync.py", "main")}, ".")
+    assert found and [n for _, n in found] == sorted((n for _, n in found), reverse=True)
+    for (file, line, function, call, _), n in found:
+        assert (file, function) == ("item_sync.py", "main")
+        assert every[f"{file}:{line} in {function}" + (f", {call}" if call else "")] == n

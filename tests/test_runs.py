@@ -590,16 +590,17 @@ def test_a_decode_programs_warm_up_calls_are_shown_but_never_gated() -> None:
     assert not out["regressions"]
 
 
-def _locate_on(name: str, lines: list, found: list, blocked=None) -> None:
+def _locate_on(name: str, lines: list, found: list, blocked=None, sampled_in=None,
+               py_samples: int = 50) -> None:
     """lines.locate on the loops_ab capture's document, the range `name` sampled on
-    `lines` (50 Python samples)."""
+    `lines` (`py_samples` Python samples)."""
     from analysis.diagnosis.rules.lines import locate
 
     doc = analyzed("loops_ab/trace")
-    entries = [dataclasses.replace(x, lines=lines, py_samples=50) if x.name == name else x
-               for x in doc.ranges]
+    entries = [dataclasses.replace(x, lines=lines, py_samples=py_samples) if x.name == name
+               else x for x in doc.ranges]
     locate(found, dataclasses.replace(doc, ranges=entries), {x.name: x for x in entries},
-           blocked)
+           blocked, None, sampled_in)
 
 
 def test_a_host_side_finding_names_its_line_in_its_evidence() -> None:
@@ -620,6 +621,83 @@ def test_a_host_side_finding_names_its_line_in_its_evidence() -> None:
     assert [(x["line"], x["call"]) for x in found[0].evidence["lines_named"]] == \
         [(42, "Tensor.cpu")]
     assert found[1].evidence["lines_named"] == [own]
+
+
+def test_a_call_none_of_its_ranges_samples_caught_is_named_from_its_function() -> None:
+    """A fill's `torch.zeros` runs a few µs a step: where none of its range's samples fell
+    in it (the one sample caught the overwriting op on the next line), the line of the
+    range's function that makes the call, sampled elsewhere in the capture, is named, and
+    said to be; a call no sampled line of those functions makes names none."""
+    from analysis.documents.entries import PyLine
+    from analysis.documents.findings import Finding
+
+    name = "nofill/step"
+    add = PyLine("train.py", 51, "fill", "torch.add", "torch.add(a, 1.0, out=out)", 1, 100.0)
+    zeros = PyLine("train.py", 50, "fill", "torch.zeros", "out = torch.zeros(n)", 2, 0.0)
+    asked = []
+
+    def sampled_in(path: str, functions: set) -> list:
+        asked.append((path, functions))
+        return [add, zeros]
+
+    found = [Finding("fill_overwritten", "warning", name, None, "m.", {}, "use empty"),
+             Finding("cat_in_loop", "warning", name, None, "m.", {}, "cat once")]
+    _locate_on(name, [add], found, sampled_in=sampled_in)
+    assert asked == [(name, {("train.py", "fill")})] * 2
+    assert [(x["line"], x["call"]) for x in found[0].evidence["lines_named"]] == \
+        [(50, "torch.zeros")]
+    assert "on train.py:50 in fill (`out = torch.zeros(n)`), in torch.zeros. None of its " \
+        "50 Python samples fell in that call; 2 did elsewhere" in found[0].message
+    assert found[0].suggestion.startswith("at train.py:50")
+    assert "lines_named" not in found[1].evidence
+
+
+def test_a_range_that_runs_one_line_names_it_for_a_call_none_fits() -> None:
+    """A fill inside `torch.where(m, x, 0.0)`: no line of the range calls torch.zeros, and
+    every one of its Python samples, LONE_LINE_SAMPLES or more, fell on one line; that line
+    is named. Fewer samples name none."""
+    from analysis.common.settings import LONE_LINE_SAMPLES
+    from analysis.documents.entries import PyLine
+    from analysis.documents.findings import Finding
+
+    name = "nofill/step"
+    for n, named in ((LONE_LINE_SAMPLES, True), (LONE_LINE_SAMPLES - 1, False)):
+        where = PyLine("train.py", 78, "mask", "torch.where", "z = torch.where(m, x, 0.0)",
+                       n, 100.0)
+        found = [Finding("fill_overwritten", "warning", name, None, "m.", {}, "s")]
+        _locate_on(name, [where], found, py_samples=n)
+        assert ("lines_named" in found[0].evidence) is named
+        assert (f"100% of its {n} Python samples on train.py:78 in mask" in
+                found[0].message) is named
+
+
+def test_an_allocation_finding_without_its_call_names_the_line_inside_its_mallocs() -> None:
+    """alloc_in_loop on a range none of whose lines calls the allocator by name (the
+    tensors a range asks for again after `empty_cache` beside it): its line is the one
+    sampled inside the range's cudaMalloc and cudaFree calls (`blocked`, kind "memory");
+    a range whose line makes the call names that one and asks for nothing."""
+    from collections import Counter
+
+    from analysis.documents.entries import PyLine
+    from analysis.documents.findings import Finding
+
+    name = "nofill/step"
+    tanh = PyLine("train.py", 60, "gelu", "torch.tanh", "y = torch.tanh(x)", 3, 75.0)
+    mul = PyLine("train.py", 61, "gelu", "torch.mul", "z = y * x", 1, 25.0)
+    asked = []
+
+    def blocked(path: str, kind: str) -> Counter:
+        asked.append(kind)
+        return Counter({("gelu", 60): 2})
+
+    found = [Finding("alloc_in_loop", "warning", name, None, "m.", {}, "s")]
+    _locate_on(name, [mul, tanh], found, blocked)
+    assert asked == ["memory"] and "train.py:60 in gelu" in found[0].message
+    cache = PyLine("train.py", 70, "step", "torch.cuda.memory.empty_cache", "", 1, 5.0)
+    asked.clear()
+    found = [Finding("alloc_in_loop", "warning", name, None, "m.", {}, "s")]
+    _locate_on(name, [mul, tanh, cache], found, blocked)
+    assert not asked and "train.py:70 in step" in found[0].message
 
 
 def test_copies_on_the_compute_stream_name_the_line_sampled_inside_them() -> None:

@@ -76,3 +76,25 @@ def test_scrub_refuses_to_overwrite_its_input_and_bad_files(tmp_path: Path, caps
                                         ("a\x00b\x00c", False), ("A=1\x00", True)])
 def test_env_block_detection(value: str, env: bool) -> None:
     assert scrub.is_env_block(value) is env
+
+
+def test_a_scrubbed_copy_names_the_call_where_the_code_is_not(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """scrub, run where the program is, carries the text of the lines the samples name:
+    the copy analysed where no file of the program is readable names the line and its
+    call (`.cpu()`, compiled: no Python frame names it) as a report made beside the code
+    does; the export without that table names the line alone."""
+    raw = tmp_path / "raw.sqlite"
+    shutil.copy(DATA / "twins" / "cpu_readback_sampled" / "trace.sqlite", raw)
+    monkeypatch.chdir(DATA / "tools" / "twins")
+    assert scrub.scrub(raw, tmp_path / "clean.sqlite")["source_lines"] > 0
+    monkeypatch.chdir(tmp_path)
+
+    def planted(path: Path):
+        doc = systems.judge(systems.measure(nsys_sqlite.load(path)))
+        return next(f for f in doc.findings
+                    if f.rule == "readback_in_loop" and f.range == "planted")
+    carried, bare = planted(tmp_path / "clean.sqlite"), planted(raw)
+    assert "on cpu_readback.py:24 " in carried.message, carried.message
+    assert "in Tensor.cpu." in carried.message and "(`" in carried.message
+    assert "on cpu_readback.py:24 " in bare.message and "in Tensor.cpu." not in bare.message

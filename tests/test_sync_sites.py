@@ -391,7 +391,7 @@ def test_a_copys_blocking_span_runs_to_the_end_of_the_synchronize_after_it() -> 
     pageable upload and readback wait there): a CPU index's 0.04 ms upload is sampled in
     its wait, not its call (seed 75's g08, whose pageable_copy finding named no line). A
     copy followed by a launch keeps its own end; unsynced, every call its own."""
-    from analysis.diagnosis.pricing import _synced_ends
+    from analysis.diagnosis.sampled_calls import _synced_ends
 
     g = SimpleNamespace(kind=np.zeros(4, dtype=np.int64), thread=np.full(4, 7), tid=7,
                         start=np.array([0, 10, 50, 60]), end=np.array([8, 40, 55, 90]),

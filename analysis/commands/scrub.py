@@ -10,8 +10,12 @@ three. The copy keeps only the rank variables of each (RANK_VARIABLES: the multi
 reports name ranks from them), blanks every other entry, and replaces the working and
 home directories of the capture, wherever they start a path in StringIds and the
 META_DATA tables, with `.` and `~`. String ids, timestamps, kernels, API calls and NVTX
-rows are untouched, so every analysis of the copy equals the original's. The input is
-never modified; the copy is written to a temporary file and renamed.
+rows are untouched, so every analysis of the copy equals the original's. The copy also
+carries the source text of each line of the user's code its Python samples name (a table,
+load/nsys_pysamples.py's SOURCE_TABLE), read here where the code is: a report made from the
+copy on another machine names each line's call (`torch.zeros`, `.item()`: compiled calls
+have no Python frame, and only the line's text names them) as one made here does. The
+input is never modified; the copy is written to a temporary file and renamed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from pathlib import Path
 
 from ..common.errors import InputError
 from ..documents.io import atomic_path
-from ..load.export import connect
+from ..load.export import connect, view
+from ..load.nsys_meta import load_working_dir
+from ..load.nsys_pysamples import SOURCE_TABLE, load_py_samples
+from ..trace.pylines import source_line, user_frame
 
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                   "NODE_RANK")
@@ -117,9 +124,44 @@ def env_blocks(path: Path) -> int:
         conn.close()
 
 
+def sampled_sources(src: Path) -> dict[tuple[str, int], str]:
+    """The source text of each user line (the innermost user frame of a stack, which a
+    report names) the export's Python samples name, as readable here: the file as
+    recorded or under the capture's working directory (a line already carried kept)."""
+    py = load_py_samples(src)
+    if not py.stacks:
+        return {}
+    conn = connect(src)
+    try:
+        cwd = load_working_dir(conn, view(conn))
+    finally:
+        conn.close()
+    out: dict[tuple[str, int], str] = {}
+    for stack in py.stacks:
+        user = user_frame(stack)
+        if user is not None and (key := (stack[user][0], stack[user][2])) not in out:
+            out[key] = source_line(*key, cwd, py.code)
+    return {k: v for k, v in out.items() if v}
+
+
+def _carry_sources(conn: sqlite3.Connection, code: dict[tuple[str, int], str],
+                   prefixes: list[tuple[str, str]]) -> int:
+    """Write SOURCE_TABLE, each file named as the scrubbed samples name it; rows written."""
+    def renamed(file: str) -> str:
+        for old, new in prefixes:              # as _replace_paths does in SQL
+            file = new if file == old else file.replace(old + "/", new + "/")
+        return file
+    conn.execute(f"DROP TABLE IF EXISTS {SOURCE_TABLE}")
+    conn.execute(f"CREATE TABLE {SOURCE_TABLE} (file TEXT, line INTEGER, code TEXT)")
+    conn.executemany(f"INSERT INTO {SOURCE_TABLE} VALUES (?, ?, ?)",
+                     [(renamed(f), n, c) for (f, n), c in sorted(code.items())])
+    return len(code)
+
+
 def scrub(src: Path, dst: Path) -> dict[str, int]:
     """Write the scrubbed copy of `src` to `dst` (atomically); `src` is only read."""
     connect(src).close()                          # InputError unless an SQLite export
+    code = sampled_sources(src)
     if dst.exists() and dst.resolve() == src.resolve():
         raise InputError(f"{dst}: the copy must not replace its input")
     with atomic_path(dst) as tmp:
@@ -130,7 +172,10 @@ def scrub(src: Path, dst: Path) -> dict[str, int]:
                 raise InputError(f"{src}: has no StringIds table (not an Nsight Systems "
                                  "export?)")
             with conn:
+                prefixes = _capture_dirs(conn) if "META_DATA_CAPTURE" in _tables(conn) \
+                    else []
                 counts = scrub_connection(conn)
+                counts["source_lines"] = _carry_sources(conn, code, prefixes) if code else 0
             conn.execute("VACUUM")
         finally:
             conn.close()

@@ -304,12 +304,14 @@ def detected_rows(measured: Measured) -> list:
 
 def _priced_by(pricer: Pricer | None, pid: int | None) -> dict:
     """The Context's price, syncs, why_not, kernels, growth, slow_steps, blocked,
-    backtraced, chains, sync_sites and readback_share for process `pid` (none without a model)."""
+    backtraced, sampled_in, chains, sync_sites and readback_share for process `pid` (none
+    without a model)."""
     if pricer is None:
         return {}
     return {name: functools.partial(getattr(pricer, name), pid=pid)
             for name in ("price", "syncs", "why_not", "kernels", "growth", "slow_steps",
-                         "blocked", "backtraced", "chains", "sync_sites", "readback_share")}
+                         "blocked", "backtraced", "sampled_in", "chains", "sync_sites",
+                         "readback_share")}
 
 
 def run_rules(doc: SystemsDoc, meta: Meta | None, events: list[dict[str, Any]],

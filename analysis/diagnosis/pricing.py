@@ -26,9 +26,7 @@ from ..load.nsys_sqlite import PID_MASK
 from ..loops.chains import chains, grid_of, host_span
 from ..loops.changes import WHOLE_STEP, Change, saving
 from ..loops.edits import overlap
-from ..loops.graph import Graph
 from ..loops.model import MODEL_CALLS, StepModels
-from ..loops.sync_changes import synced_after
 from ..trace.pylines import (
     line_counts,
     line_windows,
@@ -37,10 +35,10 @@ from ..trace.pylines import (
     steady_line,
     top_line,
     top_of,
-    wait_windows,
 )
 from .graph_reads import growth_of, h2d_spans, kernel_time, read_back, started_in, sync_kinds
-from .sync_sites import SyncSite, binding_calls
+from .sampled_calls import SampledCalls
+from .sync_sites import SyncSite
 from .sync_sites import sync_sites as find_sites
 
 FP32_GEMM = r"sgemm|gemm.*f32f32_f32f32.*ffma|ffma.*gemm"
@@ -66,35 +64,8 @@ class ChainStat:
     lines: Counter                         # (function, line) sampled while launching them
 
 
-def _spans(found: list[tuple[Graph, np.ndarray]], synced: bool) -> np.ndarray:
-    """The blocking calls' (start, end) rows, sorted; with `synced`, a copy's end that of
-    the synchronize right after it on its thread, where one follows (_synced_ends)."""
-    spans = [(int(a), int(b)) for g, calls in found
-             for a, b in zip(g.start[calls], _synced_ends(g, calls, synced), strict=True)]
-    return np.array(sorted(spans), dtype=np.int64).reshape(-1, 2)
-
-
-def _synced_ends(g: Graph, calls: np.ndarray, synced: bool) -> np.ndarray:
-    """Each call's end; with `synced`, for one followed on its thread by a synchronize
-    (synced_after), that synchronize's end."""
-    ends = g.end[calls].copy()
-    if synced and len(calls):
-        after = dict(synced_after(g, calls))
-        ends = np.array([g.end[after.get(int(c), int(c))] for c in calls.tolist()],
-                        dtype=ends.dtype)
-    return ends
-
-
-def _called_through(g: Graph, calls: np.ndarray, named: dict[int, str]) -> list[str]:
-    """Each blocking call's Python call (`named`: binding_calls): its own backtrace's, else
-    that of the synchronize right after it on its thread (synced_after: a pageable
-    upload's backtrace is on the synchronize after its copy); "" for neither."""
-    after = dict(synced_after(g, calls))
-    return [named.get(i) or named.get(after.get(i, -1), "") for i in calls.tolist()]
-
-
 @dataclass
-class Pricer:
+class Pricer(SampledCalls):
     """Prices findings on one export's step models (`price(finding) -> total ns`)."""
 
     models: StepModels
@@ -131,59 +102,6 @@ class Pricer:
         r = self.models.trace.ranges
         mine = np.isin(r["key"].to_numpy(), self.models.keys_of(path, pid))
         return set(r["global_tid"].to_numpy()[mine].tolist())
-
-    def input_waits(self, path: str, pid: int | None) -> tuple[tuple[int, int], ...]:
-        """When the range's threads waited for a DataLoader's next batch (Python samples,
-        pylines.wait_windows)."""
-        return wait_windows(self.models.py_samples(), self.threads(path, pid))
-
-    def blocked(self, path: str, kind: str, pid: int | None = None) -> Counter:
-        """The user's lines ((function, line)) the range's thread was sampled on inside its
-        blocking calls of a `kind` ("sync": synchronize calls and blocking copies; "copy":
-        the copy calls, a pageable one blocking in the call itself) in its loop's modeled
-        steps, within the range's instances: where the user's code waits, whatever call it
-        made. Where no sample fell in its copies, their spans run to the end of the
-        synchronize right after each on its thread (PyTorch's copy from pageable memory,
-        or back to the host, waits there: a CPU index's short upload is sampled in its
-        wait, not its call)."""
-        found = self._blocking(path, kind, pid)
-        threads, samples = self.threads(path, pid), self.models.py_samples()
-        lines = lines_inside(samples, threads, _spans(found, synced=False))
-        if not lines and kind == "copy":
-            lines = lines_inside(samples, threads, _spans(found, synced=True))
-        return lines
-
-    def backtraced(self, path: str, kind: str, pid: int | None = None) -> Counter:
-        """The Python calls (from CUDA backtraces, where the capture took them) of the
-        same blocking calls as `blocked`: `torch.tensor`, `Tensor.cpu`."""
-        found = Counter()
-        for g, calls in self._blocking(path, kind, pid):
-            named = binding_calls(g)
-            if named:
-                found.update(_called_through(g, calls, named))
-        found.pop("", None)
-        return found
-
-    def _blocking(self, path: str, kind: str, pid: int | None
-                  ) -> list[tuple[Graph, np.ndarray]]:
-        """Per modeled step of the range's loop, its graph and the range thread's blocking
-        calls of a `kind` (blocked's) that start within the range's instances; kept, as
-        blocked and backtraced both ask for a finding's range."""
-        memo = ("blocking", path, kind, pid)
-        if memo in self.cache:
-            return self.cache[memo]
-        key = self.modeled_key(path, pid)
-        out = []
-        if key is not None:
-            w = np.array(self.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
-            for g in self.models.graphs(key):
-                n = len(g.calls)
-                hit = np.array(g.label[:n]) == "sync" if kind == "sync" else \
-                    g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
-                calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
-                out.append((g, calls[started_in(g.start[calls], w)]))
-        self.cache[memo] = out
-        return out
 
     def syncs(self, path: str, pid: int | None = None) -> Counter:
         """What the blocking calls of a range's steps are (sync_kinds over its loop's

@@ -154,7 +154,8 @@ class PyLine:
                          "(module.function), or the compiled call its source names; '' "
                          "where neither is known")
     code: str = declared("the line's source text ('' where the file is not readable "
-                         "where the analysis ran)")
+                         "where the analysis ran and the export does not carry it: "
+                         "`analysis scrub` makes a copy that does)")
     samples: int = declared("Python samples on it")
     pct: float = declared("share of the range's Python samples", unit="%")
 

@@ -10,7 +10,9 @@ writes the payload as NULL: the rows are there, their stacks are not (`undecoded
 
 `load_py_samples(path) -> PySamples`: per sample its thread, time and stack number; per
 stack its frames (file, function, line), innermost first. Identical payloads are parsed
-once (a loop's samples repeat a few stacks).
+once (a loop's samples repeat a few stacks). A scrubbed export carries the text of the
+user's sampled lines (SOURCE_TABLE, written by `analysis scrub` where the code is), so
+that a report made elsewhere names each line's call as one made beside the code does.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ SAMPLE_EVENT = 34
 DOMAIN_CREATE = 75
 
 Frame = tuple[str, str, int]   # file, function, line
+SOURCE_TABLE = "ANALYSIS_SOURCE_LINES"
+"""(file TEXT, line INTEGER, code TEXT): a sampled user line's source text, its file named
+as the samples name it."""
 
 
 @dataclass
@@ -44,6 +49,7 @@ class PySamples:
          "stack": pd.Series(dtype="int64")}))
     stacks: list[tuple[Frame, ...]] = field(default_factory=list)
     undecoded: int = 0          # samples whose payload the export left out
+    code: dict[tuple[str, int], str] = field(default_factory=dict)   # SOURCE_TABLE's
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -70,9 +76,21 @@ def load_py_samples(path: Path) -> PySamples:
             f"domainId IN ({','.join(map(str, domains))}) ORDER BY globalTid, start",
             (SAMPLE_EVENT,)).fetchall()
         strings = _unescaped(conn, Path(path), rows)
+        code = _source_lines(conn)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read Python samples ({exc})") from exc
-    return _decoded(rows, strings)
+    out = _decoded(rows, strings)
+    out.code = code
+    return out
+
+
+def _source_lines(conn: sqlite3.Connection) -> dict[tuple[str, int], str]:
+    """The source text the export carries for sampled lines ({} where it has none)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (SOURCE_TABLE,)).fetchone():
+        return {}
+    return {(str(f), int(n)): str(c or "") for f, n, c in
+            conn.execute(f"SELECT file, line, code FROM {SOURCE_TABLE}")}
 
 
 def _unescaped(conn: sqlite3.Connection, path: Path, rows: list[tuple]) -> dict[int, str]:

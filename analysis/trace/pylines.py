@@ -26,7 +26,7 @@ import builtins
 import linecache
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,29 +155,37 @@ def _mask(node: ast.expr) -> bool:
 
 
 def _first_call(tree: ast.AST) -> str:
-    """The leftmost call of a line whose function is a dotted name, not a builtin."""
-    calls = sorted((n.col_offset, -len(name), name) for n in ast.walk(tree)
+    """The leftmost call of a line whose function is a dotted name, not a builtin (of a
+    chain starting at one column, `x.new_zeros(n).index_fill_(...)`, the inner one, which
+    runs first)."""
+    calls = sorted((n.col_offset, n.end_col_offset or 0, name) for n in ast.walk(tree)
                    if isinstance(n, ast.Call) and (name := _dotted(n.func))
                    and name not in BUILTINS)
     return calls[0][2] if calls else ""
 
 
 def _dotted(node: ast.expr) -> str:
-    """`a.b.c` for a chain of names and attributes, else ""."""
+    """`a.b.c` for a chain of names and attributes; a method of an indexed object as the
+    code writes it (`s['y'].new_zeros`: the method's name is what rules match); else ""."""
     if isinstance(node, ast.Name):
         return node.id
-    if isinstance(node, ast.Attribute) and (base := _dotted(node.value)):
+    if not isinstance(node, ast.Attribute):
+        return ""
+    if base := _dotted(node.value):
         return f"{base}.{node.attr}"
-    return ""
+    return f"{ast.unparse(node.value)}.{node.attr}" \
+        if isinstance(node.value, ast.Subscript) and _dotted(node.value.value) else ""
 
 
-def source_line(file: str, line: int, cwd: str | None) -> str:
+def source_line(file: str, line: int, cwd: str | None,
+                carried: Mapping[tuple[str, int], str] | None = None) -> str:
     """A line's text, stripped, from the file as recorded or under the program's working
-    directory; "" where neither is readable here."""
+    directory, else as the export carries it (`carried`: PySamples.code, which a scrubbed
+    export holds); "" where none has it."""
     for path in [Path(file)] + ([Path(cwd) / file] if cwd else []):
         if path.is_file():
             return linecache.getline(str(path), line).strip()
-    return ""
+    return (carried or {}).get((file, line), "").strip()
 
 
 def py_lines(trace: Trace, py: PySamples, cwd: str | None = None
@@ -194,7 +202,7 @@ def py_lines(trace: Trace, py: PySamples, cwd: str | None = None
     stack = py.samples["stack"].to_numpy()[row]
     hits = pd.DataFrame({"key": key, "stack": stack})
     totals = hits.groupby("key").size()
-    sites = _sites(py.stacks, cwd)
+    sites = _sites(py.stacks, cwd, py.code)
     hits["site"] = np.array([sites[s][0] for s in stack.tolist()], dtype=np.int64)
     named = hits[hits["site"] >= 0].groupby(["key", "site"]).size().rename("samples")
     if named.empty:
@@ -242,7 +250,7 @@ def line_counts(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = Non
     stacks, counts = np.unique(s["stack"].to_numpy()[at], return_counts=True)
     said: dict[str, int] = {}
     for (number, (file, line, function, call, _)), n in zip(
-            _sites([py.stacks[i] for i in stacks.tolist()], cwd), counts.tolist(),
+            _sites([py.stacks[i] for i in stacks.tolist()], cwd, py.code), counts.tolist(),
             strict=True):
         if number >= 0:
             name = f"{file}:{line} in {function}" + (f", {call}" if call else "")
@@ -250,10 +258,12 @@ def line_counts(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = Non
     return said
 
 
-def _sites(stacks: list[tuple[Frame, ...]], cwd: str | None
+def _sites(stacks: list[tuple[Frame, ...]], cwd: str | None,
+           carried: Mapping[tuple[str, int], str] | None = None
            ) -> list[tuple[int, tuple[str, int, str, str, str]]]:
     """Per stack: its site number (-1: no user frame) and the site (file, line,
-    function, call, code); a site is one user line with one library call."""
+    function, call, code); a site is one user line with one library call (`carried`:
+    the export's own source lines, source_line's)."""
     number: dict[tuple, int] = {}
     out = []
     for stack in stacks:
@@ -262,7 +272,7 @@ def _sites(stacks: list[tuple[Frame, ...]], cwd: str | None
             out.append((-1, ("", 0, "", "", "")))
             continue
         file, function, line = stack[user]
-        code = source_line(file, line, cwd)
+        code = source_line(file, line, cwd, carried)
         _, call = site(stack, code)
         key = (shown(file, cwd), line, function, call, code)
         out.append((number.setdefault(key, len(number)), key))
@@ -374,6 +384,23 @@ def lines_before(py: PySamples, tids: set[int], spans: np.ndarray
                  zip(stacks[a:b].tolist(), times[a:b].tolist(), strict=True))
         out.append([(x, d) for x, d in found if x is not None])
     return out
+
+
+def lines_of(py: PySamples, tids: set[int], functions: set[tuple[str, str]],
+             cwd: str | None = None) -> list[tuple[tuple[str, int, str, str, str], int]]:
+    """The user's lines in `functions` ((file as shown, function)) the threads `tids` were
+    sampled on anywhere in the capture, as sites (file, line, function, call, code) with
+    their samples, most first: where a short call a range makes (a fill's `torch.zeros`,
+    a few µs a step) fell between its own samples, the same function sampled under
+    another range, or outside every range, names its line."""
+    s = _thread_samples(py, tids)
+    stacks, counts = np.unique(s["stack"].to_numpy(), return_counts=True)
+    found: Counter = Counter()
+    for (number, key), n in zip(_sites([py.stacks[i] for i in stacks.tolist()], cwd,
+                                       py.code), counts.tolist(), strict=True):
+        if number >= 0 and (key[0], key[2]) in functions:
+            found[key] += n
+    return found.most_common()
 
 
 def _user_frame_of(stack: tuple[Frame, ...]) -> Frame | None:

@@ -7,8 +7,12 @@ on calls the thread blocks in, first the line sampled inside those calls, whatev
 call: a boolean mask's `x[x > 0]` names no library call; a sync site's finding, its
 site's line), with its share
 of the range's Python samples and the call; where that call has a remedy of its own
-(REMEDIES), it leads the suggestion. A capture without Python samples says how to get
-them.
+(REMEDIES), it leads the suggestion. Where none of the range's lines fits, an allocation
+finding names the line sampled inside its cudaMalloc and cudaFree calls (CALLED_IN), and
+any finding the line of the range's own functions whose call fits, sampled elsewhere in
+the capture (a fill's `torch.zeros`, a few µs a step, falls between a range's samples),
+else the range's one line where all its samples fell on it (LONE_LINE_SAMPLES or more: a
+fill inside `torch.where`). A capture without Python samples says how to get them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 
+from ...common.settings import LONE_LINE_SAMPLES
 from ...documents.types import Finding, PyLine, RangeEntry, SystemsDoc, entry_column
 
 READBACK = r"Tensor\.(?:item|cpu|tolist|numpy)$|nonzero|_local_scalar"
@@ -96,17 +101,24 @@ BLOCKING_RULES = {"sync_in_loop": "sync", "readback_in_loop": "copy", "pageable_
 """Rules whose cause is a call the thread blocks in (Pricer.blocked's kinds: synchronize
 calls, copy calls): their line is first the one the thread was sampled on inside those
 calls (`blocked`), then the one whose call fits."""
+CALLED_IN = {"alloc_in_loop": "memory"}
+"""Rules whose calls (Pricer.blocked's kinds: cudaMalloc and cudaFree) name the line
+where none of the range's lines makes a call that fits: the line sampled inside them
+allocates (a tensor asked for again after `empty_cache` beside the range)."""
 
 
 def locate(found: list[Finding], systems: SystemsDoc | None,
            entries: Mapping[str, RangeEntry],
            blocked: Callable[[str, str], Counter] | None = None,
-           backtraced: Callable[[str, str], Counter] | None = None) -> None:
+           backtraced: Callable[[str, str], Counter] | None = None,
+           sampled_in: Callable[[str, set], list[PyLine]] | None = None) -> None:
     """Name the user's line in each host-side finding (see the module doc): `entries` are
     the systems document's ranges by path; `blocked(path)`: the lines sampled inside the
     range's blocking calls of a kind (Pricer.blocked), for BLOCKING_RULES; `backtraced`:
     those calls' Python calls from CUDA backtraces (Pricer.backtraced), which name the
-    call of a finding whose line names none."""
+    call of a finding whose line names none; `sampled_in(path, functions)`: the lines of
+    the range's functions sampled anywhere in the capture (Pricer.sampled_in), where none
+    of the range's own samples fell in the call that fits."""
     if not any(f.rule in LINE_RULES and f.range for f in found):
         return
     sampled = any(entry_column(systems.ranges, "py_samples")) if systems else False
@@ -120,15 +132,11 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         if not sampled:
             f.message += " " + HOW
             continue
-        named = (f.evidence or {}).get("lines_named") if f.rule == "sync_in_loop" else None
-        if named:                      # one sync site's finding: its own line
-            line = next((x for x in e.lines if (x.function, x.line) ==
-                         (named[0]["function"], named[0]["line"])), None)
-        else:
-            line = pick(e.lines, LINE_RULES[f.rule])
-            if f.rule in BLOCKING_RULES and blocked is not None:
-                line = inside(e.lines, blocked(f.range, BLOCKING_RULES[f.rule])) or line
-            line = line or backtraced_line(e, calls)
+        line = _line_of(f, e, blocked, calls)
+        if line is None and sampled_in is not None and LINE_RULES[f.rule] and e.lines:
+            line = pick(sampled_in(f.range, {(x.file, x.function) for x in e.lines}),
+                        LINE_RULES[f.rule])
+        line = line or lone_line(e)
         if line is None:
             f.message += unsampled(e)
             continue
@@ -138,6 +146,30 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         remedy = remedy_for(line.call, f.rule)
         where = f"{line.file}:{line.line}" + (f" (`{line.code}`)" if line.code else "")
         f.suggestion = f"at {where}: {remedy or f.suggestion}"
+
+
+def _line_of(f: Finding, e: RangeEntry, blocked: Callable[[str, str], Counter] | None,
+             calls: Counter) -> PyLine | None:
+    """The finding's line among its range's sampled lines (the module doc's order), or
+    None."""
+    named = (f.evidence or {}).get("lines_named") if f.rule == "sync_in_loop" else None
+    if named:                      # one sync site's finding: its own line
+        return next((x for x in e.lines if (x.function, x.line) ==
+                     (named[0]["function"], named[0]["line"])), None)
+    line = pick(e.lines, LINE_RULES[f.rule])
+    if f.rule in BLOCKING_RULES and blocked is not None:
+        line = inside(e.lines, blocked(f.range, BLOCKING_RULES[f.rule])) or line
+    if line is None and f.rule in CALLED_IN and blocked is not None:
+        line = inside(e.lines, blocked(f.range, CALLED_IN[f.rule]))
+    return line or backtraced_line(e, calls)
+
+
+def lone_line(e: RangeEntry) -> PyLine | None:
+    """The range's one sampled line where all its Python samples, LONE_LINE_SAMPLES or
+    more, fell on it (the range runs that line alone), else None."""
+    if len(e.lines) == 1 and e.lines[0].samples == e.py_samples >= LONE_LINE_SAMPLES:
+        return e.lines[0]
+    return None
 
 
 def backtraced_line(e: RangeEntry, calls: Counter) -> PyLine | None:
@@ -194,9 +226,15 @@ def inside(lines: list[PyLine], sampled: Counter) -> PyLine | None:
 
 
 def said(e: RangeEntry, line: PyLine) -> str:
-    """One sentence: where in the user's code the range's samples fell."""
+    """One sentence: where in the user's code the range's samples fell (a line not among
+    its own: its function's, sampled outside the range)."""
     call = f", in {line.call}" if line.call else ""
     code = f" (`{line.code}`)" if line.code else ""
+    if line not in e.lines:
+        return (f"In your code: on {line.file}:{line.line} in {line.function}{code}{call}. "
+                f"None of its {e.py_samples:,} Python samples fell in that call; "
+                f"{line.samples:,} did elsewhere in the capture, in the function of its "
+                "own lines.")
     return (f"In your code: {line.pct:.0f}% of its {e.py_samples:,} Python samples on "
             f"{line.file}:{line.line} in {line.function}{code}{call}.")
 

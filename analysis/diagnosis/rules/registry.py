@@ -64,6 +64,8 @@ class Context:
     # inside its blocking calls of a kind (Counter of (function, line); Pricer.blocked)
     backtraced: Callable[[str, str], Any] | None = None   # the Python calls of those
     # blocking calls, from CUDA backtraces (Counter; Pricer.backtraced)
+    sampled_in: Callable[[str, set], list] | None = None   # the lines of some functions
+    # a range's threads were sampled on anywhere in the capture (Pricer.sampled_in)
     chains: Callable[[str], dict] | None = None   # a range's chains of elementwise
     # kernels by launch configuration, per modeled step (Pricer.chains)
     sync_sites: Callable[[str], list] | None = None   # a range's syncs by the user's
@@ -318,7 +320,7 @@ def run(source: str, ctx: Context) -> list[Finding]:
         f.share_pct = share_pct(f.saving_ns, total)
         f.share_of = SHARE_OF[source]
     if source == "systems":
-        locate(found, ctx.systems, ctx.entries, ctx.blocked, ctx.backtraced)
+        locate(found, ctx.systems, ctx.entries, ctx.blocked, ctx.backtraced, ctx.sampled_in)
     return sorted(found, key=sort_key)
 
 
