@@ -652,6 +652,22 @@ def test_a_call_none_of_its_ranges_samples_caught_is_named_from_its_function() -
     assert "lines_named" not in found[1].evidence
 
 
+def test_a_sync_site_no_sample_reached_names_no_other_sites_line() -> None:
+    """A sync site whose syncs no Python sample reached (its finding's lines_named empty):
+    locate names no line for it, not the range's first line that syncs, which is another
+    site's."""
+    from analysis.documents.entries import PyLine
+    from analysis.documents.findings import Finding
+
+    name = "nofill/step"
+    other = PyLine("train.py", 100, "uniq", "torch.unique", "s = torch.unique(y)", 30, 60.0)
+    ev = {"site_windows": [[0, 10]], "lines_named": []}
+    found = [Finding("sync_in_loop", "warning", name, None,
+                     "waits at a line the Python samples did not reach.", ev, "s")]
+    _locate_on(name, [other], found, sampled_in=lambda path, functions: [other])
+    assert found[0].evidence["lines_named"] == [] and "In your code" not in found[0].message
+
+
 def test_a_range_that_runs_one_line_names_it_for_a_call_none_fits() -> None:
     """A fill inside `torch.where(m, x, 0.0)`: no line of the range calls torch.zeros, and
     every one of its Python samples, LONE_LINE_SAMPLES or more, fell on one line; that line
@@ -720,7 +736,7 @@ def test_copies_on_the_compute_stream_name_the_line_sampled_inside_them() -> Non
 
     found = [Finding("copy_on_compute_stream", "warning", name, None, "m.", {}, "prefetch")]
     _locate_on(name, [hot, up], found, blocked)
-    assert asked == [(name, "copy")]
+    assert asked == [(name, "h2d")]
     assert [(x["line"], x["call"]) for x in found[0].evidence["lines_named"]] == \
         [(44, "Tensor.to")]
     assert "train.py:44 in load" in found[0].message

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..documents.types import PyLine
+from ..loops.edits import launcher
 from ..loops.graph import Graph
 from ..loops.sync_changes import synced_after
 from ..trace.pylines import lines_inside, lines_of, wait_windows
@@ -24,6 +25,23 @@ if TYPE_CHECKING:
 
 MEMORY_CALLS = r"cudaMalloc|cudaFree"
 """The allocator's calls to the driver, whose samples name the line that allocates."""
+COPY_KINDS = {"h2d": 1, "d2h": 2}
+"""blocked's copy kinds by direction: the export's copyKind of the copies the calls
+launched (a loop that reads back and uploads: its readback's call waits for the GPU, and
+its samples would name the readback's line for an upload's finding, seed 83's g14)."""
+
+
+def _copy_calls(g: Graph, kind: str) -> np.ndarray:
+    """Which of the step's calls are copy calls of `kind` ("copy": any; "h2d", "d2h": those
+    that launched a copy of that direction)."""
+    memcpy = g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
+    if kind not in COPY_KINDS or "copy_kind" not in g.ops or not len(g.ops):
+        return memcpy
+    ops = np.flatnonzero((g.ops["kind"].to_numpy() == 1)
+                         & (g.ops["copy_kind"].to_numpy() == COPY_KINDS[kind]))
+    mine = np.zeros(len(g.calls), dtype=bool)
+    mine[launcher(g, ops + len(g.calls))] = True
+    return memcpy & mine
 
 
 def _spans(found: list[tuple[Graph, np.ndarray]], synced: bool) -> np.ndarray:
@@ -68,8 +86,9 @@ class SampledCalls:
     def blocked(self, path: str, kind: str, pid: int | None = None) -> Counter:
         """The user's lines ((function, line)) the range's thread was sampled on inside its
         blocking calls of a `kind` ("sync": synchronize calls and blocking copies; "copy":
-        the copy calls, a pageable one blocking in the call itself; "memory": cudaMalloc
-        and cudaFree, MEMORY_CALLS) in its loop's modeled
+        the copy calls, a pageable one blocking in the call itself, "h2d" and "d2h" those
+        of one direction (COPY_KINDS); "memory": cudaMalloc and cudaFree, MEMORY_CALLS) in
+        its loop's modeled
         steps, within the range's instances: where the user's code waits, whatever call it
         made. Where no sample fell in its copies, their spans run to the end of the
         synchronize right after each on its thread (PyTorch's copy from pageable memory,
@@ -78,7 +97,7 @@ class SampledCalls:
         found = self._blocking(path, kind, pid)
         threads, samples = self.threads(path, pid), self.models.py_samples()
         lines = lines_inside(samples, threads, _spans(found, synced=False))
-        if not lines and kind == "copy":
+        if not lines and kind in ("copy", *COPY_KINDS):
             lines = lines_inside(samples, threads, _spans(found, synced=True))
         return lines
 
@@ -118,8 +137,8 @@ class SampledCalls:
             for g in self.models.graphs(key):
                 n = len(g.calls)
                 hit = np.array(g.label[:n]) == "sync" if kind == "sync" else \
-                    g.calls["name"].str.contains(MEMORY_CALLS if kind == "memory" else
-                                                 "Memcpy").to_numpy(dtype=bool)
+                    g.calls["name"].str.contains(MEMORY_CALLS).to_numpy(dtype=bool) \
+                    if kind == "memory" else _copy_calls(g, kind)
                 calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
                 out.append((g, calls[started_in(g.start[calls], w)]))
         self.cache[memo] = out

@@ -96,11 +96,11 @@ HOW = ("Python samples (make systems SAMPLE=cpu) would name the line of your cod
        "spends it.")
 
 
-BLOCKING_RULES = {"sync_in_loop": "sync", "readback_in_loop": "copy", "pageable_copy": "copy",
-                  "copy_on_compute_stream": "copy"}
+BLOCKING_RULES = {"sync_in_loop": "sync", "readback_in_loop": "d2h", "pageable_copy": "h2d",
+                  "copy_on_compute_stream": "h2d"}
 """Rules whose cause is a call the thread blocks in (Pricer.blocked's kinds: synchronize
-calls, copy calls): their line is first the one the thread was sampled on inside those
-calls (`blocked`), then the one whose call fits."""
+calls, copy calls of the rule's direction): their line is first the one the thread was
+sampled on inside those calls (`blocked`), then the one whose call fits."""
 CALLED_IN = {"alloc_in_loop": "memory"}
 """Rules whose calls (Pricer.blocked's kinds: cudaMalloc and cudaFree) name the line
 where none of the range's lines makes a call that fits: the line sampled inside them
@@ -132,11 +132,11 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         if not sampled:
             f.message += " " + HOW
             continue
+        if unreached(f):
+            continue
         line = _line_of(f, e, blocked, calls)
-        if line is None and sampled_in is not None and LINE_RULES[f.rule] and e.lines:
-            line = pick(sampled_in(f.range, {(x.file, x.function) for x in e.lines}),
-                        LINE_RULES[f.rule])
-        line = line or lone_line(e)
+        if line is None and not (f.evidence or {}).get("lines_named"):   # none of its own
+            line = _line_elsewhere(f, e, sampled_in) or lone_line(e)
         if line is None:
             f.message += unsampled(e)
             continue
@@ -146,6 +146,15 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
         remedy = remedy_for(line.call, f.rule)
         where = f"{line.file}:{line.line}" + (f" (`{line.code}`)" if line.code else "")
         f.suggestion = f"at {where}: {remedy or f.suggestion}"
+
+
+def unreached(f: Finding) -> bool:
+    """A sync site's finding whose syncs no Python sample reached (sync_split: its message
+    says so): it names no line, not another site's (the range's first line that syncs is
+    a site with a finding of its own: seed 86's g19, ten mask reads and an `.item()` beside
+    a torch.unique, named the unique's line)."""
+    ev = f.evidence or {}
+    return f.rule == "sync_in_loop" and "site_windows" in ev and not ev.get("lines_named")
 
 
 def _line_of(f: Finding, e: RangeEntry, blocked: Callable[[str, str], Counter] | None,
@@ -162,6 +171,16 @@ def _line_of(f: Finding, e: RangeEntry, blocked: Callable[[str, str], Counter] |
     if line is None and f.rule in CALLED_IN and blocked is not None:
         line = inside(e.lines, blocked(f.range, CALLED_IN[f.rule]))
     return line or backtraced_line(e, calls)
+
+
+def _line_elsewhere(f: Finding, e: RangeEntry,
+                    sampled_in: Callable[[str, set], list[PyLine]] | None) -> PyLine | None:
+    """The line of the range's own functions whose call fits the finding's rule, sampled
+    anywhere in the capture (`sampled_in`), or None."""
+    if sampled_in is None or not LINE_RULES[f.rule] or not e.lines:
+        return None
+    return pick(sampled_in(f.range, {(x.file, x.function) for x in e.lines}),
+                LINE_RULES[f.rule])
 
 
 def lone_line(e: RangeEntry) -> PyLine | None:
