@@ -243,6 +243,15 @@ def test_pinned_async_frees_the_thread_and_runs_at_the_pinned_rate() -> None:
     assert _saved(rows, 110, Change("pinned_async", pinned_bps=2e12)) == 48
 
 
+def test_pinned_async_leaves_a_readback_to_pageable_memory_waiting() -> None:
+    """The same copy back to the host (copyKind 2, to pageable memory): pinning a source
+    and copying non_blocking is an upload's remedy; the host needs what it reads back,
+    so the thread still waits (seed 83's g14: its upload's fix took its readback's wait)."""
+    rows = _step([(0, 50, 1, ASYNC), (55, 60, 2, LAUNCH)],
+                 [(MEMCPY, 2, 48, 1, 46_000_000, 2, 1, ""), _kernel(65, 100, 2)])
+    assert _saved(rows, 110, Change("pinned_async", pinned_bps=2e12)) == 0
+
+
 def test_readback_on_device_drops_the_copy_its_wait_and_the_host_work_on_it() -> None:
     """A 64 MiB `.cpu()`, its synchronize and the numpy on it (62 -> 100) gone: the
     second kernel follows the first (30 + 10 = 40 of 125)."""
