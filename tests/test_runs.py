@@ -668,25 +668,6 @@ def test_a_sync_site_no_sample_reached_names_no_other_sites_line() -> None:
     assert found[0].evidence["lines_named"] == [] and "In your code" not in found[0].message
 
 
-def test_a_range_that_runs_one_line_names_it_for_a_call_none_fits() -> None:
-    """A fill inside `torch.where(m, x, 0.0)`: no line of the range calls torch.zeros, and
-    every one of its Python samples, LONE_LINE_SAMPLES or more, fell on one line; that line
-    is named. Fewer samples name none."""
-    from analysis.common.settings import LONE_LINE_SAMPLES
-    from analysis.documents.entries import PyLine
-    from analysis.documents.findings import Finding
-
-    name = "nofill/step"
-    for n, named in ((LONE_LINE_SAMPLES, True), (LONE_LINE_SAMPLES - 1, False)):
-        where = PyLine("train.py", 78, "mask", "torch.where", "z = torch.where(m, x, 0.0)",
-                       n, 100.0)
-        found = [Finding("fill_overwritten", "warning", name, None, "m.", {}, "s")]
-        _locate_on(name, [where], found, py_samples=n)
-        assert ("lines_named" in found[0].evidence) is named
-        assert (f"100% of its {n} Python samples on train.py:78 in mask" in
-                found[0].message) is named
-
-
 def test_an_allocation_finding_without_its_call_names_the_line_inside_its_mallocs() -> None:
     """alloc_in_loop on a range none of whose lines calls the allocator by name (the
     tensors a range asks for again after `empty_cache` beside it): its line is the one

@@ -136,11 +136,6 @@ COPY_PATH_MIN_PCT = 10.0
 path as it runs."""
 ALLOC_MIN_PCT = 5.0
 """alloc_in_loop: memory management calls hold at least this % of a loop's wall time."""
-LONE_LINE_SAMPLES = 20
-"""A host-side finding none of whose range's lines makes its call names the range's one
-line where every one of at least this many Python samples fell on it (a line holding 15%
-of the range's time escapes 20 samples 4% of the time): the range runs that line alone,
-and the kernel the finding is about (a fill inside `torch.where`) is launched from it."""
 READBACK_MIN_BYTES = 1 << 20
 """readback_in_loop: device-to-host copies of at least this many bytes per iteration ..."""
 READBACK_INSTANCES_PCT = 80.0

@@ -10,9 +10,11 @@ of the range's Python samples and the call; where that call has a remedy of its 
 (REMEDIES), it leads the suggestion. Where none of the range's lines fits, an allocation
 finding names the line sampled inside its cudaMalloc and cudaFree calls (CALLED_IN), and
 any finding the line of the range's own functions whose call fits, sampled elsewhere in
-the capture (a fill's `torch.zeros`, a few µs a step, falls between a range's samples),
-else the range's one line where all its samples fell on it (LONE_LINE_SAMPLES or more: a
-fill inside `torch.where`). A capture without Python samples says how to get them.
+the capture (a fill's `torch.zeros`, a few µs a step, falls between a range's samples).
+(A range's one sampled line is no such fallback: in a host-bound step all of 23 samples
+fell on the step's own elementwise line, and the fill came from a nested `torch.zeros`
+none reached, battery seed 38's g06.) A capture without Python samples says how to get
+them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from ...common.settings import LONE_LINE_SAMPLES
 from ...documents.types import Finding, PyLine, RangeEntry, SystemsDoc, entry_column
 
 READBACK = r"Tensor\.(?:item|cpu|tolist|numpy)$|nonzero|_local_scalar"
@@ -136,7 +137,7 @@ def locate(found: list[Finding], systems: SystemsDoc | None,
             continue
         line = _line_of(f, e, blocked, calls)
         if line is None and not (f.evidence or {}).get("lines_named"):   # none of its own
-            line = _line_elsewhere(f, e, sampled_in) or lone_line(e)
+            line = _line_elsewhere(f, e, sampled_in)
         if line is None:
             f.message += unsampled(e)
             continue
@@ -181,14 +182,6 @@ def _line_elsewhere(f: Finding, e: RangeEntry,
         return None
     return pick(sampled_in(f.range, {(x.file, x.function) for x in e.lines}),
                 LINE_RULES[f.rule])
-
-
-def lone_line(e: RangeEntry) -> PyLine | None:
-    """The range's one sampled line where all its Python samples, LONE_LINE_SAMPLES or
-    more, fell on it (the range runs that line alone), else None."""
-    if len(e.lines) == 1 and e.lines[0].samples == e.py_samples >= LONE_LINE_SAMPLES:
-        return e.lines[0]
-    return None
 
 
 def backtraced_line(e: RangeEntry, calls: Counter) -> PyLine | None:
