@@ -603,6 +603,17 @@ def _locate_on(name: str, lines: list, found: list, blocked=None, sampled_in=Non
            blocked, None, sampled_in)
 
 
+def _recorder(answer):
+    """A stand-in for one of the Pricer's reads: `answer`, and the arguments it was asked
+    with (a list, in order)."""
+    asked = []
+
+    def read(*args):
+        asked.append(args)
+        return answer
+    return asked, read
+
+
 def test_a_host_side_finding_names_its_line_in_its_evidence() -> None:
     """locate puts the line it names in the finding's evidence (`lines_named`: file, line,
     function, call), not in its message alone, so a reader of systems.json, or the
@@ -634,12 +645,7 @@ def test_a_call_none_of_its_ranges_samples_caught_is_named_from_its_function() -
     name = "nofill/step"
     add = PyLine("train.py", 51, "fill", "torch.add", "torch.add(a, 1.0, out=out)", 1, 100.0)
     zeros = PyLine("train.py", 50, "fill", "torch.zeros", "out = torch.zeros(n)", 2, 0.0)
-    asked = []
-
-    def sampled_in(path: str, functions: set) -> list:
-        asked.append((path, functions))
-        return [add, zeros]
-
+    asked, sampled_in = _recorder([add, zeros])
     found = [Finding("fill_overwritten", "warning", name, None, "m.", {}, "use empty"),
              Finding("cat_in_loop", "warning", name, None, "m.", {}, "cat once")]
     _locate_on(name, [add], found, sampled_in=sampled_in)
@@ -681,15 +687,10 @@ def test_an_allocation_finding_without_its_call_names_the_line_inside_its_malloc
     name = "nofill/step"
     tanh = PyLine("train.py", 60, "gelu", "torch.tanh", "y = torch.tanh(x)", 3, 75.0)
     mul = PyLine("train.py", 61, "gelu", "torch.mul", "z = y * x", 1, 25.0)
-    asked = []
-
-    def blocked(path: str, kind: str) -> Counter:
-        asked.append(kind)
-        return Counter({("gelu", 60): 2})
-
+    asked, blocked = _recorder(Counter({("gelu", 60): 2}))
     found = [Finding("alloc_in_loop", "warning", name, None, "m.", {}, "s")]
     _locate_on(name, [mul, tanh], found, blocked)
-    assert asked == ["memory"] and "train.py:60 in gelu" in found[0].message
+    assert asked == [(name, "memory")] and "train.py:60 in gelu" in found[0].message
     cache = PyLine("train.py", 70, "step", "torch.cuda.memory.empty_cache", "", 1, 5.0)
     asked.clear()
     found = [Finding("alloc_in_loop", "warning", name, None, "m.", {}, "s")]
@@ -709,12 +710,7 @@ def test_copies_on_the_compute_stream_name_the_line_sampled_inside_them() -> Non
     name = "nofill/step"
     hot = PyLine("train.py", 40, "step", "", "v = v * 0.5", 40, 80.0)
     up = PyLine("train.py", 44, "load", "Tensor.to", "b = host.to(dev)", 10, 20.0)
-    asked = []
-
-    def blocked(path: str, kind: str) -> Counter:
-        asked.append((path, kind))
-        return Counter({("load", 44): 3})
-
+    asked, blocked = _recorder(Counter({("load", 44): 3}))
     found = [Finding("copy_on_compute_stream", "warning", name, None, "m.", {}, "prefetch")]
     _locate_on(name, [hot, up], found, blocked)
     assert asked == [(name, "h2d")]
