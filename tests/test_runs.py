@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,6 +15,8 @@ import pandas as pd
 import pytest
 
 from analysis.common.names import steady_path
+from analysis.documents.entries import PyLine
+from analysis.documents.findings import Finding
 from analysis.loops.runs import TAIL_FACTOR, gpu_ends, key_context, key_runs, run_fields
 from analysis.render.text import dur
 from tests.conftest import DATA
@@ -494,8 +497,6 @@ def test_a_blocking_calls_line_is_the_one_sampled_inside_it() -> None:
     """The user's lines the thread was sampled on inside its blocking calls, whatever the
     call below them (a boolean mask names none), counted per line; samples outside the
     calls or on other threads left out; locate names the line most sampled inside."""
-    from collections import Counter
-
     from analysis.diagnosis.rules.lines import inside
     from analysis.documents.entries import PyLine
     from analysis.load.nsys_pysamples import PySamples
@@ -619,9 +620,6 @@ def test_a_host_side_finding_names_its_line_in_its_evidence() -> None:
     function, call), not in its message alone, so a reader of systems.json, or the
     battery's score, can tell which of a loop's causes it is about; a finding that named
     its line already (a sync site's) keeps it."""
-    from analysis.documents.entries import PyLine
-    from analysis.documents.findings import Finding
-
     name = "nofill/step"
     read = PyLine("train.py", 42, "step", "Tensor.cpu", "a = (x + 1).cpu()", 30, 60.0)
     base = PyLine("train.py", 40, "step", "", "v = v * 0.5", 20, 40.0)
@@ -639,9 +637,6 @@ def test_a_call_none_of_its_ranges_samples_caught_is_named_from_its_function() -
     in it (the one sample caught the overwriting op on the next line), the line of the
     range's function that makes the call, sampled elsewhere in the capture, is named, and
     said to be; a call no sampled line of those functions makes names none."""
-    from analysis.documents.entries import PyLine
-    from analysis.documents.findings import Finding
-
     name = "nofill/step"
     add = PyLine("train.py", 51, "fill", "torch.add", "torch.add(a, 1.0, out=out)", 1, 100.0)
     zeros = PyLine("train.py", 50, "fill", "torch.zeros", "out = torch.zeros(n)", 2, 0.0)
@@ -662,9 +657,6 @@ def test_a_sync_site_no_sample_reached_names_no_other_sites_line() -> None:
     """A sync site whose syncs no Python sample reached (its finding's lines_named empty):
     locate names no line for it, not the range's first line that syncs, which is another
     site's."""
-    from analysis.documents.entries import PyLine
-    from analysis.documents.findings import Finding
-
     name = "nofill/step"
     other = PyLine("train.py", 100, "uniq", "torch.unique", "s = torch.unique(y)", 30, 60.0)
     ev = {"site_windows": [[0, 10]], "lines_named": []}
@@ -679,34 +671,21 @@ def test_an_allocation_finding_without_its_call_names_the_line_inside_its_malloc
     tensors a range asks for again after `empty_cache` beside it): its line is the one
     sampled inside the range's cudaMalloc and cudaFree calls (`blocked`, kind "memory");
     a range whose line makes the call names that one and asks for nothing."""
-    from collections import Counter
-
-    from analysis.documents.entries import PyLine
-    from analysis.documents.findings import Finding
-
-    name = "nofill/step"
-    tanh = PyLine("train.py", 60, "gelu", "torch.tanh", "y = torch.tanh(x)", 3, 75.0)
-    mul = PyLine("train.py", 61, "gelu", "torch.mul", "z = y * x", 1, 25.0)
-    asked, blocked = _recorder(Counter({("gelu", 60): 2}))
-    found = [Finding("alloc_in_loop", "warning", name, None, "m.", {}, "s")]
-    _locate_on(name, [mul, tanh], found, blocked)
-    assert asked == [(name, "memory")] and "train.py:60 in gelu" in found[0].message
+    gelu = [PyLine("train.py", 61, "gelu", "torch.mul", "z = y * x", 1, 25.0),
+            PyLine("train.py", 60, "gelu", "torch.tanh", "y = torch.tanh(x)", 3, 75.0)]
     cache = PyLine("train.py", 70, "step", "torch.cuda.memory.empty_cache", "", 1, 5.0)
-    asked.clear()
-    found = [Finding("alloc_in_loop", "warning", name, None, "m.", {}, "s")]
-    _locate_on(name, [mul, tanh, cache], found, blocked)
-    assert not asked and "train.py:70 in step" in found[0].message
+    for lines, kinds, where in ((gelu, ["memory"], "train.py:60 in gelu"),
+                                (gelu + [cache], [], "train.py:70 in step")):
+        asked, blocked = _recorder(Counter({("gelu", 60): 2}))
+        found = [Finding("alloc_in_loop", "warning", "nofill/step", None, "m.", {}, "s")]
+        _locate_on("nofill/step", lines, found, blocked)
+        assert [k for _, k in asked] == kinds and where in found[0].message
 
 
 def test_copies_on_the_compute_stream_name_the_line_sampled_inside_them() -> None:
     """copy_on_compute_stream is about the calls the thread blocks in, as pageable_copy
     is: its line is the one sampled inside the copy calls (`blocked`), not the range's
     hottest one, so a loop's index copy and its upload are told apart."""
-    from collections import Counter
-
-    from analysis.documents.entries import PyLine
-    from analysis.documents.findings import Finding
-
     name = "nofill/step"
     hot = PyLine("train.py", 40, "step", "", "v = v * 0.5", 40, 80.0)
     up = PyLine("train.py", 44, "load", "Tensor.to", "b = host.to(dev)", 10, 20.0)
