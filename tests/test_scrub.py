@@ -98,3 +98,29 @@ def test_a_scrubbed_copy_names_the_call_where_the_code_is_not(tmp_path: Path,
     assert "on cpu_readback.py:24 " in carried.message, carried.message
     assert "in Tensor.cpu." in carried.message and "(`" in carried.message
     assert "on cpu_readback.py:24 " in bare.message and "in Tensor.cpu." not in bare.message
+
+
+def test_carried_lines_are_named_as_the_scrubbed_samples_name_their_files(
+        tmp_path: Path) -> None:
+    """A capture whose frames name the program by its absolute path: the copy's carried
+    lines name it as its scrubbed samples do (`./empty_cache.py`), so a report made from
+    the copy finds their text."""
+    from analysis.load.nsys_pysamples import SOURCE_TABLE, load_py_samples
+
+    here = str((DATA / "tools" / "twins").resolve())
+    raw = tmp_path / "raw.sqlite"
+    shutil.copy(DATA / "twins" / "empty_cache_sampled" / "trace.sqlite", raw)
+    conn = sqlite3.connect(raw)
+    conn.execute("UPDATE StringIds SET value = ? || substr(value, 2) WHERE value = "
+                 "'./empty_cache.py'", (here,))
+    conn.execute("UPDATE META_DATA_CAPTURE SET value = ? WHERE name LIKE '%WORKING_DIR'",
+                 (here,))
+    conn.commit()
+    conn.close()
+    scrub.scrub(raw, tmp_path / "clean.sqlite")
+    conn = sqlite3.connect(tmp_path / "clean.sqlite")
+    carried = conn.execute(f"SELECT file, line FROM {SOURCE_TABLE}").fetchall()
+    conn.close()
+    frames = {(f[0], f[2]) for s in load_py_samples(tmp_path / "clean.sqlite").stacks
+              for f in s}
+    assert ("./empty_cache.py", 29) in carried and set(carried) <= frames

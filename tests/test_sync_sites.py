@@ -402,7 +402,7 @@ def test_a_copys_blocking_span_runs_to_the_end_of_the_synchronize_after_it() -> 
 
 
 def test_copy_calls_of_one_direction_are_those_that_launched_such_copies() -> None:
-    """sampled_calls._copy_calls: "h2d" and "d2h" keep the copy calls whose copy went that
+    """sampled_calls._calls_of: "h2d" and "d2h" keep the copy calls whose copy went that
     way (the export's copyKind: 1 to the device, 2 to the host), "copy" every one; a
     launch is never a copy call (seed 83's g14: an upload's finding named the readback's
     line, sampled in the readback's wait)."""
@@ -411,12 +411,12 @@ def test_copy_calls_of_one_direction_are_those_that_launched_such_copies() -> No
     import numpy as np
     import pandas as pd
 
-    from analysis.diagnosis.sampled_calls import _copy_calls
+    from analysis.diagnosis.sampled_calls import _calls_of
 
     calls = pd.DataFrame({"name": ["cudaMemcpyAsync_v3020", "cudaLaunchKernel_v7000",
                                    "cudaMemcpyAsync_v3020"]})
     ops = pd.DataFrame({"kind": [1, 0, 1], "copy_kind": [2, 0, 1]})
     g = SimpleNamespace(calls=calls, ops=ops, op_calls=lambda: np.array([0, 1, 2]))
-    assert _copy_calls(g, "d2h").tolist() == [True, False, False]
-    assert _copy_calls(g, "h2d").tolist() == [False, False, True]
-    assert _copy_calls(g, "copy").tolist() == [True, False, True]
+    assert _calls_of(g, "d2h").tolist() == [0]
+    assert _calls_of(g, "h2d").tolist() == [2]
+    assert _calls_of(g, "copy").tolist() == [0, 2]

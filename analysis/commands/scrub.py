@@ -69,14 +69,14 @@ def _capture_dirs(conn: sqlite3.Connection) -> list[tuple[str, str]]:
 
 
 def _replace_paths(conn: sqlite3.Connection, table: str,
-                   prefixes: list[tuple[str, str]]) -> int:
+                   prefixes: list[tuple[str, str]], column: str = "value") -> int:
     """Replace each directory (followed by "/", or as the whole value); rows changed."""
     changed = 0
     for old, new in prefixes:
-        changed += conn.execute(f"UPDATE {table} SET value = replace(value, ?, ?) "
-                                "WHERE instr(value, ?) > 0",
+        changed += conn.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?) "
+                                f"WHERE instr({column}, ?) > 0",
                                 (old + "/", new + "/", old + "/")).rowcount
-        changed += conn.execute(f"UPDATE {table} SET value = ? WHERE value = ?",
+        changed += conn.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?",
                                 (new, old)).rowcount
     return changed
 
@@ -146,15 +146,13 @@ def sampled_sources(src: Path) -> dict[tuple[str, int], str]:
 
 def _carry_sources(conn: sqlite3.Connection, code: dict[tuple[str, int], str],
                    prefixes: list[tuple[str, str]]) -> int:
-    """Write SOURCE_TABLE, each file named as the scrubbed samples name it; rows written."""
-    def renamed(file: str) -> str:
-        for old, new in prefixes:              # as _replace_paths does in SQL
-            file = new if file == old else file.replace(old + "/", new + "/")
-        return file
+    """Write SOURCE_TABLE, each file named as the scrubbed samples name it (the capture's
+    directories replaced as in StringIds); rows written."""
     conn.execute(f"DROP TABLE IF EXISTS {SOURCE_TABLE}")
     conn.execute(f"CREATE TABLE {SOURCE_TABLE} (file TEXT, line INTEGER, code TEXT)")
     conn.executemany(f"INSERT INTO {SOURCE_TABLE} VALUES (?, ?, ?)",
-                     [(renamed(f), n, c) for (f, n), c in sorted(code.items())])
+                     [(f, n, c) for (f, n), c in sorted(code.items())])
+    _replace_paths(conn, SOURCE_TABLE, prefixes, column="file")
     return len(code)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..documents.types import PyLine
-from ..loops.edits import launcher
+from ..loops.edits import calls_labelled, calls_named, launcher, on_thread
 from ..loops.graph import Graph
 from ..loops.sync_changes import synced_after
 from ..trace.pylines import lines_inside, lines_of, wait_windows
@@ -31,17 +31,20 @@ launched (a loop that reads back and uploads: its readback's call waits for the 
 its samples would name the readback's line for an upload's finding, seed 83's g14)."""
 
 
-def _copy_calls(g: Graph, kind: str) -> np.ndarray:
-    """Which of the step's calls are copy calls of `kind` ("copy": any; "h2d", "d2h": those
-    that launched a copy of that direction)."""
-    memcpy = g.calls["name"].str.contains("Memcpy", regex=False).to_numpy(dtype=bool)
+def _calls_of(g: Graph, kind: str) -> np.ndarray:
+    """The step's call nodes of blocked's `kind`: "sync", the synchronize calls and
+    blocking copies (their label); "memory", MEMORY_CALLS; "copy", the copy calls; "h2d"
+    and "d2h", the copy calls that launched a copy of that direction."""
+    if kind == "sync":
+        return calls_labelled(g, "sync")
+    if kind == "memory":
+        return calls_named(g, MEMORY_CALLS)
+    copies = calls_named(g, "Memcpy")
     if kind not in COPY_KINDS or "copy_kind" not in g.ops or not len(g.ops):
-        return memcpy
+        return copies
     ops = np.flatnonzero((g.ops["kind"].to_numpy() == 1)
                          & (g.ops["copy_kind"].to_numpy() == COPY_KINDS[kind]))
-    mine = np.zeros(len(g.calls), dtype=bool)
-    mine[launcher(g, ops + len(g.calls))] = True
-    return memcpy & mine
+    return np.intersect1d(copies, launcher(g, ops + len(g.calls)))
 
 
 def _spans(found: list[tuple[Graph, np.ndarray]], synced: bool) -> np.ndarray:
@@ -85,15 +88,14 @@ class SampledCalls:
 
     def blocked(self, path: str, kind: str, pid: int | None = None) -> Counter:
         """The user's lines ((function, line)) the range's thread was sampled on inside its
-        blocking calls of a `kind` ("sync": synchronize calls and blocking copies; "copy":
-        the copy calls, a pageable one blocking in the call itself, "h2d" and "d2h" those
-        of one direction (COPY_KINDS); "memory": cudaMalloc and cudaFree, MEMORY_CALLS) in
-        its loop's modeled
-        steps, within the range's instances: where the user's code waits, whatever call it
-        made. Where no sample fell in its copies, their spans run to the end of the
-        synchronize right after each on its thread (PyTorch's copy from pageable memory,
-        or back to the host, waits there: a CPU index's short upload is sampled in its
-        wait, not its call)."""
+        blocking calls of a `kind` (_calls_of's: synchronize calls and blocking copies;
+        the copy calls, a pageable one blocking in the call itself, or those of one
+        direction; cudaMalloc and cudaFree) in its loop's modeled steps, within the
+        range's instances: where the user's code waits, whatever call it made. Where no
+        sample fell in its copies, their spans run to the end of the synchronize right
+        after each on its thread (PyTorch's copy from pageable memory, or back to the
+        host, waits there: a CPU index's short upload is sampled in its wait, not its
+        call)."""
         found = self._blocking(path, kind, pid)
         threads, samples = self.threads(path, pid), self.models.py_samples()
         lines = lines_inside(samples, threads, _spans(found, synced=False))
@@ -135,11 +137,7 @@ class SampledCalls:
         if key is not None:
             w = np.array(self.models.windows(path, pid), dtype=np.int64).reshape(-1, 2)
             for g in self.models.graphs(key):
-                n = len(g.calls)
-                hit = np.array(g.label[:n]) == "sync" if kind == "sync" else \
-                    g.calls["name"].str.contains(MEMORY_CALLS).to_numpy(dtype=bool) \
-                    if kind == "memory" else _copy_calls(g, kind)
-                calls = np.flatnonzero(hit & (g.thread[:n] == g.tid))
+                calls = on_thread(g, _calls_of(g, kind))
                 out.append((g, calls[started_in(g.start[calls], w)]))
         self.cache[memo] = out
         return out

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import sqlite_utils
 
 from ..common.errors import InputError
 from .export import shared, view
@@ -76,7 +77,7 @@ def load_py_samples(path: Path) -> PySamples:
             f"domainId IN ({','.join(map(str, domains))}) ORDER BY globalTid, start",
             (SAMPLE_EVENT,)).fetchall()
         strings = _unescaped(conn, Path(path), rows)
-        code = _source_lines(conn)
+        code = _source_lines(conn, db)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read Python samples ({exc})") from exc
     out = _decoded(rows, strings)
@@ -84,10 +85,10 @@ def load_py_samples(path: Path) -> PySamples:
     return out
 
 
-def _source_lines(conn: sqlite3.Connection) -> dict[tuple[str, int], str]:
+def _source_lines(conn: sqlite3.Connection, db: sqlite_utils.Database
+                  ) -> dict[tuple[str, int], str]:
     """The source text the export carries for sampled lines ({} where it has none)."""
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                        (SOURCE_TABLE,)).fetchone():
+    if not db[SOURCE_TABLE].exists():
         return {}
     return {(str(f), int(n)): str(c or "") for f, n, c in
             conn.execute(f"SELECT file, line, code FROM {SOURCE_TABLE}")}

@@ -247,15 +247,24 @@ def line_counts(py: PySamples, tid: int, lo: int, hi: int, cwd: str | None = Non
     s = py.samples
     t = s["time_ns"].to_numpy(dtype="int64")
     at = (s["global_tid"].to_numpy(dtype="int64") == tid) & (t >= lo) & (t < hi)
-    stacks, counts = np.unique(s["stack"].to_numpy()[at], return_counts=True)
     said: dict[str, int] = {}
-    for (number, (file, line, function, call, _)), n in zip(
-            _sites([py.stacks[i] for i in stacks.tolist()], cwd, py.code), counts.tolist(),
-            strict=True):
-        if number >= 0:
-            name = f"{file}:{line} in {function}" + (f", {call}" if call else "")
-            said[name] = said.get(name, 0) + n
+    for (file, line, function, call, _), n in _site_counts(
+            py, s["stack"].to_numpy()[at], cwd).items():
+        name = f"{file}:{line} in {function}" + (f", {call}" if call else "")
+        said[name] = said.get(name, 0) + n
     return said
+
+
+def _site_counts(py: PySamples, stack: np.ndarray, cwd: str | None) -> Counter:
+    """Samples per site (file, line, function, call, code) of the samples whose stack
+    numbers are `stack` (those with a user frame)."""
+    stacks, counts = np.unique(stack, return_counts=True)
+    found: Counter = Counter()
+    for (number, key), n in zip(_sites([py.stacks[i] for i in stacks.tolist()], cwd,
+                                       py.code), counts.tolist(), strict=True):
+        if number >= 0:
+            found[key] += n
+    return found
 
 
 def _sites(stacks: list[tuple[Frame, ...]], cwd: str | None,
@@ -393,14 +402,8 @@ def lines_of(py: PySamples, tids: set[int], functions: set[tuple[str, str]],
     their samples, most first: where a short call a range makes (a fill's `torch.zeros`,
     a few µs a step) fell between its own samples, the same function sampled under
     another range, or outside every range, names its line."""
-    s = _thread_samples(py, tids)
-    stacks, counts = np.unique(s["stack"].to_numpy(), return_counts=True)
-    found: Counter = Counter()
-    for (number, key), n in zip(_sites([py.stacks[i] for i in stacks.tolist()], cwd,
-                                       py.code), counts.tolist(), strict=True):
-        if number >= 0 and (key[0], key[2]) in functions:
-            found[key] += n
-    return found.most_common()
+    found = _site_counts(py, _thread_samples(py, tids)["stack"].to_numpy(), cwd)
+    return [(key, n) for key, n in found.most_common() if (key[0], key[2]) in functions]
 
 
 def _user_frame_of(stack: tuple[Frame, ...]) -> Frame | None:
