@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.diagnosis.sync_sites import SyncSite, call_kinds, sync_sites
+from analysis.diagnosis.sync_sites import SyncSite, by_call, call_kinds, says, sync_sites
 from analysis.load.nsys_pysamples import PySamples
 from analysis.loops.changes import Change, saving
 from analysis.loops.edges import build
@@ -40,7 +40,8 @@ def _pricer(samples: list[tuple[int, tuple]], steps: int = 4, first: str = "k"):
                    [(("train.py", fn, ln),) for fn, ln in stacks])
     graphs = [_graph(k, first) for k in range(steps)]
     models = SimpleNamespace(windows=lambda path, pid: tuple(
-        (g.lo, g.hi) for g in graphs), graphs=lambda key: graphs, py_samples=lambda: py)
+        (g.lo, g.hi) for g in graphs), graphs=lambda key: graphs, py_samples=lambda: py,
+        trace=SimpleNamespace(export=SimpleNamespace(working_dir=None)))
     return SimpleNamespace(models=models, modeled_key=lambda path, pid: 0,
                            threads=lambda path, pid: {MAIN})
 
@@ -98,6 +99,27 @@ def test_a_size_read_and_the_read_after_it_are_one_call_and_one_site() -> None:
     sites = sync_sites(_pricer(samples, first="DeviceScanKernel"), "loop/step")
     assert [(s.line, s.kinds, len(s.windows)) for s in sites] == \
         [(("rep", 88), ("size", "item"), 8)]
+
+
+def test_a_call_takes_the_one_line_whose_text_makes_it() -> None:
+    """Backtraced syncs: a `.tolist()` whose short wait was sampled on the `torch.unique`
+    before it, or on the step's loop, or not at all, takes the line that calls tolist;
+    the unique keeps its own; two lines that make the same call stay apart; without text,
+    a line found for two calls is the call's that most of its syncs make."""
+    step, read, uniq = ("f.py", "step", 10), ("f.py", "read", 20), ("f.py", "uniq", 30)
+    text = {10: "v = v * 0.5", 20: "s = x[:8].tolist()", 30: "u = torch.unique(y)"}
+    said = lambda f, c: says(text[f[2]], c)                 # noqa: E731
+    frames = [read, uniq, uniq, uniq, step, uniq, None, uniq]
+    calls = ["Tensor.tolist", "torch.unique"] * 4
+    assert by_call(frames, calls, said) == [read, uniq] * 4
+    two = ("f.py", "again", 40)
+    assert by_call([read, None, two], ["Tensor.item"] * 3, lambda f, c: True) == \
+        [read, None, two]
+    assert by_call([uniq, uniq, uniq, None], ["torch.unique", "Tensor.tolist",
+                                              "torch.unique", "Tensor.tolist"],
+                   lambda f, c: False) == [uniq, None, uniq, None]
+    assert not says("y = x[i]", "Tensor.__getitem__") and says("torch.cuda.synchronize()",
+                                                              "torch.cuda.synchronize")
 
 
 def _indexing(kernel: str):

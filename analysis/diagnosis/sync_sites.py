@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,7 @@ import numpy as np
 from ..loops.edits import COUNTING
 from ..loops.graph import CALL, Graph
 from ..loops.sync_changes import SCALAR_BYTES, index_uploads
-from ..trace.pylines import lines_before
+from ..trace.pylines import lines_before, source_line
 
 SAME_SHARE = 0.8
 """The share of modeled steps that must sync the same number of times for the k-th sync
@@ -70,18 +71,55 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
         found = _nearest([d for i, d in enumerate(near) if i % n in ks])
         for k in ks:
             frames[k] = found
+    calls = [Counter(x[k][4] for x in alike if x[k][4]).most_common(1) for k in range(n)]
+    called = [c[0][0] if c else "" for c in calls]
+    py, cwd = pricer.models.py_samples(), pricer.models.trace.export.working_dir
+    frames = by_call(frames, called, lambda f, c: says(source_line(f[0], f[2], cwd, py.code),
+                                                       c))
     files = {(f[1], f[2]): f[0] for f in frames if f is not None}
     lines = [(f[1], f[2]) if f is not None else None for f in frames]
     return [SyncSite(line, tuple(alike[0][k][2] for k in ks),
                      tuple((x[k][0], x[k][3]) for x in alike for k in ks),
-                     files.get(line, "") if line else "", _backtraced(alike[0], ks))
+                     files.get(line, "") if line else "",
+                     tuple(called[k] for k in ks) if any(called[k] for k in ks) else ())
             for line, ks in _grouped(lines).items()]
 
 
-def _backtraced(step: list[tuple], ks: list[int]) -> tuple[str, ...]:
-    """The Python calls of a site's syncs in one step, () where none was backtraced."""
-    calls = tuple(step[k][4] for k in ks)
-    return calls if any(calls) else ()
+def by_call(frames: list[Frame | None], calls: list[str],
+            said: Callable[[Frame, str], bool]) -> list[Frame | None]:
+    """Each sync ordinal's line, set right by its backtraced Python call (`calls`, "" where
+    none). A short wait no sample fell in takes the line of the host work before it (seed
+    86 g19's `.tolist()` named five times by the `torch.unique` before it, and priced with
+    its conversion; g39's `torch.cuda.synchronize()` by the `empty_cache` lines of the
+    step before). So the ordinals of one call take the one line of theirs whose text
+    makes the call (`said(line, call)`), else their one line; a line found for two
+    calls' syncs, without text, the call most of them make. Two lines that make the same
+    call (two `.item()`) stay apart, and unreached where so."""
+    owner: dict[Frame, Counter] = {}
+    for f, c in zip(frames, calls, strict=True):
+        if f is not None and c:
+            owner.setdefault(f, Counter())[c] += 1
+    found: dict[str, set[Frame]] = {}
+    for f, c in zip(frames, calls, strict=True):
+        if f is not None and c:
+            found.setdefault(c, set()).add(f)
+    line: dict[str, Frame] = {}
+    for c, lines in found.items():
+        saying = [f for f in lines if said(f, c)]
+        mine = [f for f in lines if owner[f].most_common(1)[0][0] == c]
+        if len(saying) == 1 or (not saying and len(mine) == 1):
+            line[c] = (saying or mine)[0]
+    return [line.get(c, f if f is None or not c or owner[f].most_common(1)[0][0] == c
+                     else None) for f, c in zip(frames, calls, strict=True)]
+
+
+def says(text: str, call: str) -> bool:
+    """Whether a line's source text makes the call a backtrace named (`Tensor.tolist`:
+    `.tolist(`; `torch.cuda.synchronize`: `synchronize(`); never for an operator's
+    (`Tensor.__getitem__`), which no name in the text shows."""
+    name = call.rsplit(".", 1)[-1]
+    return not name.startswith("__") and re.search(rf"\b{re.escape(name)}\s*\(", text) \
+        is not None
 
 
 NONZERO = re.compile(COUNTING, re.I)
@@ -92,7 +130,10 @@ sizes its output by (`repeat_interleave` without output_size sums its repeats so
 
 def call_kinds(g: Graph, named: dict[int, str] | None = None) -> dict[int, str]:
     """Each blocking call (label "sync") on the step's range thread -> what caused it
-    (SYNC_SAID's keys), in call order; `named`: binding_calls(g), where the caller has it."""
+    (SYNC_SAID's keys), in call order; `named`: binding_calls(g), where the caller has it.
+    A read back is a count's where a counting kernel was launched since the sync before
+    it (not anywhere earlier in the step: seed 86 g19's `.tolist()` after a
+    `torch.unique` of the iteration before read as a mask's count)."""
     out: dict[int, str] = {}
     names = g.calls["name"].tolist()
     none = [0] * len(g.ops)
@@ -105,13 +146,14 @@ def call_kinds(g: Graph, named: dict[int, str] | None = None) -> dict[int, str]:
     kernels = launch_order(g)
     mine = sorted((i for i in range(len(names)) if g.thread[i] == g.tid),
                   key=lambda i: g.start[i])
-    last_copy = None
+    last_copy, since = None, -np.inf
     for i in mine:
         name = names[i]
         if i in copy_of:
             last_copy = (i, *copy_of[i])
         if g.label[i] != "sync":
             continue
+        synced, since = since, g.end[i]
         if "DeviceSynchronize" in name or "CtxSynchronize" in name:
             out[i] = "synchronize"
         elif "EventSynchronize" in name:
@@ -121,7 +163,7 @@ def call_kinds(g: Graph, named: dict[int, str] | None = None) -> dict[int, str]:
             last_copy = None
         elif last_copy is not None:
             at, size, _ = last_copy
-            before = [n for t, n in kernels if t < g.start[at]]
+            before = [n for t, n in kernels if synced < t < g.start[at]]
             nonzero = any(NONZERO.search(n) for n in before)
             out[i] = "cpu" if size > SCALAR_BYTES else \
                 "size" if before and SCAN.search(before[-1]) else \

@@ -22,11 +22,14 @@ from .edits import (
     gone,
     launched,
     launcher,
+    launchers,
     named_ops,
+    near,
     on_thread,
     ops_gone,
     overlap,
     unblocked,
+    within,
 )
 from .graph import CALL, OS, PROGRAM, STEP, Graph
 from .kernel_changes import undispatched
@@ -47,7 +50,7 @@ def no_sync(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None
     if change.whole:
         device_syncs_gone(g, off)
     src, dst, kind = edges(g)
-    reads = scalar_reads(g)
+    reads = scalar_reads(g, change.scope)
     for copy, _ in reads:
         off[(kind == PROGRAM) & (dst == 2 * copy)] = 0
     if reads:
@@ -193,17 +196,28 @@ def no_break(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> Non
     the read, and no host work between the two graphs (the resume into the second)."""
     no_sync(g, change, off, keep)
     src, dst, kind = edges(g)
-    for _, sync in scalar_reads(g):
+    for _, sync in scalar_reads(g, change.scope):
         off[np.isin(kind, (PROGRAM, STEP)) & (src == 2 * sync + 1)] = 0
 
 
-def scalar_reads(g: Graph) -> list[tuple[int, int]]:
-    """(copy call, sync call) of each scalar read back on the range's thread."""
+def scalar_reads(g: Graph, scope: tuple[tuple[int, int], ...] = ()
+                 ) -> list[tuple[int, int]]:
+    """(copy call, sync call) of each scalar read back on the range's thread; with a
+    `scope` (a finding's windows), those whose sync starts in it: the change of one sync
+    site takes no other site's read (seed 86 g19's `torch.unique` took the list its
+    `.tolist()` builds, whose CPU time ends in the unique's segment)."""
     if "copy_kind" not in g.ops or not len(g.ops):
         return []
     ops0 = len(g.calls)
     small = (g.ops["copy_kind"].to_numpy() == 2) & (g.ops["bytes"].to_numpy() <= SCALAR_BYTES)
-    return synced_after(g, launcher(g, ops0 + np.flatnonzero(small)))
+    reads = synced_after(g, launcher(g, ops0 + np.flatnonzero(small)))
+    inside = set(scoped(g, np.array([b for _, b in reads], dtype=np.int64), scope).tolist())
+    return [(a, b) for a, b in reads if b in inside]
+
+
+def scoped(g: Graph, calls: np.ndarray, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """The calls that start in the scope's windows (all of them without a scope)."""
+    return calls[within(g.start[calls], near(scope, g.lo, g.hi))] if scope else calls
 
 
 def synced_after(g: Graph, copies: np.ndarray) -> list[tuple[int, int]]:
@@ -242,7 +256,7 @@ def unique_mask(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> 
 def _count_read_gone(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray,
                      sort_too: bool) -> None:
     no_sync(g, change, off, keep)
-    reads = scalar_reads(g)
+    reads = scalar_reads(g, change.scope)
     if not reads:
         return
     ops, by_call = launched(g)
@@ -283,7 +297,7 @@ def size_given(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> N
     `(repeats >= 0).all()`, at most CHECK_OPS of them), gone with the host's dispatch
     of each."""
     no_sync(g, change, off, keep)
-    reads = scalar_reads(g)
+    reads = scalar_reads(g, change.scope)
     if not reads:
         return
     ops, by_call = launched(g)
@@ -308,11 +322,11 @@ def readback_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarr
     d2h = ops0 + np.flatnonzero((g.ops["kind"].to_numpy() == 1)
                                 & (g.ops["copy_kind"].to_numpy() == 2)
                                 if "copy_kind" in g.ops else np.zeros(len(g.ops), dtype=bool))
-    calls = on_thread(g, launcher(g, d2h))
+    calls = scoped(g, on_thread(g, launcher(g, d2h)), change.scope)
     if not len(calls):
         return
     free(g, off, keep, calls)
-    ops_gone(g, off, d2h)
+    ops_gone(g, off, d2h[np.isin(launchers(g, d2h), calls)])
     asked = dispatch(g, calls)             # the read's own dispatch (`.item()`, `.tolist()`)
     gone(g, off, asked)
     gaps_gone(g, off, asked)

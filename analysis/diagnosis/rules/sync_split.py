@@ -76,8 +76,10 @@ def change_for(top: str | None, call: str | None) -> str:
         return "size_given"
     if (call and UNIQUE.search(call)) or top == "unique":
         return "unique_mask"
+    if call and HOST_COPY.search(call):
+        return "readback_on_device"
     if top == "nonzero":
         return "fixed_shape"
     if top == "index":
         return "index_on_device"
-    return "readback_on_device" if call and HOST_COPY.search(call) else "no_sync"
+    return "no_sync"
