@@ -101,6 +101,14 @@ def test_a_size_read_and_the_read_after_it_are_one_call_and_one_site() -> None:
         [(("rep", 88), ("size", "item"), 8)]
 
 
+def test_a_read_is_a_counts_only_where_a_count_was_launched_since_the_sync_before() -> None:
+    """A count's kernel before the first read makes it a count's; the second read, after
+    a plain kernel, is an `.item()` (before, any counting kernel earlier in the step made
+    every later read a count's: a `.tolist()` after a `torch.unique`)."""
+    assert list(call_kinds(_graph(0, "DeviceSelectSweepKernel")).values()) == \
+        ["nonzero", "item"]
+
+
 def test_a_call_takes_the_one_line_whose_text_makes_it() -> None:
     """Backtraced syncs: a `.tolist()` whose short wait was sampled on the `torch.unique`
     before it, or on the step's loop, or not at all, takes the line that calls tolist;

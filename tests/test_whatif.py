@@ -196,6 +196,19 @@ def test_a_later_sync_waits_for_the_work_an_earlier_one_no_longer_waits_for() ->
     assert _saved(rows, 70, Change("no_sync")) == 32
 
 
+def test_a_sync_sites_change_takes_no_other_sites_read() -> None:
+    """A `.tolist()` (its copy, a sync ending at 20, then its list built to 60), then a
+    scalar read that waits for a kernel (73-95). The second site's change (its segment
+    20-96) takes its own wait and dispatch (16), not the list the first site's read
+    builds, whose CPU time ends in its segment (before, 56); unscoped, both (69)."""
+    rows = _step([(0, 5, 1, LAUNCH), (10, 15, 2, ASYNC), (16, 20, 3, SYNC),
+                  (60, 65, 4, LAUNCH), (70, 72, 5, ASYNC), (73, 95, 6, SYNC)],
+                 [_kernel(6, 8, 1), (MEMCPY, 11, 12, 2, 16 << 10, 2, 0, ""),
+                  _kernel(66, 90, 4), (MEMCPY, 91, 92, 5, 4, 2, 0, "")], syncs=[3, 6])
+    assert _saved(rows, 100, Change("no_sync", scope=((20 * U, 96 * U),))) == 16
+    assert _saved(rows, 100, Change("no_sync")) == 69
+
+
 def test_no_memory_drops_the_free_that_waits_and_the_malloc() -> None:
     """cudaFree waits for the kernel, cudaMalloc takes 20: both gone, the second kernel
     follows the first (40 + 25 = 65 of 130)."""
