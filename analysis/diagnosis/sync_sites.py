@@ -67,12 +67,13 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
     spans = np.array([x[:2] for step in alike for x in step], dtype=np.int64)
     near = lines_before(pricer.models.py_samples(), pricer.threads(path, pid), spans)
     frames: list[Frame | None] = [None] * n
+    kind_of = [""] * n
     for ks in _calls([x[2] for x in alike[0]]):
         found = _nearest([d for i, d in enumerate(near) if i % n in ks])
         for k in ks:
-            frames[k] = found
+            frames[k], kind_of[k] = found, alike[0][ks[0]][2]
     calls = [Counter(x[k][4] for x in alike if x[k][4]).most_common(1) for k in range(n)]
-    called = [c[0][0] if c else "" for c in calls]
+    called = [c[0][0] if c else KIND_CALLS.get(kind_of[k], "") for k, c in enumerate(calls)]
     py, cwd = pricer.models.py_samples(), pricer.models.trace.export.working_dir
     frames = by_call(frames, called, lambda f, c: says(source_line(f[0], f[2], cwd, py.code),
                                                        c))
@@ -83,6 +84,12 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
                      files.get(line, "") if line else "",
                      tuple(called[k] for k in ks) if any(called[k] for k in ks) else ())
             for line, ks in _grouped(lines).items()]
+
+
+KIND_CALLS = {"size": "repeat_interleave", "unique": "torch.unique",
+              "synchronize": "torch.cuda.synchronize"}
+"""The call a sync's kind names where no backtrace did (a capture without them): kinds
+only one library call makes, under the name a backtrace gives it (binding_call)."""
 
 
 def by_call(frames: list[Frame | None], calls: list[str],
