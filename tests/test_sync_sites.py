@@ -32,13 +32,15 @@ def _graph(k: int, first: str = "k"):
     return build(rows, MAIN, t * U, (t + STEP) * U)
 
 
-def _pricer(samples: list[tuple[int, tuple]], steps: int = 4, first: str = "k"):
-    """A pricer over `steps` steps, whose range's thread was sampled at (µs, line)."""
+def _pricer(samples: list[tuple[int, tuple]], steps: int = 4, first: str = "k",
+            graphs: list | None = None):
+    """A pricer over `steps` steps (_graph's, or `graphs`), whose range's thread was
+    sampled at (µs, line)."""
     stacks = sorted({line for _, line in samples})
     py = PySamples(pd.DataFrame({"global_tid": MAIN, "time_ns": [t * U for t, _ in samples],
                                  "stack": [stacks.index(x) for _, x in samples]}),
                    [(("train.py", fn, ln),) for fn, ln in stacks])
-    graphs = [_graph(k, first) for k in range(steps)]
+    graphs = graphs or [_graph(k, first) for k in range(steps)]
     models = SimpleNamespace(windows=lambda path, pid: tuple(
         (g.lo, g.hi) for g in graphs), graphs=lambda key: graphs, py_samples=lambda: py,
         trace=SimpleNamespace(export=SimpleNamespace(working_dir=None)))
@@ -128,6 +130,32 @@ def test_a_call_takes_the_one_line_whose_text_makes_it() -> None:
                    lambda f, c: False) == [uniq, None, uniq, None]
     assert not says("y = x[i]", "Tensor.__getitem__") and says("torch.cuda.synchronize()",
                                                               "torch.cuda.synchronize")
+
+
+def _two_repeats(k: int):
+    """Step k (120 µs): two `repeat_interleave` calls, each a scan, its total read back
+    (a sync ending at +30), a check kernel and a second read (ending at +50)."""
+    t, calls, ops = k * 120, [], []
+    for at, c in ((0, 1), (60, 7)):
+        a = t + at
+        calls += [(a, a + 5, c, LAUNCH), (a + 22, a + 24, c + 1, ASYNC),
+                  (a + 27, a + 30, c + 2, SYNC), (a + 32, a + 35, c + 3, LAUNCH),
+                  (a + 40, a + 42, c + 4, ASYNC), (a + 45, a + 50, c + 5, SYNC)]
+        ops += [_kernel(a + 10, a + 20, c, "DeviceScanKernel"),
+                (MEMCPY, a + 25, a + 26, c + 1, 4, 2, 0, ""), _kernel(a + 36, a + 38, c + 3),
+                (MEMCPY, a + 43, a + 44, c + 4, 4, 2, 0, "")]
+    return build(_step(calls, ops, syncs=[3, 6, 9, 12]), MAIN, t * U, (t + 120) * U)
+
+
+def test_a_kind_only_one_call_makes_names_its_syncs_no_sample_reached() -> None:
+    """Without backtraces, two `repeat_interleave` calls a step, the samples only in the
+    first's segments: the second's syncs (a total after a scan, the kind only that call
+    makes) take the first's line, one site of four syncs (before, a site of their own
+    with no line)."""
+    sites = sync_sites(_pricer([(k * 120 + 48, ("rep", 88)) for k in range(4)],
+                               graphs=[_two_repeats(k) for k in range(4)]), "loop/step")
+    assert [(s.line, s.kinds, s.calls) for s in sites] == \
+        [(("rep", 88), ("size", "item") * 2, ("repeat_interleave",) * 4)]
 
 
 def _indexing(kernel: str):
