@@ -102,22 +102,18 @@ def by_call(frames: list[Frame | None], calls: list[str],
     makes the call (`said(line, call)`), else their one line; a line found for two
     calls' syncs, without text, the call most of them make. Two lines that make the same
     call (two `.item()`) stay apart, and unreached where so."""
-    owner: dict[Frame, Counter] = {}
-    for f, c in zip(frames, calls, strict=True):
-        if f is not None and c:
-            owner.setdefault(f, Counter())[c] += 1
-    found: dict[str, set[Frame]] = {}
-    for f, c in zip(frames, calls, strict=True):
-        if f is not None and c:
-            found.setdefault(c, set()).add(f)
+    pairs = [(f, c) for f, c in zip(frames, calls, strict=True) if f is not None and c]
+    owner = {f: Counter(c2 for f2, c2 in pairs if f2 == f).most_common(1)[0][0]
+             for f, _ in pairs}                         # each line's most frequent call
     line: dict[str, Frame] = {}
-    for c, lines in found.items():
+    for c in dict.fromkeys(c for _, c in pairs):
+        lines = list(dict.fromkeys(f for f, c2 in pairs if c2 == c))
         saying = [f for f in lines if said(f, c)]
-        mine = [f for f in lines if owner[f].most_common(1)[0][0] == c]
+        mine = [f for f in lines if owner[f] == c]
         if len(saying) == 1 or (not saying and len(mine) == 1):
             line[c] = (saying or mine)[0]
-    return [line.get(c, f if f is None or not c or owner[f].most_common(1)[0][0] == c
-                     else None) for f, c in zip(frames, calls, strict=True)]
+    return [line.get(c, None if f is not None and c and owner[f] != c else f)
+            for f, c in zip(frames, calls, strict=True)]
 
 
 def says(text: str, call: str) -> bool:
