@@ -65,7 +65,8 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
         return []
     alike = [x for x in per_step if len(x) == n]
     spans = np.array([x[:2] for step in alike for x in step], dtype=np.int64)
-    near = lines_before(pricer.models.py_samples(), pricer.threads(path, pid), spans)
+    py, cwd = pricer.models.py_samples(), pricer.models.trace.export.working_dir
+    near = lines_before(py, pricer.threads(path, pid), spans)
     frames: list[Frame | None] = [None] * n
     kind_of = [""] * n
     for ks in _calls([x[2] for x in alike[0]]):
@@ -74,7 +75,6 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
             frames[k], kind_of[k] = found, alike[0][ks[0]][2]
     calls = [Counter(x[k][4] for x in alike if x[k][4]).most_common(1) for k in range(n)]
     called = [c[0][0] if c else KIND_CALLS.get(kind_of[k], "") for k, c in enumerate(calls)]
-    py, cwd = pricer.models.py_samples(), pricer.models.trace.export.working_dir
     frames = by_call(frames, called, lambda f, c: says(source_line(f[0], f[2], cwd, py.code),
                                                        c))
     files = {(f[1], f[2]): f[0] for f in frames if f is not None}
@@ -103,8 +103,10 @@ def by_call(frames: list[Frame | None], calls: list[str],
     calls' syncs, without text, the call most of them make. Two lines that make the same
     call (two `.item()`) stay apart, and unreached where so."""
     pairs = [(f, c) for f, c in zip(frames, calls, strict=True) if f is not None and c]
-    owner = {f: Counter(c2 for f2, c2 in pairs if f2 == f).most_common(1)[0][0]
-             for f, _ in pairs}                         # each line's most frequent call
+    made: dict[Frame, Counter] = {}
+    for f, c in pairs:
+        made.setdefault(f, Counter())[c] += 1
+    owner = {f: n.most_common(1)[0][0] for f, n in made.items()}   # its most frequent call
     line: dict[str, Frame] = {}
     for c in dict.fromkeys(c for _, c in pairs):
         lines = list(dict.fromkeys(f for f, c2 in pairs if c2 == c))

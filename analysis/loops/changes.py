@@ -100,6 +100,7 @@ from .edits import (
     free,
     gil_waits,
     gone,
+    in_scope,
     launched,
     launcher,
     launchers,
@@ -154,12 +155,6 @@ def apply(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray) -> None:
     _leaving_cut(g, change.scope, off, changed, ~sel)
 
 
-def _in_scope(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """Per node, whether it is a call or OS call that starts in one of the scope's
-    windows."""
-    return np.isin(g.kind, (CALL, OS)) & within(g.start, near(scope, g.lo, g.hi))
-
-
 def _leaving_cut(g: Graph, scope: tuple[tuple[int, int], ...], off: np.ndarray,
                  changed: np.ndarray, free_edges: np.ndarray) -> None:
     """The host's CPU time leaving the scope (PROGRAM edges, of `free_edges`, from a call
@@ -167,7 +162,7 @@ def _leaving_cut(g: Graph, scope: tuple[tuple[int, int], ...], off: np.ndarray,
     up to the next range's first call) loses what the change took off it, at most its
     span inside the scope's windows."""
     src, dst, kind = edges(g)
-    inside = _in_scope(g, scope)
+    inside = in_scope(g, scope)
     out = np.flatnonzero(free_edges & (kind == PROGRAM) & inside[src // 2]
                          & ~inside[dst // 2])
     if not len(out):
@@ -179,7 +174,7 @@ def _leaving_cut(g: Graph, scope: tuple[tuple[int, int], ...], off: np.ndarray,
 def _scoped_edges(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
     """The edges into nodes of the scope (see the module doc); a STEP edge by its
     source."""
-    inside = _in_scope(g, scope)
+    inside = in_scope(g, scope)
     if len(g.ops):
         ops0 = len(g.calls)
         launcher = launchers(g, ops0 + np.arange(len(g.ops)))

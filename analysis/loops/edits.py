@@ -186,6 +186,12 @@ def within(times: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
+def in_scope(g: Graph, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """Per node, whether it is a call or OS call that starts in one of the scope's
+    windows (a finding's: changes.apply acts on the edges into them)."""
+    return np.isin(g.kind, (CALL, OS)) & within(g.start, near(scope, g.lo, g.hi))
+
+
 def overlap(lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
     """How much of each span [lo, hi] lies inside the windows `w` (near's array), ns."""
     out = np.zeros(len(lo), dtype=np.int64)

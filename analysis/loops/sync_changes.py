@@ -20,16 +20,15 @@ from .edits import (
     gaps_gone,
     gil_waits,
     gone,
+    in_scope,
     launched,
     launcher,
     launchers,
     named_ops,
-    near,
     on_thread,
     ops_gone,
     overlap,
     unblocked,
-    within,
 )
 from .graph import CALL, OS, PROGRAM, STEP, Graph
 from .kernel_changes import undispatched
@@ -217,7 +216,7 @@ def scalar_reads(g: Graph, scope: tuple[tuple[int, int], ...] = ()
 
 def scoped(g: Graph, calls: np.ndarray, scope: tuple[tuple[int, int], ...]) -> np.ndarray:
     """The calls that start in the scope's windows (all of them without a scope)."""
-    return calls[within(g.start[calls], near(scope, g.lo, g.hi))] if scope else calls
+    return calls[in_scope(g, scope)[calls]] if scope else calls
 
 
 def synced_after(g: Graph, copies: np.ndarray) -> list[tuple[int, int]]:
