@@ -132,6 +132,23 @@ def test_a_call_takes_the_one_line_whose_text_makes_it() -> None:
                                                               "torch.cuda.synchronize")
 
 
+def test_unreached_syncs_take_the_line_of_the_range_that_makes_their_call() -> None:
+    """A `torch.cuda.synchronize()` a step whose waits no sample reached (each named by
+    the line before it, or by none) beside the one that ends the range, which a sample
+    did reach: the steps' syncs take the line the range's samples show making the call
+    that no sync was found on, and the range's last keeps its own (seed 87 g36's sixteen
+    went to the range's end line, and the step's line got no finding)."""
+    rep, step_sync, end = ("c.py", "rep", 88), ("c.py", "sync", 123), ("p.py", "variant", 121)
+    text = {88: "z = torch.repeat_interleave(x, r)", 123: "torch.cuda.synchronize()",
+            121: "torch.cuda.synchronize()"}
+    said = lambda f, c: says(text[f[2]], c)                 # noqa: E731
+    frames = [rep, None, rep, rep, None, rep, end]
+    calls = ["repeat_interleave", "torch.cuda.synchronize"] * 3 + ["torch.cuda.synchronize"]
+    assert by_call(frames, calls, said) == [rep, end] * 3 + [end]
+    assert by_call(frames, calls, said, heard=[rep, step_sync, end, step_sync]) == \
+        [rep, step_sync] * 3 + [end]
+
+
 def _two_repeats(k: int):
     """Step k (120 µs): two `repeat_interleave` calls, each a scan, its total read back
     (a sync ending at +30), a check kernel and a second read (ending at +50)."""
@@ -185,6 +202,15 @@ def test_index_on_device_drops_the_upload_its_wait_and_its_dispatch() -> None:
     rows = _indexing("index_elementwise_kernel")
     assert saving(build(rows, MAIN, 0, 100 * U), Change("index_on_device")) / U == 30
     assert saving(build(_indexing("k"), MAIN, 0, 100 * U), Change("index_on_device")) == 0
+
+
+def test_index_on_device_takes_only_the_uploads_of_its_site() -> None:
+    """A site's change keeps the index uploads whose sync starts outside its scope: the
+    upload of another line's indexing is that line's to remove (a scope: the site's
+    segment, through to the call after its sync, as sync_sites gives it)."""
+    g = build(_indexing("index_elementwise_kernel"), MAIN, 0, 100 * U)
+    assert saving(g, Change("index_on_device", scope=((45 * U, 81 * U),))) / U == 30
+    assert saving(g, Change("index_on_device", scope=((0, 45 * U),))) == 0
 
 
 def test_a_count_is_known_by_its_launch_not_its_gpu_start() -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,8 +75,10 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
             frames[k], kind_of[k] = found, alike[0][ks[0]][2]
     calls = [Counter(x[k][4] for x in alike if x[k][4]).most_common(1) for k in range(n)]
     called = [c[0][0] if c else KIND_CALLS.get(kind_of[k], "") for k, c in enumerate(calls)]
+    heard = (f for found in lines_before(py, pricer.threads(path, pid), scope)
+             for f, _ in found)
     frames = by_call(frames, called, lambda f, c: says(source_line(f[0], f[2], cwd, py.code),
-                                                       c))
+                                                       c), heard)
     files = {(f[1], f[2]): f[0] for f in frames if f is not None}
     lines = [(f[1], f[2]) if f is not None else None for f in frames]
     return [SyncSite(line, tuple(alike[0][k][2] for k in ks),
@@ -93,28 +95,35 @@ only one library call makes, under the name a backtrace gives it (binding_call).
 
 
 def by_call(frames: list[Frame | None], calls: list[str],
-            said: Callable[[Frame, str], bool]) -> list[Frame | None]:
+            said: Callable[[Frame, str], bool], heard: Iterable[Frame] = ()
+            ) -> list[Frame | None]:
     """Each sync ordinal's line, set right by its backtraced Python call (`calls`, "" where
     none). A short wait no sample fell in takes the line of the host work before it (seed
     86 g19's `.tolist()` named five times by the `torch.unique` before it, and priced with
     its conversion; g39's `torch.cuda.synchronize()` by the `empty_cache` lines of the
-    step before). So the ordinals of one call take the one line of theirs whose text
-    makes the call (`said(line, call)`), else their one line; a line found for two
-    calls' syncs, without text, the call most of them make. Two lines that make the same
-    call (two `.item()`) stay apart, and unreached where so."""
+    step before). So an ordinal whose line makes its call (`said(line, call)`) keeps it;
+    the call's other ordinals take the one line of the range's samples (`heard`) that
+    makes the call and no ordinal was found on (seed 87 g36's `torch.cuda.synchronize()`
+    a step, whose waits no sample reached, beside the one that ends the range), else the
+    one line of theirs that makes it, else their one line; a line found for two calls'
+    syncs, without text, the call most of them make. Two lines that make the same call
+    (two `.item()`) stay apart, and unreached where so."""
     pairs = [(f, c) for f, c in zip(frames, calls, strict=True) if f is not None and c]
     made: dict[Frame, Counter] = {}
     for f, c in pairs:
         made.setdefault(f, Counter())[c] += 1
     owner = {f: n.most_common(1)[0][0] for f, n in made.items()}   # its most frequent call
+    heard = list(dict.fromkeys(heard))
     line: dict[str, Frame] = {}
-    for c in dict.fromkeys(c for _, c in pairs):
+    for c in dict.fromkeys(c for c in calls if c):
         lines = list(dict.fromkeys(f for f, c2 in pairs if c2 == c))
-        saying = [f for f in lines if said(f, c)]
-        mine = [f for f in lines if owner[f] == c]
-        if len(saying) == 1 or (not saying and len(mine) == 1):
-            line[c] = (saying or mine)[0]
-    return [line.get(c, None if f is not None and c and owner[f] != c else f)
+        unfound = [f for f in heard if f not in lines and said(f, c)]
+        pick = unfound if len(unfound) == 1 else [f for f in lines if said(f, c)] or \
+            [f for f in lines if owner[f] == c]
+        if len(pick) == 1:
+            line[c] = pick[0]
+    return [f if not c or (f is not None and said(f, c)) else
+            line.get(c, None if f is not None and owner[f] != c else f)
             for f, c in zip(frames, calls, strict=True)]
 
 

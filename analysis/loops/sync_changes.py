@@ -175,8 +175,12 @@ def index_on_device(g: Graph, change: Change, off: np.ndarray, keep: np.ndarray)
     """The index tensor kept on the device: each index upload (index_uploads) gone, its
     copy's dispatch (the queries it makes, cudaStreamIsCapturing), the copy call, the copy,
     the synchronize after it, and the CPU time after each of those calls (the copy's
-    return into the indexing op)."""
+    return into the indexing op); with the finding's scope, only the uploads whose sync
+    starts in it (another site's upload stays, as scalar_reads' reads do)."""
     pairs = index_uploads(g)
+    inside = set(scoped(g, np.array([b for _, b in pairs], dtype=np.int64),
+                        change.scope).tolist())
+    pairs = [(a, b) for a, b in pairs if b in inside]
     if not pairs:
         return
     copies = np.array([c for c, _ in pairs], dtype=np.int64)
