@@ -33,17 +33,19 @@ def _graph(k: int, first: str = "k"):
 
 
 def _pricer(samples: list[tuple[int, tuple]], steps: int = 4, first: str = "k",
-            graphs: list | None = None):
+            graphs: list | None = None, inner: dict | None = None):
     """A pricer over `steps` steps (_graph's, or `graphs`), whose range's thread was
-    sampled at (µs, line)."""
+    sampled at (µs, line); `inner`: the windows of ranges inside, by path."""
     stacks = sorted({line for _, line in samples})
     py = PySamples(pd.DataFrame({"global_tid": MAIN, "time_ns": [t * U for t, _ in samples],
                                  "stack": [stacks.index(x) for _, x in samples]}),
                    [(("train.py", fn, ln),) for fn, ln in stacks])
     graphs = graphs or [_graph(k, first) for k in range(steps)]
-    models = SimpleNamespace(windows=lambda path, pid: tuple(
+    inner = inner or {}
+    models = SimpleNamespace(windows=lambda path, pid: inner.get(path) or tuple(
         (g.lo, g.hi) for g in graphs), graphs=lambda key: graphs, py_samples=lambda: py,
-        trace=SimpleNamespace(export=SimpleNamespace(working_dir=None)))
+        trace=SimpleNamespace(export=SimpleNamespace(working_dir=None),
+                              keys=pd.DataFrame({"path": ["loop", "loop/step", *inner]})))
     return SimpleNamespace(models=models, modeled_key=lambda path, pid: 0,
                            threads=lambda path, pid: {MAIN})
 
@@ -109,6 +111,36 @@ def test_a_read_is_a_counts_only_where_a_count_was_launched_since_the_sync_befor
     every later read a count's: a `.tolist()` after a `torch.unique`)."""
     assert list(call_kinds(_graph(0, "DeviceSelectSweepKernel")).values()) == \
         ["nonzero", "item"]
+
+
+def _instance(i: int, steps: int = 4):
+    """Instance i of a loop's range (at i * 1000 µs): `steps` steps of STEP µs, each a
+    kernel launched at its start, a small read back and its sync (ends at +100)."""
+    t0, calls, ops = i * 1000, [], []
+    for k in range(steps):
+        t, c = t0 + k * STEP, 3 * k + 1
+        calls += [(t, t + 5, c, LAUNCH), (t + 70, t + 72, c + 1, ASYNC),
+                  (t + 73, t + 100, c + 2, SYNC)]
+        ops += [_kernel(t + 10, t + 60, c), (MEMCPY, t + 60, t + 61, c + 1, 4, 2, 0, "")]
+    rows = _step(calls, ops, syncs=[3 * k + 3 for k in range(steps)])
+    return build(rows, MAIN, t0 * U, (t0 + steps * STEP) * U)
+
+
+def test_a_loop_range_names_each_steps_sync_by_one_line() -> None:
+    """A loop's range whose modeled unit is its instance (four steps, a range `step`
+    each): the k-th sync of every step is one line, named from all their samples. Half
+    the steps were sampled only on the step's own work, far before the read (seed 88
+    g09's CPU index: 17 of its 32 syncs took that line and the site half the saving);
+    without the steps' range the four syncs stay apart."""
+    graphs = [_instance(i) for i in range(3)]
+    steps = tuple(((i * 1000 + k * STEP) * U, (i * 1000 + (k + 1) * STEP) * U)
+                  for i in range(3) for k in range(4))
+    samples = [(i * 1000 + k * STEP + (95 if k % 2 == 0 else 30),
+                ("read", 20) if k % 2 == 0 else ("step", 10)) for i in range(3) for k in range(4)]
+    sites = sync_sites(_pricer(samples, graphs=graphs, inner={"loop/step": steps}), "loop")
+    assert [(s.line, len(s.kinds)) for s in sites] == [(("read", 20), 4)]
+    apart = sync_sites(_pricer(samples, graphs=graphs), "loop")
+    assert [(s.line, len(s.kinds)) for s in apart] == [(("read", 20), 2), (("step", 10), 2)]
 
 
 def test_a_call_takes_the_one_line_whose_text_makes_it() -> None:

@@ -9,7 +9,9 @@ it (or the instance's start) to its end; the line is the one the Python samples 
 segments fell on nearest the syncs' ends (the smallest median distance: the step's own
 work before the read lies further back). Ordinals of one line are one site
 (`repeat_interleave` syncs twice: a total read back after a scan and the read after it
-are named together, from both segments' samples).
+are named together, from both segments' samples). In a loop's range, whose modeled unit
+is an instance holding many steps (a range inside that repeats), the k-th sync of every
+step is one line too, named from all its steps' samples.
 
 Each site's scope (what its change acts on) is its segments, through to the next call
 after each sync: the host's work on the value read back belongs to it. A step that syncs
@@ -64,21 +66,9 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
     if n < 1 or seen < SAME_SHARE * len(per_step):
         return []
     alike = [x for x in per_step if len(x) == n]
-    spans = np.array([x[:2] for step in alike for x in step], dtype=np.int64)
-    py, cwd = pricer.models.py_samples(), pricer.models.trace.export.working_dir
-    near = lines_before(py, pricer.threads(path, pid), spans)
-    frames: list[Frame | None] = [None] * n
-    kind_of = [""] * n
-    for ks in _calls([x[2] for x in alike[0]]):
-        found = _nearest([d for i, d in enumerate(near) if i % n in ks])
-        for k in ks:
-            frames[k], kind_of[k] = found, alike[0][ks[0]][2]
-    calls = [Counter(x[k][4] for x in alike if x[k][4]).most_common(1) for k in range(n)]
-    called = [c[0][0] if c else KIND_CALLS.get(kind_of[k], "") for k, c in enumerate(calls)]
-    heard = (f for found in lines_before(py, pricer.threads(path, pid), scope)
-             for f, _ in found)
-    frames = by_call(frames, called, lambda f, c: says(source_line(f[0], f[2], cwd, py.code),
-                                                       c), heard)
+    graphs = [g for g, x in zip(pricer.models.graphs(key), per_step, strict=True)
+              if len(x) == n]
+    frames, called = _named(pricer, path, pid, graphs, alike, scope)
     files = {(f[1], f[2]): f[0] for f in frames if f is not None}
     lines = [(f[1], f[2]) if f is not None else None for f in frames]
     return [SyncSite(line, tuple(alike[0][k][2] for k in ks),
@@ -86,6 +76,32 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
                      files.get(line, "") if line else "",
                      tuple(called[k] for k in ks) if any(called[k] for k in ks) else ())
             for line, ks in _grouped(lines).items()]
+
+
+def _named(pricer, path: str, pid: int | None, graphs: list[Graph], alike: list[list],
+           scope: np.ndarray) -> tuple[list[Frame | None], list[str]]:
+    """Each sync ordinal's frame and Python call over the modeled steps that sync alike
+    (`graphs`, and `alike`: their _segments): the frame sampled nearest the ends of its
+    call's segments (_calls, merged over a loop range's steps by _periodic), set right by
+    the call (by_call)."""
+    n = len(alike[0])
+    spans = np.array([x[:2] for step in alike for x in step], dtype=np.int64)
+    py, cwd = pricer.models.py_samples(), pricer.models.trace.export.working_dir
+    near = lines_before(py, pricer.threads(path, pid), spans)
+    kind_of = [alike[0][ks[0]][2] for ks in _calls([x[2] for x in alike[0]]) for _ in ks]
+    calls = [Counter(x[k][4] for x in alike if x[k][4]).most_common(1) for k in range(n)]
+    called = [c[0][0] if c else KIND_CALLS.get(kind_of[k], "") for k, c in enumerate(calls)]
+    frames: list[Frame | None] = [None] * n
+    for ks in _periodic(_calls([x[2] for x in alike[0]]),
+                        list(zip(kind_of, called, strict=True)),
+                        _repeats(pricer.models, path, pid, graphs)):
+        found = _nearest([d for i, d in enumerate(near) if i % n in ks])
+        for k in ks:
+            frames[k] = found
+    heard = (f for found in lines_before(py, pricer.threads(path, pid), scope)
+             for f, _ in found)
+    return by_call(frames, called, lambda f, c: says(source_line(f[0], f[2], cwd, py.code),
+                                                     c), heard), called
 
 
 KIND_CALLS = {"size": "repeat_interleave", "unique": "torch.unique",
@@ -282,6 +298,44 @@ def _calls(kinds: list[str]) -> list[list[int]]:
         else:
             out.append([k])
     return out
+
+
+def _repeats(models, path: str, pid: int | None, graphs: list[Graph]) -> set[int]:
+    """How many instances of a range directly inside `path` each modeled instance holds,
+    for each such range that repeats alike (two or more in every one): the steps of a
+    loop's range."""
+    keys = models.trace.keys
+    paths = keys["path"].astype(str)
+    inner = paths.str.startswith(path + "/") & ~paths.str[len(path) + 1:].str.contains("/")
+    out: set[int] = set()
+    for child in sorted(set(paths[inner.to_numpy()].tolist())):
+        w = np.array(models.windows(child, pid), dtype=np.int64).reshape(-1, 2)
+        counts = {int(((w[:, 0] >= g.lo) & (w[:, 1] <= g.hi)).sum()) for g in graphs}
+        if len(counts) == 1 and min(counts) >= 2:
+            out |= counts
+    return out
+
+
+def _periodic(groups: list[list[int]], seq: list, repeats: set[int]) -> list[list[int]]:
+    """The groups (of _calls) merged where their first ordinals are a whole number of
+    periods apart in the range's repeating body, where the body repeats as often as a
+    range inside repeats (`repeats`): a loop's range, whose modeled unit is its instance,
+    makes the k-th sync of each of its steps on one line, as the same ordinal of every
+    modeled step is (seed 88 g09's CPU-index syncs, 32 an instance, named one by one from
+    a few samples each: 17 took the line of the step's own work before them, and the site
+    its half of the saving). The period is the shortest that repeats the syncs' (kind,
+    call) from the first on, as many times as the range inside repeats (the syncs after
+    it, such as a synchronize that closes the range, stay their own); none: as given
+    (two `.item()` lines of one step)."""
+    n = len(seq)
+    for p in range(1, n // 2 + 1):
+        body = next((k + p for k in range(n - p) if seq[k] != seq[k + p]), n)
+        if body % p == 0 and body // p in repeats:
+            merged: dict[int, list[int]] = {}
+            for ks in groups:
+                merged.setdefault(ks[0] % p if ks[-1] < body else -1 - ks[0], []).extend(ks)
+            return [sorted(ks) for ks in merged.values()]
+    return groups
 
 
 def _grouped(lines: list[Line | None]) -> dict[Line | None, list[int]]:
