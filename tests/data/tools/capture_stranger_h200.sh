@@ -23,4 +23,8 @@ for v in ${VARIANTS:-none item mask batch all}; do
 done
 cat "$R/plain.txt"
 cd "$R" && XZ_OPT=-9T16 tar cJf "$OUT/stranger.tar.xz" env.txt plain.txt */log.txt */meta.json */trace.sqlite
+# The device tool brings back files of 16 MiB at most: a larger tarball comes back in parts.
+if [ "$(stat -c %s "$OUT/stranger.tar.xz")" -gt 15728640 ]; then
+  split -b 15M -d "$OUT/stranger.tar.xz" "$OUT/stranger.tar.xz.part" && rm "$OUT/stranger.tar.xz"
+fi
 ls -la "$OUT"
