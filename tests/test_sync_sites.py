@@ -339,6 +339,32 @@ def test_a_large_readback_leaves_the_loops_other_sync_its_own_finding() -> None:
     assert sync_in_loop(REGISTRY["sync_in_loop"], ctx) == []
 
 
+def test_a_sites_call_names_its_kind_before_the_cuda_pattern() -> None:
+    """A capture without backtraces: an `.item()` whose read follows a boolean mask's
+    backward reads as a count by its CUDA pattern (a counting kernel since the sync
+    before); the line's text makes `.item()`, so the finding says so, gives the `.item()`
+    remedy and stops the wait (no_sync), not a fixed-shape mask (the stranger
+    program, no NVTX range, sampled as a user samples)."""
+    from analysis.diagnosis.rules import REGISTRY, Context
+    from analysis.diagnosis.rules.host_rules import sync_in_loop
+    from analysis.documents.types import RangeEntry, SystemsDoc, SystemsSource
+
+    e = RangeEntry(name="loop/step", domain=None, instances=16, kernel_count=0,
+                   kernel_time_ns=0, gpu_span_ns=1, gpu_idle_ns=0, wall_instances=16,
+                   wall_ns=16_000_000, sync_instances=16, sync_calls=48)
+    mask = SyncSite(("loss_of", 68), ("nonzero", "nonzero"), ((0, 10),), "./train.py")
+    item = SyncSite(("main", 97), ("nonzero",), ((10, 20),), "./train.py", said="Tensor.item")
+    ctx = Context(systems=SystemsDoc(source=SystemsSource("x", None, None, []), ranges=[e]),
+                  syncs=lambda path: {"nonzero": 48}, sync_sites=lambda path: [mask, item],
+                  price=lambda f: 1_000_000.0)
+    by_line = {f.evidence["lines_named"][0]["line"]: f
+               for f in sync_in_loop(REGISTRY["sync_in_loop"], ctx)}
+    assert by_line[97].change == "no_sync" and by_line[97].evidence["syncs"] == {"item": 1}
+    assert "train.py:97 in main in `Tensor.item`" in by_line[97].message
+    assert "./train.py" not in by_line[97].message
+    assert by_line[68].change == "fixed_shape" and "`nonzero`" in by_line[68].message
+
+
 def test_a_checkpoints_copies_are_no_readback_and_leave_the_loops_syncs_alone() -> None:
     """The same loop where its step model says the copies fall in a few steps, outside
     torch.save in none (Pricer.readback_share: a checkpoint every eighth step, slow_step's):

@@ -31,7 +31,7 @@ import numpy as np
 from ..loops.edits import COUNTING
 from ..loops.graph import CALL, Graph
 from ..loops.sync_changes import SCALAR_BYTES, index_uploads
-from ..trace.pylines import lines_before, source_line
+from ..trace.pylines import lines_before, named_call, source_line
 
 SAME_SHARE = 0.8
 """The share of modeled steps that must sync the same number of times for the k-th sync
@@ -50,6 +50,7 @@ class SyncSite:
     windows: tuple[tuple[int, int], ...]   # its segments in the modeled steps
     file: str = ""                         # the line's file, as sampled
     calls: tuple[str, ...] = ()            # the Python call of each sync, where backtraced
+    said: str = ""                         # the sync call its line's text makes (named_call)
 
 
 def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
@@ -71,11 +72,25 @@ def sync_sites(pricer, path: str, pid: int | None = None) -> list[SyncSite]:
     frames, called = _named(pricer, path, pid, graphs, alike, scope)
     files = {(f[1], f[2]): f[0] for f in frames if f is not None}
     lines = [(f[1], f[2]) if f is not None else None for f in frames]
+    cwd, code = pricer.models.trace.export.working_dir, pricer.models.py_samples().code
     return [SyncSite(line, tuple(alike[0][k][2] for k in ks),
                      tuple((x[k][0], x[k][3]) for x in alike for k in ks),
                      files.get(line, "") if line else "",
-                     tuple(called[k] for k in ks) if any(called[k] for k in ks) else ())
+                     tuple(called[k] for k in ks) if any(called[k] for k in ks) else (),
+                     _text_call(files[line], line[1], cwd, code) if line else "")
             for line, ks in _grouped(lines).items()]
+
+
+TEXT_CALLS = re.compile(r"^(?:Tensor\.(?:item|cpu|tolist|numpy)|synchronize|nonzero)$")
+"""The calls a line's text names (pylines.named_call) that are a sync of their own: what
+a site without backtraces says it waits in (an `.item()` after a mask's count, whose
+pattern reads as the count's)."""
+
+
+def _text_call(file: str, line: int, cwd: str | None, code) -> str:
+    """The sync call the line's text makes (TEXT_CALLS), else ""."""
+    call = named_call(source_line(file, line, cwd, code))
+    return call if TEXT_CALLS.match(call) else ""
 
 
 def _named(pricer, path: str, pid: int | None, graphs: list[Graph], alike: list[list],

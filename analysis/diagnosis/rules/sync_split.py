@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from ...documents.types import Finding, PyLine, RangeEntry
+from ...trace.pylines import shown
 from ..pricing import SYNC_SAID
 from ..sync_sites import SyncSite
 from .lines import SIZE_CALL, UNIQUE_CALL, named_lines
@@ -30,14 +31,19 @@ def split(sites: list[SyncSite]) -> bool:
 
 def site_finding(r: Any, e: RangeEntry, site: SyncSite, evidence: dict,
                  remedies: dict[str, str]) -> Finding:
-    """The finding of one site: its line, its syncs, its remedy and its change."""
-    kinds = Counter(site.kinds)
+    """The finding of one site: its line, its syncs, its remedy and its change. The
+    user's call comes first: the backtraced one, else the line's sampled call, else the
+    sync its text makes; a call that is one kind of sync (CALL_KIND) names the syncs'
+    kind, whatever their CUDA pattern."""
+    line = line_of(e, site)
+    called = next((c for c in site.calls if c), "") or (line["call"] if line else "") \
+        or site.said
+    kind = next((k for pattern, k in CALL_KIND if re.search(pattern, called)), None)
+    kinds = Counter([kind] * len(site.kinds) if kind else site.kinds)
     top = max(kinds, key=kinds.get)
     said = ", ".join(f"{SYNC_SAID[k]} ({n})" for k, n in kinds.most_common())
-    line = line_of(e, site)
     where = f"{line['file']}:{line['line']} in {line['function']}" if line else \
         "a line the Python samples did not reach"
-    called = next((c for c in site.calls if c), "") or (line["call"] if line else "")
     call = f" in `{called}`" if called else ""
     return r.finding(
         range=e.name, iterations=e.wall_instances,
@@ -50,6 +56,13 @@ def site_finding(r: Any, e: RangeEntry, site: SyncSite, evidence: dict,
         suggestion=remedies.get(top, remedies["item"]))
 
 
+CALL_KIND = ((r"Tensor\.item$", "item"), (r"(?:^|\.)synchronize$", "synchronize"),
+             (r"^nonzero$", "nonzero"))
+"""Calls that make one kind of sync each (pricing.SYNC_SAID's keys): the user's call
+names it before the CUDA pattern does (the stranger program, no NVTX range: an `.item()`
+after a boolean mask's backward read as the mask's count)."""
+
+
 def line_of(e: RangeEntry, site: SyncSite) -> dict | None:
     """The site's line as lines_named holds it: the range's sampled line where kept."""
     if site.line is None:
@@ -57,7 +70,7 @@ def line_of(e: RangeEntry, site: SyncSite) -> dict | None:
     kept: PyLine | None = next((x for x in e.lines
                                 if (x.function, x.line) == site.line), None)
     if kept is None:
-        return {"file": site.file, "line": site.line[1], "function": site.line[0],
+        return {"file": shown(site.file, None), "line": site.line[1], "function": site.line[0],
                 "call": "", "pct": 0.0}
     return named_lines([kept])[0]
 
