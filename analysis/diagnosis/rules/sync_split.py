@@ -38,6 +38,8 @@ def site_finding(r: Any, e: RangeEntry, site: SyncSite, evidence: dict,
     line = line_of(e, site)
     called = next((c for c in site.calls if c), "") or (line["call"] if line else "") \
         or site.said
+    if line and called and not line["call"]:
+        line = {**line, "call": called}
     kind = next((k for pattern, k in CALL_KIND if re.search(pattern, called)), None)
     kinds = Counter([kind] * len(site.kinds) if kind else site.kinds)
     top = max(kinds, key=kinds.get)
