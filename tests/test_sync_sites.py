@@ -562,3 +562,25 @@ def test_copy_calls_of_one_direction_are_those_that_launched_such_copies() -> No
     assert _calls_of(g, "d2h").tolist() == [0]
     assert _calls_of(g, "h2d").tolist() == [2]
     assert _calls_of(g, "copy").tolist() == [0, 2]
+
+
+def test_the_stranger_programs_findings_name_each_causes_line_and_call(data) -> None:
+    """A script written for no tool, captured as a user captures it (no NVTX range, CPU
+    and Python samples, no CUDA backtraces): its detected loop's findings name the line
+    of each of its three causes, with the call: the `.item()` (not the boolean mask's
+    count its CUDA pattern reads as), the mask's two syncs, the batch's `torch.tensor`."""
+    import json
+
+    from tests.conftest import systems_json
+
+    run = data / "stranger" / "none"
+    doc = systems_json(run / "trace.sqlite", json.loads((run / "meta.json").read_text()))
+    named = {(x["line"], f["rule"]): (x.get("call"), f["evidence"].get("syncs"))
+             for f in doc["findings"] for x in (f.get("evidence") or {}).get("lines_named") or []
+             if x.get("file", "").endswith("stranger_train.py")}
+    code = (data / "tools" / "stranger_train.py").read_text().splitlines()
+    at = {text: max(i for i, x in enumerate(code, 1) if text in x)   # the code's, not the doc's
+          for text in ("loss.item()", "logits[keep]", "torch.tensor(rows)")}
+    assert named[(at["loss.item()"], "sync_in_loop")] == ("Tensor.item", {"item": 1})
+    assert named[(at["logits[keep]"], "sync_in_loop")][1] == {"nonzero": 2}
+    assert named[(at["torch.tensor(rows)"], "batch_in_python")][0] == "torch.tensor"
