@@ -143,6 +143,21 @@ def test_a_loop_range_names_each_steps_sync_by_one_line() -> None:
     assert [(s.line, len(s.kinds)) for s in apart] == [(("read", 20), 2), (("step", 10), 2)]
 
 
+def test_a_loop_ranges_sync_is_the_line_sampled_last_before_the_waits() -> None:
+    """Over a loop range's steps, the line sampled nearest of all before the syncs names
+    them, not the smallest median: a read whose dispatch runs long (its samples 95 to 5
+    µs before the sync's end, median 70) and one sample of another line 40 µs before
+    (seed 89 g02: the cause range's push, against an `if` on a tensor slowed by a
+    GIL-holding thread)."""
+    graphs = [_instance(i) for i in range(3)]
+    steps = tuple(((i * 1000 + k * STEP) * U, (i * 1000 + (k + 1) * STEP) * U)
+                  for i in range(3) for k in range(4))
+    samples = [(i * 1000 + k * STEP + at, ("read", 20)) for i in range(3) for k in range(4)
+               for at in ((5, 10, 30, 95)[k],)] + [(1000 + STEP + 60, ("push", 87))]
+    sites = sync_sites(_pricer(samples, graphs=graphs, inner={"loop/step": steps}), "loop")
+    assert [(s.line, len(s.kinds)) for s in sites] == [(("read", 20), 4)]
+
+
 def test_a_call_takes_the_one_line_whose_text_makes_it() -> None:
     """Backtraced syncs: a `.tolist()` whose short wait was sampled on the `torch.unique`
     before it, or on the step's loop, or not at all, takes the line that calls tolist;
