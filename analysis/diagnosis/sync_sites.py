@@ -103,11 +103,11 @@ def _named(pricer, path: str, pid: int | None, graphs: list[Graph], alike: list[
     spans = np.array([x[:2] for step in alike for x in step], dtype=np.int64)
     py, cwd = pricer.models.py_samples(), pricer.models.trace.export.working_dir
     near = lines_before(py, pricer.threads(path, pid), spans)
-    kind_of = [alike[0][ks[0]][2] for ks in _calls([x[2] for x in alike[0]]) for _ in ks]
+    groups = _calls([x[2] for x in alike[0]])
+    kind_of = [alike[0][ks[0]][2] for ks in groups for _ in ks]
     calls = [Counter(x[k][4] for x in alike if x[k][4]).most_common(1) for k in range(n)]
     called = [c[0][0] if c else KIND_CALLS.get(kind_of[k], "") for k, c in enumerate(calls)]
     frames: list[Frame | None] = [None] * n
-    groups = _calls([x[2] for x in alike[0]])
     merged = _periodic(groups, list(zip(kind_of, called, strict=True)),
                        _repeats(pricer.models, path, pid, graphs))
     for ks in merged:     # over a loop range's steps, the frame sampled nearest of all
